@@ -1,0 +1,85 @@
+"""The budget of one request: how many input tokens fit once output and margin are reserved.
+
+    shared rule:   room = window - reserved_output - margin
+    separate rule: room = max_input_tokens - margin          (output is capped on its own)
+
+Reserved output is the request's `max_tokens`/`max_completion_tokens`, else the policy default,
+clamped to the model's output cap and the policy cap. The guard writes it back explicitly.
+
+Cutting aims below the room, at a low-water mark, so the next turns of the same conversation fit
+without another cut. The amount cut is rounded up to whole "bands" (room - target): a conversation
+that grows by a few messages gets the *same* cut as the turn before, so what is sent keeps a
+byte-identical prefix (provider prompt caches keep hitting) and always uses more than
+`room - 2 * band` tokens (with the default low-water ratio of 0.9: 80% of the room).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from guard.errors import BadRequest
+from guard.limits import ModelLimits
+from guard.policy import Policy
+
+
+@dataclass(frozen=True)
+class Budget:
+    limits: ModelLimits
+    reserved_output: int
+    margin: int
+    low_water_ratio: float
+
+    @property
+    def room(self) -> int:
+        """Most input tokens the request may carry."""
+        if self.limits.rule == "shared":
+            return self.limits.max_input_tokens - self.reserved_output - self.margin
+        return self.limits.max_input_tokens - self.margin
+
+    @property
+    def target(self) -> int:
+        """The low-water mark that cutting aims at."""
+        return math.floor(self.room * self.low_water_ratio)
+
+    def fits(self, input_tokens: int) -> bool:
+        return input_tokens <= self.room
+
+    def stop_at(self, total: int) -> int:
+        """Cut until input <= this: `total` minus the overflow rounded up to whole bands."""
+        room = self.room
+        if total <= room:
+            return total
+        band = max(1, room - self.target)
+        need = total - self.target
+        return total - math.ceil(need / band) * band
+
+    def with_output(self, reserved_output: int) -> Budget:
+        return replace(self, reserved_output=reserved_output)
+
+
+def requested_output(body: Mapping[str, Any], key: str) -> int | None:
+    """The output limit the client asked for under `key`, validated."""
+    value = body.get(key)
+    if value is None and key == "max_completion_tokens":
+        value = body.get("max_tokens")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise BadRequest(f"{key} must be a positive integer")
+    return value
+
+
+def make_budget(limits: ModelLimits, policy: Policy, requested: int | None) -> tuple[Budget, str]:
+    """The budget and where its reserved output came from: request, default or clamped."""
+    cap = limits.max_output_tokens
+    if policy.max_output_tokens is not None:
+        cap = min(cap, policy.max_output_tokens)
+    wanted = requested if requested is not None else min(policy.default_max_tokens, cap)
+    reserved = min(wanted, cap)
+    source = "request" if requested is not None else "policy_default"
+    if reserved < wanted:
+        source = "clamped_to_cap"
+    margin = max(policy.safety_margin_tokens, math.ceil(policy.safety_margin_ratio * limits.max_input_tokens))
+    return Budget(limits, reserved, margin, policy.low_water_ratio), source

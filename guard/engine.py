@@ -1,0 +1,119 @@
+"""The engine: one object that resolves a request's model, policy, limits and counter, and fits it.
+
+    engine = Engine.from_config("proxy_config.yaml")
+    fitted = engine.fit(body)          # -> Fitted(body, report), or raises ContextWindowExceeded
+
+The engine never mutates the body it is given; token counts are memoised across requests per
+(encoding, calibration, image formula), so an agent loop's next turn only counts its new messages.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from guard.config import Deployment, GuardConfig, load_config
+from guard.dialects import Dialect, by_name, detect
+from guard.encodings import get_encoding
+from guard.errors import BadRequest
+from guard.limits import ModelLimits, resolve_limits
+from guard.modelmap import bundled_model_map
+from guard.models import profile
+from guard.planner import Fitted, Plan, SummaryRequest, plan, run
+from guard.policy import Policy, PolicySet
+from guard.tokens import Encoding, TokenCounter
+
+
+class Engine:
+    def __init__(
+        self,
+        policies: PolicySet | None = None,
+        *,
+        deployments: Mapping[str, Deployment] | None = None,
+        model_map: Mapping[str, Any] | None = None,
+        encoding_loader: Callable[[str], Encoding] = get_encoding,
+    ) -> None:
+        self.policies = policies or PolicySet()
+        self.deployments = dict(deployments or {})
+        self._model_map = model_map
+        self._load_encoding = encoding_loader
+        self._counters: dict[tuple[str, float, str], TokenCounter] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_config(cls, path: str | Path, **kwargs: Any) -> Engine:
+        return cls.from_guard_config(load_config(path), **kwargs)
+
+    @classmethod
+    def from_guard_config(cls, config: GuardConfig, **kwargs: Any) -> Engine:
+        return cls(config.policies, deployments=config.deployments, **kwargs)
+
+    @property
+    def model_map(self) -> Mapping[str, Any]:
+        return self._model_map if self._model_map is not None else bundled_model_map()
+
+    # -- resolution -------------------------------------------------------------------------
+    def underlying(self, model: str) -> str:
+        deployment = self.deployments.get(model)
+        return deployment.model if deployment else model
+
+    def policy_for(self, model: str) -> Policy:
+        return self.policies.for_model(model, self.underlying(model))
+
+    def limits_for(self, model: str, policy: Policy) -> ModelLimits:
+        deployment = self.deployments.get(model)
+        return resolve_limits(
+            model,
+            policy,
+            model_map=self.model_map,
+            model_info=deployment.model_info if deployment else None,
+            underlying=self.underlying(model),
+        )
+
+    def counter_for(self, model: str, policy: Policy) -> tuple[TokenCounter, bool]:
+        """The shared counter for a model and whether its counts are exact."""
+        prof = profile(self.underlying(model))
+        factor = policy.calibration.get(prof.family, prof.default_factor)
+        key = (prof.encoding, factor, prof.image_formula)
+        with self._lock:
+            counter = self._counters.get(key)
+            if counter is None:
+                counter = TokenCounter(self._load_encoding(prof.encoding), factor=factor, image_formula=prof.image_formula)
+                self._counters[key] = counter
+        return counter, prof.exact and factor == 1.0
+
+    # -- fitting ----------------------------------------------------------------------------
+    def plan(
+        self,
+        body: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        dialect: Dialect | str | None = None,
+        policy: Policy | None = None,
+        can_summarize: bool = False,
+    ) -> Plan:
+        """The planner generator for one body (see guard.planner)."""
+        if not isinstance(body, Mapping):
+            raise BadRequest("the request body must be a JSON object")
+        name = model or body.get("model")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("the request names no model (pass one or set 'model' in the body)")
+        d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
+        policy = policy or self.policy_for(name)
+        limits = self.limits_for(name, policy)
+        counter, exact = self.counter_for(name, policy)
+        return plan(body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize)
+
+    def fit(
+        self,
+        body: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        dialect: Dialect | str | None = None,
+        policy: Policy | None = None,
+        summarize: Callable[[SummaryRequest], str | None] | None = None,
+    ) -> Fitted:
+        """Fit a body, or raise ContextWindowExceeded (with the report on the exception)."""
+        p = self.plan(body, model=model, dialect=dialect, policy=policy, can_summarize=summarize is not None)
+        return run(p, summarize)

@@ -1,0 +1,112 @@
+"""Model limits: LiteLLM's model map, then the proxy config's model_info, then the policy.
+
+LiteLLM's map gives `max_input_tokens` (for shared-window models this is the whole window) and
+`max_output_tokens`; its `max_tokens` field is the *output* cap, a legacy name, and is only used
+when `max_output_tokens` is missing. A `model_info` block of a `model_list` entry overrides the
+map; the policy may lower (never raise) the window (`context_window`, `max_input_tokens`: both cap
+the input limit, which is the whole window under the shared rule) and the output cap, and may set
+the window of an otherwise unknown model (`default_context_window`).
+
+Window rules:
+- shared: input + reserved output + margin <= window (OpenAI chat models, Anthropic, local servers)
+- separate: input + margin <= max_input_tokens and output <= max_output_tokens (Gemini, GPT-5)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from guard.errors import PolicyError, UnknownModel
+from guard.models import WindowRule, profile
+from guard.policy import Policy
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    model: str
+    max_input_tokens: int  # the whole window under the shared rule
+    max_output_tokens: int
+    rule: WindowRule
+    source: str
+
+    @property
+    def context_window(self) -> int:
+        if self.rule == "shared":
+            return self.max_input_tokens
+        return self.max_input_tokens + self.max_output_tokens
+
+
+def _positive_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and value > 0:
+        return value
+    if isinstance(value, float) and value > 0 and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit() and int(value) > 0:
+        return int(value)
+    return None
+
+
+def lookup(model_map: Mapping[str, Any], model: str) -> Mapping[str, Any] | None:
+    """The map entry of a model name: exact, then without provider prefixes, then lowercased."""
+    candidates = [model]
+    parts = model.split("/")
+    candidates += ["/".join(parts[i:]) for i in range(1, len(parts))]
+    candidates += [c.lower() for c in candidates]
+    for name in candidates:
+        entry = model_map.get(name)
+        if isinstance(entry, Mapping) and _positive_int(entry.get("max_input_tokens") or entry.get("max_tokens")):
+            return entry
+    return None
+
+
+def _io(entry: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    max_in = _positive_int(entry.get("max_input_tokens"))
+    max_out = _positive_int(entry.get("max_output_tokens"))
+    legacy = _positive_int(entry.get("max_tokens"))
+    if max_out is None:
+        max_out = legacy
+    if max_in is None and max_out is None:
+        max_in = legacy
+    return max_in, max_out
+
+
+def resolve_limits(
+    model: str,
+    policy: Policy,
+    *,
+    model_map: Mapping[str, Any] | None = None,
+    model_info: Mapping[str, Any] | None = None,
+    underlying: str | None = None,
+) -> ModelLimits:
+    """Limits of `model` (a client-facing alias; `underlying` is the provider model behind it)."""
+    real = underlying or model
+    max_in = max_out = None
+    source = "default"
+    if model_map:
+        entry = lookup(model_map, real) or (lookup(model_map, model) if real != model else None)
+        if entry is not None:
+            max_in, max_out = _io(entry)
+            source = "model_map"
+    if model_info:
+        info_in, info_out = _io(model_info)
+        if info_in or info_out:
+            max_in, max_out = info_in or max_in, info_out or max_out
+            source = "config"
+    if max_in is None:
+        if policy.default_context_window is None:
+            raise UnknownModel(model)
+        max_in, source = policy.default_context_window, "policy_default"
+    rule: WindowRule = policy.window_rule or profile(real).rule
+    for cap in (policy.context_window, policy.max_input_tokens):
+        if cap is not None:
+            max_in = min(max_in, cap)
+    if max_out is None:
+        max_out = max_in
+    if policy.max_output_tokens is not None:
+        max_out = min(max_out, policy.max_output_tokens)
+    if max_in <= 0:
+        raise PolicyError(f"policy leaves model {model!r} no input room")
+    return ModelLimits(model=model, max_input_tokens=max_in, max_output_tokens=max_out, rule=rule, source=source)

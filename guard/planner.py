@@ -1,0 +1,210 @@
+"""The planner: count, budget, run strategies least destructive first, fit or reject.
+
+`plan()` is a generator and does no I/O. When the policy allows summarization and the driver can
+summarize, it yields a `SummaryRequest` and expects the summary text (or None) to be sent back;
+`run()` drives it synchronously, and an async shell can drive the same generator with awaits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Generator, Mapping
+
+from guard.budget import Budget, make_budget, requested_output
+from guard.conversation import Context, Conversation
+from guard.dialects import MARKER_PREFIX, Dialect
+from guard.errors import ContextWindowExceeded, Shortfall
+from guard.limits import ModelLimits
+from guard.policy import STRATEGY_ORDER, Policy
+from guard.report import Action, Report, Skipped
+from guard.strategies import STRATEGIES
+from guard.strategies.drop import droppable_groups
+from guard.tokens import TokenCounter
+
+SUMMARY_MARK = MARKER_PREFIX + " summary of {m} earlier messages ({n} tokens)]\n"
+
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """The span of older messages the planner wants summarized, and the summary's budget."""
+
+    dialect: str
+    messages: tuple[Mapping[str, Any], ...]
+    span_tokens: int
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Fitted:
+    body: dict[str, Any]
+    report: Report
+
+
+Plan = Generator[SummaryRequest, "str | None", Fitted]
+
+
+def plan(
+    body: Mapping[str, Any],
+    *,
+    dialect: Dialect,
+    limits: ModelLimits,
+    policy: Policy,
+    counter: TokenCounter,
+    exact: bool,
+    can_summarize: bool = False,
+) -> Plan:
+    messages = dialect.messages(body)
+    key = dialect.output_key(body, limits.model)
+    requested = requested_output(body, key)
+    budget, source = make_budget(limits, policy, requested)
+    counts = counter.messages(dialect, messages)
+    fixed = counter.fixed(dialect, body)
+    before = fixed + sum(counts)
+    conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups)
+    ctx = Context(counter=counter, policy=policy, stop_at=budget.stop_at(before))
+
+    if not budget.fits(before):
+        budget = _clamp_output(budget, before, policy, ctx)
+        ctx.stop_at = budget.stop_at(before)
+        for name in STRATEGY_ORDER:
+            if ctx.done(conv):
+                break
+            if name == "clamp_output" or not policy.allows(name):
+                continue
+            if name == "summarize":
+                if can_summarize:
+                    conv = yield from _summarize(conv, ctx)
+                continue
+            conv = STRATEGIES[name](conv, ctx)
+
+    after = conv.total
+    fitted = budget.fits(after)
+    changed = conv.messages != tuple(messages)
+    report = Report(
+        model=limits.model,
+        dialect=dialect.name,
+        window_rule=limits.rule,
+        context_window=limits.context_window,
+        max_input_tokens=limits.max_input_tokens,
+        max_output_tokens=limits.max_output_tokens,
+        limits_source=limits.source,
+        input_tokens_before=before,
+        input_tokens_after=after,
+        max_tokens=budget.reserved_output,
+        max_tokens_requested=requested,
+        max_tokens_source=source if not any(a.kind == "clamp_output" for a in ctx.actions) else "clamped_by_policy",
+        output_key=key,
+        safety_margin_tokens=budget.margin,
+        room=budget.room,
+        target=budget.target,
+        fits=fitted,
+        outcome="fitted" if changed else "unchanged",
+        exact_count=exact,
+        calibration_factor=counter.factor,
+        messages_before=len(messages),
+        messages_after=len(conv.messages),
+        actions=ctx.actions,
+        skipped=ctx.skipped,
+        breakdown=_breakdown(conv, counter, body),
+    )
+    if not fitted:
+        report.outcome = "rejected"
+        report.reason = "no allowed strategy brings the input within the room"
+        shortfall = Shortfall(limits.model, limits.rule, limits.max_input_tokens, after, budget.reserved_output, budget.margin)
+        raise ContextWindowExceeded(shortfall, report)
+    out = dict(body)
+    if changed:
+        out["messages"] = list(conv.messages)
+        report.fitted_messages_sha256 = _sha256(out["messages"])
+    out[key] = budget.reserved_output
+    return Fitted(out, report)
+
+
+def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context) -> Budget:
+    """Lower the reserved output toward the policy floor (shared windows only, if allowed)."""
+    floor = policy.min_output_tokens
+    if (
+        not policy.allows("clamp_output")
+        or floor is None
+        or budget.limits.rule != "shared"
+        or budget.reserved_output <= floor
+    ):
+        return budget
+    needed = budget.limits.max_input_tokens - budget.margin - total  # output that would fit as is
+    new = max(floor, min(budget.reserved_output, needed))
+    ctx.record("clamp_output", budget.reserved_output - new, 1)
+    return budget.with_output(new)
+
+
+def _summarize(conv: Conversation, ctx: Context) -> Generator[SummaryRequest, "str | None", Conversation]:
+    over = conv.total - ctx.stop_at
+    span: list[int] = []
+    tokens = 0
+    for group in droppable_groups(conv):
+        if span and group[0] != span[-1] + 1:
+            break  # a summary replaces one contiguous run of messages
+        span += group
+        tokens += sum(conv.counts[i] for i in group)
+        if tokens >= over + ctx.policy.summary_max_tokens:
+            break
+    if not span:
+        ctx.skipped.append(Skipped("summarize", "nothing_to_summarize"))
+        return conv
+    request = SummaryRequest(
+        dialect=conv.dialect.name,
+        messages=tuple(conv.messages[i] for i in span),
+        span_tokens=tokens,
+        max_tokens=ctx.policy.summary_max_tokens,
+    )
+    summary = yield request
+    if not isinstance(summary, str) or not summary.strip():
+        ctx.skipped.append(Skipped("summarize", "no_summary"))
+        return conv
+    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=tokens) + summary.strip())
+    count = ctx.counter.message(conv.dialect, msg)
+    if count >= tokens:
+        ctx.skipped.append(Skipped("summarize", "summary_not_shorter"))
+        return conv
+    ctx.actions.append(Action("summarize", tokens - count, len(span)))
+    return conv.replacing(set(span), {span[0]: (msg, count)})
+
+
+def _breakdown(conv: Conversation, counter: TokenCounter, body: Mapping[str, Any]) -> dict[str, int]:
+    system = tool_results = history = 0
+    for msg, n in zip(conv.messages, conv.counts):
+        if conv.dialect.is_system(msg):
+            system += n
+        elif conv.dialect.tool_results(msg) and not conv.dialect.is_user_turn(msg):
+            tool_results += n
+        else:
+            history += n
+    if "system" in body:
+        system_only = counter.fixed(conv.dialect, {"system": body["system"]}) - counter.fixed(conv.dialect, {})
+        system += system_only
+    return {
+        "system": system,
+        "history": history,
+        "tool_results": tool_results,
+        "tools_and_framing": conv.total - system - history - tool_results,
+    }
+
+
+def _sha256(value: Any) -> str:
+    data = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+    return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def run(p: Plan, summarize: Callable[[SummaryRequest], "str | None"] | None = None) -> Fitted:
+    """Drive a plan synchronously; a failing summarizer counts as no summary."""
+    try:
+        request = next(p)
+        while True:
+            try:
+                answer = summarize(request) if summarize else None
+            except Exception:  # the deterministic path must go on
+                answer = None
+            request = p.send(answer)
+    except StopIteration as stop:
+        return stop.value

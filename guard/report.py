@@ -1,0 +1,67 @@
+"""The per-request record of what the guard saw and did: counts, names and hashes, never text."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Outcome = Literal["unchanged", "fitted", "rejected"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One strategy's work: how many items it touched and the input tokens it saved."""
+
+    kind: str
+    tokens_saved: int
+    items: int = 0
+
+
+@dataclass(frozen=True)
+class Skipped:
+    kind: str
+    reason: str
+
+
+@dataclass
+class Report:
+    model: str
+    dialect: str
+    window_rule: str
+    context_window: int
+    max_input_tokens: int
+    max_output_tokens: int
+    limits_source: str
+    input_tokens_before: int
+    input_tokens_after: int
+    max_tokens: int
+    max_tokens_requested: int | None
+    max_tokens_source: str
+    output_key: str
+    safety_margin_tokens: int
+    room: int
+    target: int
+    fits: bool
+    outcome: Outcome
+    exact_count: bool
+    calibration_factor: float
+    messages_before: int
+    messages_after: int
+    actions: list[Action] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    breakdown: dict[str, int] = field(default_factory=dict)
+    reason: str | None = None
+    fitted_messages_sha256: str | None = None
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.input_tokens_before - self.input_tokens_after
+
+    @property
+    def changed(self) -> bool:
+        return self.outcome == "fitted"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tokens_saved"] = self.tokens_saved
+        return data

@@ -1,0 +1,29 @@
+"""Strategies, least destructive first. Each has one shape: (Conversation, Context) -> Conversation.
+
+A strategy works through its candidates oldest first and stops as soon as the conversation is at
+the context's stop mark; it records one `Action` with the tokens it saved. `clamp_output` and
+`summarize` change the budget or need I/O, so the planner runs them itself.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from guard.conversation import Context, Conversation
+from guard.strategies.compact import compact_json, drop_metadata
+from guard.strategies.dedupe import dedupe
+from guard.strategies.drop import drop_oldest_turns
+from guard.strategies.truncate import truncate_recent_tool_results, truncate_tool_results
+
+Strategy = Callable[[Conversation, Context], Conversation]
+
+STRATEGIES: dict[str, Strategy] = {
+    "compact_json": compact_json,
+    "drop_metadata": drop_metadata,
+    "dedupe": dedupe,
+    "truncate_tool_results": truncate_tool_results,
+    "drop_oldest_turns": drop_oldest_turns,
+    "truncate_recent_tool_results": truncate_recent_tool_results,
+}
+
+__all__ = ["STRATEGIES", "Strategy"]

@@ -1,0 +1,42 @@
+"""Structure-aware truncation of tool results: JSON stays valid JSON, text keeps head and tail."""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+from guard import jsontext
+from guard.conversation import Context, Conversation, rewrite_tool_results
+from guard.dialects import Content, content_texts, replace_text
+
+
+def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable) -> Conversation:
+    floor = ctx.policy.truncated_tool_result_tokens
+    factor = ctx.counter.factor
+
+    def transform(_: int, __: int | None, content: Content, over: int) -> Content:
+        texts = content_texts(content)
+        if not texts:
+            return content
+        text = texts[0] if len(texts) == 1 else "\n".join(texts)
+        tokens = ctx.counter.raw(text)
+        keep = max(floor, tokens - math.ceil(over / factor))
+        only_text = isinstance(content, str) or len(texts) == len(content)
+        if tokens <= keep and only_text:
+            return content
+        return replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw))
+
+    return rewrite_tool_results(conv, ctx, kind, slots, transform)
+
+
+def truncate_tool_results(conv: Conversation, ctx: Context) -> Conversation:
+    """Shrink older tool results, oldest first, each down to what is still needed (at least the
+    policy's `truncated_tool_result_tokens`); the newest turns stay intact."""
+    return _truncate(conv, ctx, "truncate_tool_results", conv.tool_slots(recent=False))
+
+
+def truncate_recent_tool_results(conv: Conversation, ctx: Context) -> Conversation:
+    """Last resort before rejecting: shrink tool results inside the newest turns too (never the
+    system prompt or the last user message)."""
+    slots = [s for s in conv.tool_slots(recent=True) if conv.recent[s[0]]]
+    return _truncate(conv, ctx, "truncate_recent_tool_results", slots)

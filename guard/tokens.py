@@ -1,0 +1,273 @@
+"""Counting the tokens of what is really sent.
+
+`TokenCounter` counts a chat body the way the provider will see it: every message's content
+(strings and parts), names, tool calls (name + arguments), tool results as serialized, images by
+provider formula, per-message framing, the tool schemas and the reply priming. The encoding is
+injected (anything with `encode_ordinary`), so this module never loads a tokenizer itself.
+
+OpenAI framing follows OpenAI's published accounting for chat models: 3 tokens per message, every
+string field of the message (role, content, name, tool_call_id, ...) encoded, +1 for a name, +3 to
+prime the reply. Tool calls add their name, arguments and 3 tokens of framing; tool schemas are
+counted as compact JSON plus 8 tokens each (more than OpenAI's internal rendering, never less).
+For models without an exact local tokenizer the text count is multiplied by a calibration factor
+(see `guard.models`); images keep their provider formula.
+
+Agent loops resend the same prefix every turn, so per-message counts are memoised by a structural
+hash of the message: a re-check costs the new messages only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import OrderedDict
+from typing import Any, Mapping, Protocol, Sequence
+
+from guard.dialects import Dialect
+from guard.images import image_part_tokens
+
+MESSAGE_FRAMING = 3
+REPLY_PRIMING = 3
+TOOL_CALL_FRAMING = 3
+TOOL_SCHEMA_FRAMING = 8
+ANTHROPIC_TOOL_PROMPT = 350  # Anthropic's tool-use system prompt (documented as 313-346 tokens)
+PDF_PAGE_TOKENS = 3000  # Anthropic: a PDF page costs its text plus an image, ~1.5k-3k tokens
+_RUN = 4096  # non-space runs longer than this are split: BPE on them is super-linear
+_LONG_RUN = re.compile(r"(?<!\S)\S{%d,}" % _RUN)
+_SPACE = re.compile(r"\s")
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?!s)")
+
+
+def _may_have_long_run(text: str) -> bool:
+    """True if text may hold a run of _RUN non-space characters: such a run covers at least one
+    whole aligned window of _RUN/2 characters with no whitespace. Probes stop at the first space."""
+    half = _RUN // 2
+    search = _SPACE.search
+    for start in range(0, len(text) - half + 1, half):
+        if search(text, start, start + half) is None:
+            return True
+    return False
+
+
+class Encoding(Protocol):
+    name: str
+
+    def encode_ordinary(self, text: str) -> list[int]: ...
+
+
+def compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return tuple((k, _freeze(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ("\x00list",) + tuple(_freeze(v) for v in value)
+    if value is None or isinstance(value, (int, float, bool)):
+        return value
+    return repr(value)
+
+
+def structural_hash(value: Any) -> int:
+    """A fast in-process hash of a JSON-like value (64-bit; used only as a cache key)."""
+    return hash(_freeze(value))
+
+
+class TokenCounter:
+    """Counts chat bodies with one encoding, calibration factor and image formula."""
+
+    def __init__(
+        self,
+        encoding: Encoding,
+        *,
+        factor: float = 1.0,
+        image_formula: str = "openai",
+        cache_size: int = 200_000,
+    ) -> None:
+        if factor < 1.0:
+            raise ValueError("a calibration factor below 1.0 would under-count")
+        self.encoding = encoding
+        self.factor = factor
+        self.image_formula = image_formula
+        self._cache: OrderedDict[int, int] = OrderedDict()
+        self._cache_size = cache_size
+        self.hits = 0
+        self.misses = 0
+
+    # -- text ---------------------------------------------------------------------------------
+    def raw(self, text: str) -> int:
+        """Tokens of a string with the encoding, bounded in time on pathological input."""
+        enc = self.encoding.encode_ordinary
+        if len(text) < _RUN or not _may_have_long_run(text):
+            return len(enc(text))
+        total, last = 0, 0
+        for m in _LONG_RUN.finditer(text):
+            total += len(enc(text[last : m.start()]))
+            run = m.group()
+            for i in range(0, len(run), _RUN):
+                total += len(enc(run[i : i + _RUN])) + 1  # +1: a split never under-counts
+            last = m.end()
+        return total + len(enc(text[last:]))
+
+    def text(self, text: str) -> int:
+        """Calibrated tokens of a string."""
+        return self._calibrated(self.raw(text), 0)
+
+    def _calibrated(self, text_tokens: int, image_tokens: int) -> int:
+        if self.factor == 1.0:
+            return text_tokens + image_tokens
+        return math.ceil(text_tokens * self.factor) + image_tokens
+
+    # -- messages -----------------------------------------------------------------------------
+    def message(self, dialect: Dialect, msg: Mapping[str, Any]) -> int:
+        key = hash((dialect.name, _freeze(msg)))
+        cache = self._cache
+        hit = cache.get(key)
+        if hit is not None:
+            self.hits += 1
+            cache.move_to_end(key)
+            return hit
+        self.misses += 1
+        if dialect.name == "anthropic":
+            text, img = self._anthropic_message(msg)
+        else:
+            text, img = self._openai_message(msg)
+        n = self._calibrated(text, img)
+        cache[key] = n
+        if len(cache) > self._cache_size:
+            cache.popitem(last=False)
+        return n
+
+    def messages(self, dialect: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[int]:
+        return [self.message(dialect, m) for m in msgs]
+
+    def fixed(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
+        """Tokens outside the messages list: system (Anthropic), tool schemas, reply priming."""
+        text = REPLY_PRIMING
+        tools = body.get("tools")
+        if isinstance(tools, list) and tools:
+            for tool in tools:
+                text += TOOL_SCHEMA_FRAMING + self.raw(compact_json(tool))
+            if dialect.name == "anthropic":
+                text += ANTHROPIC_TOOL_PROMPT
+        for key in ("functions", "response_format", "tool_choice"):
+            value = body.get(key)
+            if isinstance(value, (list, Mapping)):
+                text += self.raw(compact_json(value))
+        img = 0
+        if dialect.name == "anthropic":
+            system = body.get("system")
+            if isinstance(system, str):
+                text += MESSAGE_FRAMING + self.raw(system)
+            elif isinstance(system, list):
+                t, img = self._blocks(system)
+                text += MESSAGE_FRAMING + t
+        return self._calibrated(text, img)
+
+    def body(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
+        return self.fixed(dialect, body) + sum(self.messages(dialect, dialect.messages(body)))
+
+    # -- shapes -------------------------------------------------------------------------------
+    def _openai_message(self, msg: Mapping[str, Any]) -> tuple[int, int]:
+        text, img = MESSAGE_FRAMING, 0
+        for key, value in msg.items():
+            if key == "content":
+                if isinstance(value, str):
+                    text += self.raw(value)
+                elif isinstance(value, list):
+                    t, i = self._blocks(value)
+                    text, img = text + t, img + i
+            elif key == "tool_calls" and isinstance(value, list):
+                for call in value:
+                    text += TOOL_CALL_FRAMING + self._call(call)
+            elif key == "function_call" and isinstance(value, Mapping):
+                text += self._call({"function": value})
+            elif isinstance(value, str):
+                text += self.raw(value) + (1 if key == "name" else 0)
+            elif isinstance(value, (list, Mapping)):
+                text += self.raw(compact_json(value))
+        return text, img
+
+    def _call(self, call: Any) -> int:
+        fn = call.get("function") if isinstance(call, Mapping) else None
+        if not isinstance(fn, Mapping):
+            return self.raw(compact_json(call))
+        n = 0
+        for field in ("name", "arguments"):
+            value = fn.get(field)
+            if isinstance(value, str):
+                n += self.raw(value)
+            elif value is not None:
+                n += self.raw(compact_json(value))
+        return n
+
+    def _anthropic_message(self, msg: Mapping[str, Any]) -> tuple[int, int]:
+        text, img = MESSAGE_FRAMING, 0
+        role = msg.get("role")
+        if isinstance(role, str):
+            text += self.raw(role)
+        content = msg.get("content")
+        if isinstance(content, str):
+            text += self.raw(content)
+        elif isinstance(content, list):
+            t, img = self._blocks(content)
+            text += t
+        return text, img
+
+    def _blocks(self, blocks: list[Any]) -> tuple[int, int]:
+        """Text and image tokens of a list of content parts/blocks (either dialect)."""
+        text = img = 0
+        for b in blocks:
+            if isinstance(b, str):
+                text += self.raw(b)
+                continue
+            if not isinstance(b, Mapping):
+                text += self.raw(compact_json(b))
+                continue
+            kind = b.get("type")
+            if kind == "text" and isinstance(b.get("text"), str):
+                text += self.raw(b["text"])
+            elif kind in ("image_url", "image"):
+                img += image_part_tokens(b, self.image_formula)
+            elif kind == "tool_use":
+                text += TOOL_CALL_FRAMING + self.raw(str(b.get("name", "")))
+                text += self.raw(compact_json(b.get("input", {})))
+            elif kind == "tool_result":
+                text += TOOL_CALL_FRAMING
+                inner = b.get("content")
+                if isinstance(inner, str):
+                    text += self.raw(inner)
+                elif isinstance(inner, list):
+                    t, i = self._blocks(inner)
+                    text, img = text + t, img + i
+            elif kind == "thinking" and isinstance(b.get("thinking"), str):
+                text += self.raw(b["thinking"])
+            elif kind == "redacted_thinking" and isinstance(b.get("data"), str):
+                text += self.raw(b["data"])
+            elif kind == "document":
+                text += self._document(b)
+            else:
+                text += self.raw(compact_json(b))
+        return text, img
+
+    def _document(self, block: Mapping[str, Any]) -> int:
+        source = block.get("source")
+        if not isinstance(source, Mapping):
+            return self.raw(compact_json(block))
+        data = source.get("data")
+        if source.get("type") == "text" and isinstance(data, str):
+            return self.raw(data)
+        if source.get("type") == "base64" and isinstance(data, str):
+            import base64
+            import binascii
+
+            try:
+                raw = base64.b64decode(data, validate=False)
+            except (binascii.Error, ValueError):
+                return self.raw(data)
+            return PDF_PAGE_TOKENS * max(1, len(_PDF_PAGE.findall(raw)))
+        return self.raw(compact_json(block))
