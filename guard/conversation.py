@@ -1,7 +1,8 @@
 """The state strategies work on: the messages, their token counts and what each may be cut.
 
 A `Conversation` is immutable; every edit returns a new one. Per message it keeps:
-- `pinned`: never touched (system/developer messages, the last user turn, the guard's own markers);
+- `pinned`: never touched (system/developer messages, the first and last user turns, the guard's
+  own markers);
 - `recent`: in the newest `keep_recent_groups` turn groups, kept verbatim except by lossless steps;
 - `group`: a tool call and its results share one group, so nothing ever splits them.
 """
@@ -37,10 +38,12 @@ class Conversation:
         counts: Sequence[int],
         fixed: int,
         keep_recent_groups: int,
+        keep_first_user_turn: bool = True,
     ) -> Conversation:
         groups = group_messages(dialect, messages)
-        last_user = max((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), default=-1)
-        pinned = tuple(dialect.is_system(m) or i == last_user for i, m in enumerate(messages))
+        users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
+        kept = {users[-1]} | ({users[0]} if keep_first_user_turn else set()) if users else set()
+        pinned = tuple(dialect.is_system(m) or i in kept for i, m in enumerate(messages))
         ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
         newest = set(list(dict.fromkeys(reversed(ordinary)))[:keep_recent_groups])
         recent = tuple(g in newest for g in groups)

@@ -62,7 +62,7 @@ def plan(
     counts = counter.messages(dialect, messages)
     fixed = counter.fixed(dialect, body)
     before = fixed + sum(counts)
-    conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups)
+    conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
     ctx = Context(counter=counter, policy=policy, stop_at=budget.stop_at(before))
 
     if not budget.fits(before):

@@ -76,6 +76,7 @@ class Policy(BaseModel):
     calibration: dict[str, float] = Field(default_factory=dict, description="factor per model family")
     strategies: list[StrategyName] = Field(default_factory=lambda: list(STRATEGY_ORDER))
     keep_recent_groups: int = Field(3, ge=0, description="newest turn groups kept verbatim")
+    keep_first_user_turn: bool = Field(True, description="keep the first user message (the task) verbatim")
     truncated_tool_result_tokens: int = Field(200, ge=16, description="what a truncated result keeps")
     summary_max_tokens: int = Field(1024, ge=64, description="output budget of one summary")
     metadata_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_METADATA_KEYS))

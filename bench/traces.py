@@ -1,0 +1,167 @@
+"""Deterministic, realistic request bodies built from real text on the machine.
+
+File reads come from CPython's own standard library sources, retrieved "articles" from the long
+descriptions (READMEs) of the installed Python packages. Nothing is random across runs: every
+generator takes a seed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sysconfig
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+SYSTEM = (
+    "You are a coding agent working in a Python repository. Use the tools to read files, search "
+    "the code and run the tests. Keep answers short and cite file paths."
+)
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": desc,
+            "parameters": {"type": "object", "properties": {arg: {"type": "string", "description": arg}}, "required": [arg]},
+        },
+    }
+    for name, desc, arg in [
+        ("read_file", "Read a file of the repository", "path"),
+        ("grep", "Search the repository for a regular expression", "pattern"),
+        ("run_tests", "Run the test suite and return its output", "selector"),
+        ("search_docs", "Search package documentation; returns articles as JSON", "query"),
+    ]
+]
+
+
+@lru_cache(maxsize=1)
+def stdlib_files() -> tuple[Path, ...]:
+    root = Path(sysconfig.get_paths()["stdlib"])
+    return tuple(sorted(p for p in root.glob("*.py") if p.stat().st_size > 4000))
+
+
+@lru_cache(maxsize=1)
+def articles() -> tuple[dict[str, Any], ...]:
+    out = []
+    for dist in sorted(metadata.distributions(), key=lambda d: d.metadata["Name"] or ""):
+        text = dist.metadata.get_payload() or dist.metadata.get("Description") or ""  # type: ignore[attr-defined]
+        if len(text) > 2000:
+            out.append({"name": dist.metadata["Name"], "version": dist.version, "text": text})
+    return tuple(out)
+
+
+def _read(rng: random.Random, max_chars: int) -> tuple[str, str]:
+    path = rng.choice(stdlib_files())
+    text = path.read_text(encoding="utf-8", errors="replace")
+    start = rng.randrange(0, max(1, len(text) - max_chars))
+    return path.name, text[start : start + max_chars]
+
+
+def _article(rng: random.Random, chars: int) -> dict[str, Any]:
+    a = rng.choice(articles())
+    start = rng.randrange(0, max(1, len(a["text"]) - chars))
+    return {
+        "id": f"{a['name']}-{start}",
+        "title": f"{a['name']} {a['version']} documentation",
+        "url": f"https://docs.example.invalid/{a['name']}/{start}",
+        "text": a["text"][start : start + chars],
+        "metadata": {
+            "source": "pypi",
+            "package": a["name"],
+            "version": a["version"],
+            "retrieved_with": {"index": "docs-v3", "embedding_model": "text-embedding-3-small", "k": 8},
+            "scores": {"bm25": round(rng.random() * 20, 4), "dense": round(rng.random(), 6)},
+            "chunk": {"start": start, "end": start + chars, "tokens_estimate": chars // 4},
+        },
+    }
+
+
+def _tool_result(rng: random.Random, name: str, scale: float) -> tuple[dict[str, Any], str]:
+    if name == "read_file":
+        path, text = _read(rng, int(rng.randint(1500, 6000) * scale))
+        return {"path": path}, text
+    if name == "grep":
+        hits = []
+        for _ in range(rng.randint(5, 30)):
+            path, text = _read(rng, 400)
+            line = text.splitlines()[len(text.splitlines()) // 2] if text.strip() else ""
+            hits.append({"path": path, "line": rng.randint(1, 3000), "text": line.strip()})
+        return {"pattern": "def "}, json.dumps({"matches": hits, "truncated": False}, indent=2)
+    if name == "run_tests":
+        lines = [f"tests/test_{rng.choice(['core','api','cli','io'])}.py::test_{i} PASSED" for i in range(rng.randint(20, 80))]
+        lines.append(f"{len(lines)} passed in {rng.random()*9:.2f}s")
+        return {"selector": "tests/"}, "\n".join(lines)
+    docs = [_article(rng, int(rng.randint(800, 2500) * scale)) for _ in range(rng.randint(3, 6))]
+    return {"query": "configuration"}, json.dumps({"results": docs, "total": len(docs)}, indent=2)
+
+
+def agent_trace(turns: int = 155, seed: int = 0, scale: float = 0.12, model: str = "gpt-4o") -> dict[str, Any]:
+    """An OpenAI chat body of a tool-heavy agent loop: ~3 messages per turn, parallel calls."""
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "The test suite fails after the last refactor. Find why and fix it."},
+    ]
+    for t in range(turns):
+        calls = []
+        for c in range(rng.choice([1, 1, 1, 2, 3])):
+            name = rng.choice(["read_file", "read_file", "grep", "run_tests", "search_docs"])
+            args, result = _tool_result(rng, name, scale)
+            calls.append(({"id": f"call_{t}_{c}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}, result))
+        text = rng.choice([None, None, "Let me look at that.", "Checking the next file."])
+        messages.append({"role": "assistant", "content": text, "tool_calls": [call for call, _ in calls]})
+        for call, result in calls:
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+        if t % 40 == 39:
+            messages.append({"role": "assistant", "content": "Progress: found two suspects, continuing."})
+            messages.append({"role": "user", "content": "Keep going; focus on the failing import."})
+    return {"model": model, "messages": messages, "tools": TOOLS}
+
+
+def to_anthropic(body: dict[str, Any], model: str = "claude-sonnet-4-5") -> dict[str, Any]:
+    """The same conversation as an Anthropic /v1/messages body (tool_use / tool_result blocks)."""
+    system = "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+    out: list[dict[str, Any]] = []
+    for m in body["messages"]:
+        if m["role"] == "system":
+            continue
+        if m["role"] == "tool":
+            block = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
+            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+        elif m["role"] == "assistant" and m.get("tool_calls"):
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+            for c in m["tool_calls"]:
+                blocks.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": json.loads(c["function"]["arguments"])})
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    tools = [
+        {"name": t["function"]["name"], "description": t["function"]["description"], "input_schema": t["function"]["parameters"]}
+        for t in body.get("tools", [])
+    ]
+    return {"model": model, "system": system, "messages": out, "tools": tools}
+
+
+def rag_incident(seed: int = 1, articles_per_call: int = 59, turns: int = 3, model: str = "openai/qwen3-262k") -> dict[str, Any]:
+    """Incident 2: a retriever returns pretty-printed JSON with a metadata dict per article, twice
+    per turn."""
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "Answer from the retrieved articles and cite their urls."},
+    ]
+    for t in range(turns):
+        messages.append({"role": "user", "content": f"Question {t}: how do I configure retries and timeouts?"})
+        calls = [{"id": f"r{t}_{k}", "type": "function", "function": {"name": "search_docs", "arguments": json.dumps({"query": f"q{t}{k}"})}} for k in range(2)]
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        for c in calls:
+            docs = [_article(rng, rng.randint(1500, 3000)) for _ in range(articles_per_call)]
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": json.dumps({"results": docs}, indent=2)})
+        messages.append({"role": "assistant", "content": f"Answer {t}: set the retry policy in the client config."})
+    messages.append({"role": "user", "content": "And which setting controls the connection pool size?"})
+    return {"model": model, "messages": messages, "max_tokens": 8192}

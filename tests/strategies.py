@@ -1,0 +1,146 @@
+"""Hypothesis strategies: generated conversations in both dialects, and guard settings to fit them.
+
+Every generated message carries an `x_id` (its original position) so tests can follow messages
+through the guard; every text carries canary words so tests can prove the report holds no text.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import strategies as st
+
+WORDS = (
+    "the of and to in is for on with as by this that from config retry timeout pool client server "
+    "request response token window model cache error value list item key path file line test pass "
+    "fail import module class def return yield async await lambda über naïve 東京 数据 данные ✓"
+).split()
+CANARY = "zqxcanary"  # never a substring of WORDS, so its presence in a report means text leaked
+
+
+def _text(min_words: int = 0, max_words: int = 40) -> st.SearchStrategy[str]:
+    return st.lists(st.sampled_from(WORDS), min_size=min_words, max_size=max_words).map(
+        lambda ws: " ".join(ws) + f" {CANARY}"
+    )
+
+
+huge_text = st.integers(600, 3000).map(lambda n: " ".join(WORDS[i % len(WORDS)] for i in range(n)) + f" {CANARY}")
+
+json_value = st.recursive(
+    st.none() | st.booleans() | st.integers(-1000, 1000) | _text(0, 12),
+    lambda children: st.lists(children, max_size=6)
+    | st.dictionaries(st.sampled_from(["id", "title", "url", "text", "metadata", "embedding", "items", "score"]), children, max_size=5),
+    max_leaves=40,
+)
+
+
+@st.composite
+def tool_output(draw: st.DrawFn) -> Any:
+    """A tool result's content: pretty or compact JSON, plain text, a huge text, empty, or parts."""
+    kind = draw(st.sampled_from(["json_pretty", "json_compact", "text", "huge", "empty", "parts", "articles"]))
+    if kind == "json_pretty":
+        return json.dumps(draw(json_value), indent=2)
+    if kind == "json_compact":
+        return json.dumps(draw(json_value), separators=(",", ":"))
+    if kind == "huge":
+        return draw(huge_text)
+    if kind == "empty":
+        return ""
+    if kind == "parts":
+        return [{"type": "text", "text": draw(_text(1, 30))} for _ in range(draw(st.integers(1, 3)))]
+    if kind == "articles":
+        n = draw(st.integers(1, 8))
+        docs = [
+            {"id": i, "title": draw(_text(1, 5)), "url": f"https://x.invalid/{i}", "text": draw(_text(5, 60)),
+             "metadata": {"source": "s", "embedding": [0.25] * draw(st.integers(0, 30))}}
+            for i in range(n)
+        ]
+        return json.dumps({"results": docs}, indent=draw(st.sampled_from([None, 2])))
+    return draw(_text(1, 80))
+
+
+@st.composite
+def openai_conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
+    msgs: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        msgs.append({"role": draw(st.sampled_from(["system", "developer"])), "content": draw(_text(1, 30))})
+    msgs.append({"role": "user", "content": draw(_text(1, 40) | huge_text) if draw(st.integers(0, 9)) == 0 else draw(_text(1, 40))})
+    call = 0
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(st.sampled_from(["tools", "tools", "tools", "assistant", "user"]))
+        if kind == "assistant":
+            msgs.append({"role": "assistant", "content": draw(_text(1, 40))})
+        elif kind == "user":
+            msgs.append({"role": "user", "content": draw(_text(1, 40))})
+        else:
+            n = draw(st.integers(1, 3))
+            calls = []
+            for _ in range(n):
+                calls.append({"id": f"call_{call}", "type": "function",
+                              "function": {"name": draw(st.sampled_from(["search", "read_file", "grep"])),
+                                           "arguments": json.dumps({"q": draw(_text(0, 4))})}})
+                call += 1
+            msgs.append({"role": "assistant", "content": draw(st.none() | _text(0, 10)), "tool_calls": calls})
+            for c in calls:
+                msgs.append({"role": "tool", "tool_call_id": c["id"], "content": draw(tool_output())})
+    if draw(st.booleans()):
+        msgs.append({"role": "user", "content": draw(_text(1, 30))})
+    for i, m in enumerate(msgs):
+        m["x_id"] = i
+    return msgs
+
+
+def to_anthropic(msgs: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """The same conversation as Anthropic blocks; x_id kept on every message."""
+    system = "\n".join(m["content"] for m in msgs if m["role"] in ("system", "developer")) or None
+    out: list[dict[str, Any]] = []
+    for m in msgs:
+        if m["role"] in ("system", "developer"):
+            continue
+        if m["role"] == "tool":
+            content = m["content"]
+            block = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": content}
+            if out and out[-1]["role"] == "user" and out[-1].get("_results"):
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block], "_results": True, "x_id": m["x_id"]})
+            continue
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
+            blocks += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                        "input": json.loads(c["function"]["arguments"])} for c in m["tool_calls"]]
+            out.append({"role": "assistant", "content": blocks, "x_id": m["x_id"]})
+        else:
+            out.append({"role": m["role"], "content": m["content"], "x_id": m["x_id"]})
+    for m in out:
+        m.pop("_results", None)
+    return system, out
+
+
+@st.composite
+def request_body(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(body, settings): a chat body in either dialect and the limits/policy to fit it into."""
+    msgs = draw(openai_conversation())
+    dialect = draw(st.sampled_from(["openai", "anthropic"]))
+    if dialect == "anthropic":
+        system, converted = to_anthropic(msgs)
+        body: dict[str, Any] = {"model": "tiny", "messages": converted}
+        if system is not None:
+            body["system"] = system
+    else:
+        body = {"model": "tiny", "messages": msgs}
+    if draw(st.booleans()):
+        body["max_tokens"] = draw(st.integers(1, 2000))
+    if draw(st.integers(0, 3)) == 0:
+        body["tools"] = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+    settings = {
+        "window": draw(st.integers(300, 8000)),
+        "max_output": draw(st.integers(16, 1024)),
+        "low_water_ratio": draw(st.sampled_from([0.5, 0.8, 0.9, 1.0])),
+        "keep_recent_groups": draw(st.integers(0, 4)),
+        "min_output_tokens": draw(st.none() | st.integers(1, 64)),
+        "safety_margin_tokens": draw(st.integers(0, 64)),
+        "dialect": dialect,
+    }
+    return body, settings

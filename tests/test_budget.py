@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from guard.budget import Budget, make_budget, requested_output
+from guard.errors import BadRequest
+from guard.limits import ModelLimits
+from guard.policy import Policy
+
+SHARED = ModelLimits("m", 200_000, 64_000, "shared", "test")
+SEPARATE = ModelLimits("m", 272_000, 128_000, "separate", "test")
+
+
+def test_incident_one_reserves_the_output():
+    # 143,543 input + 64,000 output > 200,000: the check must fail before the provider does
+    budget, source = make_budget(SHARED, Policy(), 64_000)
+    assert source == "request"
+    assert budget.margin == 2000
+    assert budget.room == 200_000 - 64_000 - 2000
+    assert not budget.fits(143_543)
+
+
+def test_separate_rule_does_not_subtract_the_output():
+    budget, _ = make_budget(SEPARATE, Policy(), 100_000)
+    assert budget.room == 272_000 - 2720
+    assert budget.reserved_output == 100_000
+
+
+def test_output_default_and_clamping():
+    assert make_budget(SHARED, Policy(), None)[0].reserved_output == 4096
+    assert make_budget(SHARED, Policy(default_max_tokens=100_000), None) == (make_budget(SHARED, Policy(), 64_000)[0], "policy_default")
+    budget, source = make_budget(SHARED, Policy(max_output_tokens=8000), 20_000)
+    assert (budget.reserved_output, source) == (8000, "clamped_to_cap")
+
+
+@pytest.mark.parametrize("bad", [0, -5, "100", 1.5, True])
+def test_invalid_max_tokens_is_a_bad_request(bad):
+    with pytest.raises(BadRequest):
+        requested_output({"max_tokens": bad}, "max_tokens")
+
+
+def test_max_completion_tokens_falls_back_to_max_tokens():
+    assert requested_output({"max_tokens": 77}, "max_completion_tokens") == 77
+
+
+@given(st.integers(1000, 10**6), st.floats(0.5, 1.0), st.integers(1, 10**7))
+def test_stop_mark_lies_in_the_band_below_the_target(room, ratio, total):
+    budget = Budget(ModelLimits("m", room, room, "separate", "t"), 1, 0, ratio)
+    stop = budget.stop_at(total)
+    if total <= budget.room:
+        assert stop == total
+        return
+    band = max(1, budget.room - budget.target)
+    assert budget.target - band < stop <= budget.target
+
+
+@given(st.integers(10_000, 10**6), st.integers(1, 10**7), st.integers(0, 10**5))
+def test_growing_conversations_get_the_same_cut_within_a_band(room, total, growth):
+    budget = Budget(ModelLimits("m", room, room, "separate", "t"), 1, 0, 0.9)
+    a, b = total + room, total + room + growth
+    band = max(1, budget.room - budget.target)
+    cut_a, cut_b = a - budget.stop_at(a), b - budget.stop_at(b)
+    assert cut_b >= cut_a and (cut_b - cut_a) % band == 0
+    assert cut_b - cut_a <= growth + band

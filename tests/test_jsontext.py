@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from guard import jsontext
+from guard.encodings import get_encoding
+from tests.strategies import json_value
+
+ENC = get_encoding("o200k_base")
+
+
+def count(text: str) -> int:
+    return len(ENC.encode_ordinary(text))
+
+
+def test_compact_keeps_the_data():
+    pretty = json.dumps({"a": [1, 2.5, None], "b": {"ü": "x y"}}, indent=2)
+    out = jsontext.compact(pretty)
+    assert json.loads(out) == json.loads(pretty) and len(out) < len(pretty)
+    assert jsontext.compact("plain text") == "plain text"
+    assert jsontext.compact('"just a string"') == '"just a string"'
+    assert jsontext.compact("{not json") == "{not json"
+
+
+def test_drop_keys_keeps_citations():
+    doc = {"results": [{"title": "T", "text": "body", "embedding": [0.1] * 10, "metadata": {"url": "u", "scores": {"x": 1}}}]}
+    out = json.loads(jsontext.drop_keys(json.dumps(doc), ["embedding", "metadata"], ["url", "title"]))
+    assert out == {"results": [{"title": "T", "text": "body", "metadata": {"url": "u"}}]}
+    untouched = json.dumps({"a": 1})
+    assert jsontext.drop_keys(untouched, ["metadata"], []) is untouched
+
+
+@given(json_value.filter(lambda v: isinstance(v, (dict, list))), st.integers(16, 400))
+def test_shrink_stays_valid_json_within_budget(value, budget):
+    text = json.dumps(value, indent=2)
+    out = jsontext.shrink(text, budget, count)
+    assert count(out) <= budget
+    if count(jsontext.compact(text)) <= budget:
+        assert json.loads(out) == value
+    elif jsontext.parse(out) is None:
+        assert "[context-guard:" in out  # fell back to a marked head/tail cut
+
+
+def test_shrink_cuts_array_tails_with_a_marker():
+    value = {"items": [{"id": i, "text": "word " * 50} for i in range(200)]}
+    out = jsontext.shrink(json.dumps(value), 500, count)
+    parsed = json.loads(out)
+    assert count(out) <= 500
+    assert parsed["items"][0]["id"] == 0
+    assert any(isinstance(x, str) and "items trimmed]" in x for x in parsed["items"])
+
+
+def test_head_tail_keeps_both_ends():
+    text = "START " + "middle words here " * 2000 + " END"
+    out = jsontext.head_tail(text, 200, count)
+    assert out.startswith("START") and out.endswith("END") and "tokens trimmed" in out
+    assert count(out) <= 200

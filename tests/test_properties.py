@@ -1,0 +1,250 @@
+"""Property tests of the guard's contract (DESIGN §2 invariants) over generated conversations."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from hypothesis import given
+
+from guard import jsontext
+from guard.config import Deployment
+from guard.dialects import MARKER_PREFIX, by_name, content_texts, group_messages
+from guard.engine import Engine
+from guard.errors import ContextWindowExceeded
+from guard.planner import Fitted
+from guard.policy import Policy, PolicySet
+from guard.tokens import TokenCounter
+from tests.strategies import CANARY, request_body
+
+UNDERLYING = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5"}
+
+
+def _engine(settings: dict[str, Any]) -> Engine:
+    policy = Policy(
+        low_water_ratio=settings["low_water_ratio"],
+        keep_recent_groups=settings["keep_recent_groups"],
+        min_output_tokens=settings["min_output_tokens"],
+        safety_margin_tokens=settings["safety_margin_tokens"],
+        safety_margin_ratio=0.0,
+        truncated_tool_result_tokens=16,
+    )
+    info = {"max_input_tokens": settings["window"], "max_output_tokens": settings["max_output"]}
+    deployments = {"tiny": Deployment("tiny", UNDERLYING[settings["dialect"]], info)}
+    return Engine(PolicySet(defaults=policy), deployments=deployments, model_map={})
+
+
+def _fit(body: dict[str, Any], settings: dict[str, Any]) -> Fitted | ContextWindowExceeded:
+    try:
+        return _engine(settings).fit(body, dialect=settings["dialect"])
+    except ContextWindowExceeded as e:
+        return e
+
+
+def _fresh_count(engine: Engine, body: dict[str, Any], dialect: str) -> int:
+    """An independent count: a new counter with an empty cache."""
+    shared, _ = engine.counter_for("tiny", engine.policy_for("tiny"))
+    counter = TokenCounter(shared.encoding, factor=shared.factor, image_formula=shared.image_formula)
+    return counter.body(by_name(dialect), body)
+
+
+@given(request_body())
+def test_result_fits_or_is_rejected(case):
+    body, settings = case
+    engine = _engine(settings)
+    try:
+        fitted = engine.fit(body, dialect=settings["dialect"])
+    except ContextWindowExceeded as e:
+        assert e.report.outcome == "rejected"
+        assert e.shortfall.requested > e.shortfall.limit  # the numbers prove it does not fit
+        return
+    report = fitted.report
+    key = report.output_key
+    counted = _fresh_count(engine, fitted.body, settings["dialect"])
+    assert counted == report.input_tokens_after
+    reserved = fitted.body[key]
+    assert reserved <= settings["max_output"]
+    assert counted + reserved + report.safety_margin_tokens <= settings["window"]  # all test models are shared-window
+
+
+@given(request_body())
+def test_a_request_that_fits_is_forwarded_unchanged_but_for_max_tokens(case):
+    body, settings = case
+    result = _fit(body, settings)
+    if isinstance(result, ContextWindowExceeded) or result.report.outcome != "unchanged":
+        return
+    key = result.report.output_key
+    assert {k: v for k, v in result.body.items() if k != key} == {k: v for k, v in body.items() if k != key}
+    assert result.body["messages"] is body["messages"]
+    assert isinstance(result.body[key], int) and result.body[key] >= 1
+    assert result.report.input_tokens_before <= result.report.room
+
+
+@given(request_body())
+def test_system_first_and_last_user_messages_are_verbatim(case):
+    body, settings = case
+    result = _fit(body, settings)
+    if isinstance(result, ContextWindowExceeded):
+        return
+    out = result.body
+    d = by_name(settings["dialect"])
+    assert out.get("system") == body.get("system")
+    assert [m for m in out["messages"] if d.is_system(m)] == [m for m in body["messages"] if d.is_system(m)]
+    users = [m for m in body["messages"] if d.is_user_turn(m)]
+    for kept in users[:1] + users[-1:]:  # the task and the current question
+        assert any(m == kept for m in out["messages"])
+
+
+def _normal(value: Any) -> Any:
+    texts = content_texts(value)
+    return [jsontext.compact(t) for t in texts] if texts or isinstance(value, (str, list)) else value
+
+
+@given(request_body())
+def test_newest_turns_are_kept_unless_the_last_resort_ran(case):
+    body, settings = case
+    result = _fit(body, settings)
+    if isinstance(result, ContextWindowExceeded):
+        return
+    if any(a.kind == "truncate_recent_tool_results" for a in result.report.actions):
+        return
+    d = by_name(settings["dialect"])
+    msgs = body["messages"]
+    groups = group_messages(d, msgs)
+    ordinary = [g for g, m in zip(groups, msgs) if not d.is_system(m)]
+    newest = set(list(dict.fromkeys(reversed(ordinary)))[: settings["keep_recent_groups"]])
+    kept = {m["x_id"]: m for m in result.body["messages"] if "x_id" in m}
+    for g, m in zip(groups, msgs):
+        if g not in newest:
+            continue
+        assert m["x_id"] in kept, "a message of the newest turns was dropped"
+        got = kept[m["x_id"]]
+        # only JSON whitespace may change in the newest turns
+        for (slot, a), (_, b) in zip(d.tool_results(m), d.tool_results(got)):
+            assert _normal(a) == _normal(b)
+        strip = lambda x: {k: v for k, v in x.items() if k != "content"} if d.tool_results(x) else x  # noqa: E731
+        if not d.tool_results(m):
+            assert got == m
+        else:
+            assert strip(got) == strip(m) or settings["dialect"] == "anthropic"
+
+
+def _pairing_ok(dialect: str, messages: list[dict[str, Any]]) -> None:
+    d = by_name(dialect)
+    for i, m in enumerate(messages):
+        calls = d.tool_call_ids(m)
+        if not calls:
+            continue
+        if dialect == "openai":
+            results = []
+            j = i + 1
+            while j < len(messages) and messages[j].get("role") == "tool":
+                results += d.tool_result_ids(messages[j])
+                j += 1
+        else:
+            results = d.tool_result_ids(messages[i + 1]) if i + 1 < len(messages) else []
+        assert sorted(results) == sorted(calls), f"call {calls} lost its results {results}"
+    for i, m in enumerate(messages):
+        for rid in d.tool_result_ids(m):
+            prior = [k for k in range(i) if rid in d.tool_call_ids(messages[k])]
+            assert prior, f"tool result {rid} has no call before it"
+
+
+@given(request_body())
+def test_tool_calls_keep_their_results(case):
+    body, settings = case
+    _pairing_ok(settings["dialect"], body["messages"])  # the generator makes valid pairs
+    result = _fit(body, settings)
+    if isinstance(result, ContextWindowExceeded):
+        return
+    _pairing_ok(settings["dialect"], result.body["messages"])
+
+
+def _marked(msg: dict[str, Any]) -> bool:
+    texts = content_texts(msg.get("content"))
+    return bool(texts) and texts[0].startswith(MARKER_PREFIX)
+
+
+@given(request_body())
+def test_order_is_kept_and_insertions_are_marked(case):
+    body, settings = case
+    result = _fit(body, settings)
+    if isinstance(result, ContextWindowExceeded):
+        return
+    ids = [m["x_id"] for m in result.body["messages"] if "x_id" in m]
+    assert ids == sorted(ids)
+    for m in result.body["messages"]:
+        if "x_id" not in m:
+            assert _marked(m), "the guard inserted an unmarked message"
+    originals = {m["x_id"]: m for m in body["messages"]}
+    d = by_name(settings["dialect"])
+    for m in result.body["messages"]:
+        if "x_id" in m and m != originals[m["x_id"]]:
+            for (_, before), (_, after) in zip(d.tool_results(originals[m["x_id"]]), d.tool_results(m)):
+                if _normal(before) == _normal(after):
+                    continue  # only JSON whitespace changed
+                # anything else is marked, or is metadata removal (a pruned copy, nothing added)
+                marked = any("[context-guard:" in t for t in content_texts(after))
+                assert marked or _pruned(content_texts(before), content_texts(after))
+
+
+def _pruned_value(before: Any, after: Any) -> bool:
+    if isinstance(before, dict) and isinstance(after, dict):
+        return set(after) <= set(before) and all(_pruned_value(before[k], after[k]) for k in after)
+    if isinstance(before, list) and isinstance(after, list):
+        return len(before) == len(after) and all(_pruned_value(b, a) for b, a in zip(before, after))
+    return before == after
+
+
+def _pruned(before: list[str], after: list[str]) -> bool:
+    if len(before) != len(after):
+        return False
+    for b, a in zip(before, after):
+        bj, aj = jsontext.parse(b), jsontext.parse(a)
+        if bj is None or aj is None or not _pruned_value(bj, aj):
+            return False
+    return True
+
+
+@given(request_body())
+def test_deterministic_and_idempotent(case):
+    body, settings = case
+    first = _fit(body, settings)
+    second = _fit(copy.deepcopy(body), settings)
+    if isinstance(first, ContextWindowExceeded):
+        assert isinstance(second, ContextWindowExceeded) and str(first) == str(second)
+        return
+    assert json.dumps(first.body) == json.dumps(second.body)
+    again = _fit(first.body, settings)
+    assert not isinstance(again, ContextWindowExceeded)
+    assert again.report.outcome == "unchanged"
+    assert json.dumps(again.body) == json.dumps(first.body)
+
+
+@given(request_body())
+def test_input_tokens_never_grow(case):
+    body, settings = case
+    result = _fit(body, settings)
+    report = result.report
+    assert report.input_tokens_after <= report.input_tokens_before
+    for action in report.actions:
+        assert action.tokens_saved >= 0 and action.items >= 1
+
+
+@given(request_body())
+def test_callers_objects_are_never_mutated(case):
+    body, settings = case
+    snapshot = copy.deepcopy(body)
+    _fit(body, settings)
+    assert body == snapshot
+
+
+@given(request_body())
+def test_report_carries_no_message_text(case):
+    body, settings = case
+    result = _fit(body, settings)
+    serialized = json.dumps(result.report.to_dict(), ensure_ascii=False)
+    assert CANARY not in serialized
+    if isinstance(result, ContextWindowExceeded):
+        assert CANARY not in str(result)

@@ -1,0 +1,164 @@
+"""Each strategy on a conversation built to need it, through the engine."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from guard.config import Deployment
+from guard.engine import Engine
+from guard.errors import ContextWindowExceeded
+from guard.policy import STRATEGY_ORDER, Policy, PolicySet
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+
+
+def words(n: int, seed: int = 0) -> str:
+    return " ".join(WORDS[(i * 7 + seed) % len(WORDS)] + str((i + seed) % 97) for i in range(n))
+
+
+def engine(window: int, **policy: Any) -> Engine:
+    policy.setdefault("safety_margin_ratio", 0.0)
+    policy.setdefault("safety_margin_tokens", 0)
+    deployments = {"m": Deployment("m", "gpt-4o", {"max_input_tokens": window, "max_output_tokens": 1000})}
+    return Engine(PolicySet(defaults=Policy(**policy)), deployments=deployments, model_map={})
+
+
+def agent(results: list[str], last_user: str = "what now?") -> dict[str, Any]:
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "start"}]
+    for i, r in enumerate(results):
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": r})
+    msgs.append({"role": "user", "content": last_user})
+    return {"model": "m", "messages": msgs, "max_tokens": 100}
+
+
+def only(*names: str) -> list[str]:
+    return [n for n in STRATEGY_ORDER if n in names]
+
+
+def kinds(report) -> list[str]:
+    return [a.kind for a in report.actions]
+
+
+def test_compact_json_alone_can_fit_and_keeps_data():
+    pretty = [json.dumps({"rows": [{"k": i, "v": words(5, i)} for i in range(30)]}, indent=4) for _ in range(3)]
+    body = agent(pretty)
+    total = engine(100_000).fit(body).report.input_tokens_before
+    fitted = engine(total - 300, strategies=only("compact_json")).fit(body)
+    assert kinds(fitted.report) == ["compact_json"]
+    for before, after in zip(body["messages"], fitted.body["messages"]):
+        if before["role"] == "tool":
+            assert json.loads(after["content"]) == json.loads(before["content"])
+
+
+def test_drop_metadata_keeps_citation_keys():
+    docs = [{"title": f"t{i}", "url": f"u{i}", "text": words(20, i), "metadata": {"url": f"u{i}", "embedding": [0.5] * 40}} for i in range(5)]
+    body = agent([json.dumps({"results": docs}), "small", "small2", "small3"])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    fitted = engine(total - 200, strategies=only("drop_metadata"), keep_recent_groups=1).fit(body)
+    assert kinds(fitted.report) == ["drop_metadata"]
+    out = json.loads(fitted.body["messages"][3]["content"])
+    assert out["results"][0] == {"title": "t0", "url": "u0", "text": words(20, 0), "metadata": {"url": "u0"}}
+
+
+def test_dedupe_keeps_the_newest_copy():
+    same = words(300)
+    body = agent([same, words(10, 3), same, "tail1", "tail2"])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    fitted = engine(total - 100, strategies=only("dedupe"), keep_recent_groups=1).fit(body)
+    tools = [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"]
+    assert tools[0].startswith("[context-guard: duplicate of a later tool result")
+    assert tools[2] == same
+
+
+def test_dedupe_removes_items_repeated_later():
+    doc = {"id": 1, "title": "x", "text": words(100)}
+    older = json.dumps({"results": [doc, {"id": 2, "text": "unique"}]})
+    newer = json.dumps({"results": [doc]})
+    body = agent([older, newer, "r1", "r2"])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    fitted = engine(total - 50, strategies=only("dedupe"), keep_recent_groups=1).fit(body)
+    out = json.loads(fitted.body["messages"][3]["content"])
+    assert out["results"][0] == {"id": 2, "text": "unique"}
+    assert "repeated later" in out["results"][1]
+
+
+def test_truncation_is_oldest_first_and_spares_the_newest_turns():
+    body = agent([words(800, i) for i in range(4)])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    fitted = engine(total - 600, strategies=only("truncate_tool_results"), keep_recent_groups=2, low_water_ratio=1.0).fit(body)
+    tools = [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"]
+    assert "tokens trimmed]" in tools[0]
+    assert tools[1] == words(800, 1)  # the cut stopped once enough was saved
+    assert tools[3] == words(800, 3)
+    assert fitted.report.input_tokens_after <= total - 600 - 100
+
+
+def test_drop_oldest_turns_keeps_pairs_and_marks_the_gap():
+    body = agent([words(200, i) for i in range(6)])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    fitted = engine(total - 500, strategies=only("drop_oldest_turns"), keep_recent_groups=2).fit(body)
+    msgs = fitted.body["messages"]
+    assert msgs[0] == {"role": "system", "content": "sys"}
+    marker = next(m for m in msgs if str(m["content"]).startswith("[context-guard:"))
+    assert "earlier messages" in marker["content"] and marker["role"] == "user"
+    ids = [m.get("tool_call_id") for m in msgs if m["role"] == "tool"]
+    calls = [m["tool_calls"][0]["id"] for m in msgs if m.get("tool_calls")]
+    assert ids == calls and "c5" in ids
+    assert msgs[-1] == {"role": "user", "content": "what now?"}
+
+
+def test_clamp_output_only_with_a_floor():
+    body = agent([words(100)])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    body["max_tokens"] = 500
+    with pytest.raises(ContextWindowExceeded):
+        engine(total + 300, strategies=only("clamp_output")).fit(body)
+    fitted = engine(total + 300, strategies=only("clamp_output"), min_output_tokens=200).fit(body)
+    assert fitted.body["max_tokens"] == 300 and fitted.body["messages"] is body["messages"]
+    assert fitted.report.max_tokens_source == "clamped_by_policy"
+
+
+def test_last_resort_truncates_recent_results_but_not_the_question():
+    body = agent([words(3000)], last_user="keep me")
+    total = engine(100_000).fit(body).report.input_tokens_before
+    fitted = engine(total // 3).fit(body)
+    assert "truncate_recent_tool_results" in kinds(fitted.report)
+    assert fitted.body["messages"][-1] == {"role": "user", "content": "keep me"}
+    with pytest.raises(ContextWindowExceeded):
+        engine(total // 3, strategies=[s for s in STRATEGY_ORDER if s != "truncate_recent_tool_results"]).fit(body)
+
+
+def test_summary_slot_replaces_a_span_with_a_marked_summary():
+    body = agent([words(400, i) for i in range(6)])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    seen = []
+
+    def summarize(request):
+        seen.append(request)
+        return "the agent read six files"
+
+    e = engine(total - 1500, strategies=only("summarize"), keep_recent_groups=1)
+    fitted = e.fit(body, summarize=summarize)
+    assert kinds(fitted.report) == ["summarize"]
+    assert len(seen) == 1 and seen[0].max_tokens == 1024
+    assert seen[0].messages[0]["role"] == "assistant"  # the span starts at a whole turn group
+    summary = next(m for m in fitted.body["messages"] if str(m["content"]).startswith("[context-guard: summary"))
+    assert summary["content"].endswith("the agent read six files")
+
+
+def test_a_failing_summarizer_degrades_to_the_deterministic_path():
+    body = agent([words(400, i) for i in range(6)])
+    total = engine(100_000).fit(body).report.input_tokens_before
+
+    def broken(request):
+        raise TimeoutError("summarizer timed out")
+
+    e = engine(total - 1500, keep_recent_groups=1, strategies=only("summarize", "drop_oldest_turns"))
+    fitted = e.fit(body, summarize=broken)
+    assert fitted.report.fits
+    assert [(s.kind, s.reason) for s in fitted.report.skipped] == [("summarize", "no_summary")]
+    assert kinds(fitted.report) == ["drop_oldest_turns"]

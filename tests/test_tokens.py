@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pytest
+from PIL import Image
+
+from guard.dialects import ANTHROPIC, OPENAI
+from guard.encodings import get_encoding
+from guard.images import anthropic_image_tokens, openai_image_tokens
+from guard.tokens import ANTHROPIC_TOOL_PROMPT, TokenCounter
+
+O200K = get_encoding("o200k_base")
+
+
+def enc(text: str) -> int:
+    return len(O200K.encode_ordinary(text))
+
+
+@pytest.fixture
+def counter() -> TokenCounter:
+    return TokenCounter(O200K)
+
+
+def test_plain_messages_follow_openais_accounting(counter):
+    msgs = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "What is the capital of France?", "name": "alice"},
+    ]
+    expected = 3 + enc("system") + enc("You are terse.") + 3 + enc("user") + enc("What is the capital of France?")
+    expected += enc("alice") + 1 + 3  # name costs its tokens + 1; +3 primes the reply
+    assert counter.body(OPENAI, {"messages": msgs}) == expected
+
+
+def test_plain_messages_match_litellm_token_counter(counter):
+    import litellm
+
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Hello! How can I help?"}]
+    assert counter.body(OPENAI, {"messages": msgs}) == litellm.token_counter(model="gpt-4o", messages=msgs)
+
+
+def test_tool_calls_count_name_arguments_and_framing(counter):
+    call = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}
+    with_call = {"role": "assistant", "content": None, "tool_calls": [call]}
+    plain = {"role": "assistant", "content": None}
+    diff = counter.message(OPENAI, with_call) - counter.message(OPENAI, plain)
+    assert diff == 3 + enc("read_file") + enc('{"path": "a.py"}')
+
+
+def test_tool_result_counted_as_serialized(counter):
+    pretty = json.dumps({"a": [1, 2, 3], "b": {"c": "d"}}, indent=2)
+    compact = json.dumps({"a": [1, 2, 3], "b": {"c": "d"}}, separators=(",", ":"))
+    msg = lambda c: {"role": "tool", "tool_call_id": "x", "content": c}  # noqa: E731
+    assert counter.message(OPENAI, msg(pretty)) - counter.message(OPENAI, msg(compact)) == enc(pretty) - enc(compact) > 0
+
+
+def test_tool_schemas_are_counted(counter):
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+    base = {"messages": [{"role": "user", "content": "hi"}]}
+    assert counter.body(OPENAI, {**base, "tools": tools}) > counter.body(OPENAI, base) + enc("search")
+
+
+def test_anthropic_blocks_system_and_tool_prompt(counter):
+    body = {
+        "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": "read it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "x"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "file body here"}]},
+        ],
+        "tools": [{"name": "read", "input_schema": {"type": "object"}}],
+    }
+    total = counter.body(ANTHROPIC, body)
+    no_tools = counter.body(ANTHROPIC, {k: v for k, v in body.items() if k != "tools"})
+    assert total - no_tools >= ANTHROPIC_TOOL_PROMPT
+    no_system = counter.body(ANTHROPIC, {k: v for k, v in body.items() if k != "system"})
+    assert total - no_system == 3 + enc("Be brief.")
+    result_msg = body["messages"][2]
+    assert counter.message(ANTHROPIC, result_msg) == 3 + enc("user") + 3 + enc("file body here")
+
+
+def test_cache_by_content_not_identity(counter):
+    msgs = [{"role": "user", "content": f"message {i}"} for i in range(50)]
+    counter.messages(OPENAI, msgs)
+    hits = counter.hits
+    copies = json.loads(json.dumps(msgs)) + [{"role": "user", "content": "new one"}]
+    counter.messages(OPENAI, copies)
+    assert counter.hits - hits == 50
+    assert counter.message(OPENAI, {"role": "user", "content": "message 0 changed"}) != counter.message(OPENAI, msgs[0])
+
+
+def test_cache_is_bounded():
+    c = TokenCounter(O200K, cache_size=10)
+    for i in range(100):
+        c.message(OPENAI, {"role": "user", "content": str(i)})
+    assert len(c._cache) == 10
+
+
+def test_calibration_inflates_text_not_images():
+    plain = TokenCounter(O200K)
+    inflated = TokenCounter(O200K, factor=1.25)
+    msg = {"role": "user", "content": "some words to count " * 20}
+    assert inflated.message(OPENAI, msg) == -(-plain.message(OPENAI, msg) * 5 // 4)
+    with pytest.raises(ValueError):
+        TokenCounter(O200K, factor=0.9)
+
+
+def _png(w: int, h: int) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), "white").save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_image_formulas_use_the_real_size():
+    assert openai_image_tokens(1024, 1024) == 765  # OpenAI's documented example
+    assert openai_image_tokens(2048, 4096) == 1105  # scaled to 768x1536: 2x3 tiles
+    assert openai_image_tokens(1024, 1024, "low") == 85
+    assert anthropic_image_tokens(1000, 1000) == 1334
+    assert anthropic_image_tokens(200, 200) == 54
+    oc = TokenCounter(O200K, image_formula="openai")
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _png(1024, 1024)}}
+    text_only = oc.message(OPENAI, {"role": "user", "content": []})
+    assert oc.message(OPENAI, {"role": "user", "content": [part]}) - text_only == 765
+    remote = {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.png"}}
+    assert oc.message(OPENAI, {"role": "user", "content": [remote]}) - text_only == 1445  # unknown size: the maximum
+    ac = TokenCounter(O200K, image_formula="anthropic")
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _png(200, 200)}}
+    empty = ac.message(ANTHROPIC, {"role": "user", "content": []})
+    assert ac.message(ANTHROPIC, {"role": "user", "content": [block]}) - empty == 54
+    broken = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "not-an-image"}}
+    assert ac.message(ANTHROPIC, {"role": "user", "content": [broken]}) - empty == 1600
+
+
+def test_long_runs_are_split_and_never_under_counted(counter):
+    run = "ab" * 4500  # one 9,000-character token piece: exact BPE is slow but still feasible here
+    assert counter.raw(run) >= enc(run)
+    text = "normal words " * 100 + run + " more words " * 100
+    assert counter.raw(text) >= enc(text)
+    assert counter.raw("x" * 300_000) > 0  # completes: bounded work per piece
+
+
+def test_pdf_documents_cost_per_page(counter):
+    pdf = b"%PDF-1.4 /Type /Pages /Type /Page /Type /Page /Type /Page"
+    block = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(pdf).decode()}}
+    empty = counter.message(ANTHROPIC, {"role": "user", "content": []})
+    assert counter.message(ANTHROPIC, {"role": "user", "content": [block]}) - empty == 3 * 3000
