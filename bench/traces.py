@@ -98,7 +98,7 @@ def _tool_result(rng: random.Random, name: str, scale: float) -> tuple[dict[str,
     return {"query": "configuration"}, json.dumps({"results": docs, "total": len(docs)}, indent=2)
 
 
-def agent_trace(turns: int = 155, seed: int = 0, scale: float = 0.12, model: str = "gpt-4o") -> dict[str, Any]:
+def agent_trace(turns: int = 158, seed: int = 0, scale: float = 0.1, model: str = "gpt-4o") -> dict[str, Any]:
     """An OpenAI chat body of a tool-heavy agent loop: ~3 messages per turn, parallel calls."""
     rng = random.Random(seed)
     messages: list[dict[str, Any]] = [

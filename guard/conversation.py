@@ -10,7 +10,7 @@ A `Conversation` is immutable; every edit returns a new one. Per message it keep
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from guard.dialects import Content, Dialect, group_messages
 from guard.policy import Policy
@@ -101,17 +101,28 @@ class Context:
             self.actions.append(Action(kind=kind, tokens_saved=saved, items=items))
 
 
+@dataclass(frozen=True)
+class ToolResult:
+    """One tool result as a strategy sees it."""
+
+    index: int  # message index
+    slot: int | None  # block index (Anthropic) or None (OpenAI tool message)
+    content: Content
+    message_tokens: int  # the whole message's count: an upper bound of the content's tokens
+    over: int  # tokens still to save to reach the stop mark
+
+
 def rewrite_tool_results(
     conv: Conversation,
     ctx: Context,
     kind: str,
-    slots: Iterator[tuple[int, int | None, Content]] | list[tuple[int, int | None, Content]],
-    transform: Callable[[int, int | None, Content, int], Content],
+    slots: Iterable[tuple[int, int | None, Content]],
+    transform: Callable[[ToolResult], Content],
 ) -> Conversation:
     """Apply `transform` to tool results in order until the conversation is at the stop mark.
 
     A rewrite is kept only if it lowers the message's count, so input tokens never grow.
-    `transform(index, slot, content, tokens_over)` returns the same object to leave a result alone.
+    `transform` returns the same content object to leave a result alone.
     """
     saved = items = 0
     for i, slot, _ in list(slots):
@@ -119,7 +130,7 @@ def rewrite_tool_results(
             break
         current = conv.messages[i]
         content = _slot_content(conv.dialect, current, slot)
-        new_content = transform(i, slot, content, conv.total - ctx.stop_at)
+        new_content = transform(ToolResult(i, slot, content, conv.counts[i], conv.total - ctx.stop_at))
         if new_content is content:
             continue
         new_msg = conv.dialect.with_tool_result(current, slot, new_content)

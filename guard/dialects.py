@@ -35,12 +35,12 @@ class Dialect:
         if not isinstance(msgs, list):
             raise BadRequest("'messages' must be a list")
         for i, m in enumerate(msgs):
-            if not isinstance(m, Mapping):
+            if type(m) is not dict and not isinstance(m, Mapping):
                 raise BadRequest(f"messages[{i}] must be an object")
             if not isinstance(m.get("role"), str):
                 raise BadRequest(f"messages[{i}].role must be a string")
             content = m.get("content")
-            if content is not None and not isinstance(content, (str, list)):
+            if content is not None and type(content) is not str and type(content) is not list:
                 raise BadRequest(f"messages[{i}].content must be a string, a list of parts or null")
         return msgs
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from functools import lru_cache
 from typing import Any, Callable, Iterable
 
 from guard.tokens import compact_json
@@ -15,16 +16,31 @@ from guard.tokens import compact_json
 TRIM_MARK = "[context-guard: {n} {what} trimmed]"
 
 
+_MEMO_MAX_CHARS = 1 << 18
+
+
 def parse(text: str) -> Any:
-    """The JSON object or array in text, or None (scalars are left alone)."""
+    """The JSON object or array in text, or None (scalars are left alone).
+
+    Strategies parse the same tool result several times in one fit, so results are memoised;
+    callers must treat the returned value as read-only."""
     head = text.lstrip()[:1]
     if head not in ("{", "["):
         return None
+    if len(text) > _MEMO_MAX_CHARS:
+        return _parse(text)
+    return _parse_memo(text)
+
+
+def _parse(text: str) -> Any:
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, (dict, list)) else None
+
+
+_parse_memo = lru_cache(maxsize=512)(_parse)
 
 
 def compact(text: str) -> str:
@@ -100,19 +116,25 @@ def _shrunk(value: Any, scale: float, min_chars: int) -> Any:
     return value
 
 
-def shrink(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+def shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int | None = None) -> str:
     """Valid, compact JSON of at most max_tokens tokens (by `count`), cutting array tails and long
-    strings evenly; plain text or JSON that cannot get small enough gets a head + tail cut."""
+    strings evenly; plain text or JSON that cannot get small enough gets a head + tail cut.
+
+    `tokens`, if given, is the caller's count of text (saves counting it again)."""
     value = parse(text)
     if value is None:
-        return head_tail(text, max_tokens, count)
+        return head_tail(text, max_tokens, count, tokens)
     full = compact_json(value)
-    n = count(full)
+    n = tokens if tokens is not None else count(full)
     if n <= max_tokens:
-        return full
-    per_char = n / max(1, len(full))
-    lo, hi, best = 0.0, 1.0, None
-    for _ in range(14):  # binary search on the scale by estimated size
+        return full if count(full) <= max_tokens else head_tail(full, max_tokens, count)
+    per_char = n / max(1, len(text))
+    guess = compact_json(_shrunk(value, 0.9 * max_tokens / n, 24))
+    if len(guess) * per_char <= max_tokens and count(guess) <= max_tokens:
+        return guess  # the proportional guess is usually right: one render, one count
+    # binary search on the scale by estimated size; the answer lies near max_tokens / n
+    lo, hi, best = 0.0, min(1.0, 2.5 * max_tokens / n), None
+    for _ in range(7):
         mid = (lo + hi) / 2
         candidate = compact_json(_shrunk(value, mid, 24))
         if len(candidate) * per_char <= max_tokens:
@@ -128,9 +150,9 @@ def shrink(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
     return head_tail(full, max_tokens, count)
 
 
-def head_tail(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+def head_tail(text: str, max_tokens: int, count: Callable[[str], int], tokens: int | None = None) -> str:
     """The head and tail of text around a marker, within max_tokens tokens."""
-    n = count(text)
+    n = tokens if tokens is not None else count(text)
     if n <= max_tokens:
         return text
     per_token = len(text) / max(1, n)

@@ -36,6 +36,8 @@ PDF_PAGE_TOKENS = 3000  # Anthropic: a PDF page costs its text plus an image, ~1
 _RUN = 4096  # non-space runs longer than this are split: BPE on them is super-linear
 _LONG_RUN = re.compile(r"(?<!\S)\S{%d,}" % _RUN)
 _SPACE = re.compile(r"\s")
+_MEMO_MIN_CHARS, _MEMO_MAX_CHARS = 256, 1 << 16
+_FIXED_KEYS = ("tools", "functions", "response_format", "tool_choice", "system")
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?!s)")
 
 
@@ -60,15 +62,25 @@ def compact_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
+_LIST = "\x00list"
+
+
 def _freeze(value: Any) -> Any:
+    kind = type(value)  # exact type checks first: this runs for every message of every request
+    if kind is str:
+        return value
+    if kind is dict:
+        return tuple([(k, _freeze(v)) for k, v in value.items()])
+    if kind is list:
+        return (_LIST, *[_freeze(v) for v in value])
+    if value is None or kind is int or kind is float or kind is bool:
+        return value
     if isinstance(value, str):
-        return value
+        return str(value)
     if isinstance(value, Mapping):
-        return tuple((k, _freeze(v)) for k, v in value.items())
+        return tuple([(k, _freeze(v)) for k, v in value.items()])
     if isinstance(value, (list, tuple)):
-        return ("\x00list",) + tuple(_freeze(v) for v in value)
-    if value is None or isinstance(value, (int, float, bool)):
-        return value
+        return (_LIST, *[_freeze(v) for v in value])
     return repr(value)
 
 
@@ -95,12 +107,28 @@ class TokenCounter:
         self.image_formula = image_formula
         self._cache: OrderedDict[int, int] = OrderedDict()
         self._cache_size = cache_size
+        # a rewritten text is counted by the strategy that made it, then again inside its message
+        self._raw_memo: dict[str, int] = {}
         self.hits = 0
         self.misses = 0
 
     # -- text ---------------------------------------------------------------------------------
     def raw(self, text: str) -> int:
         """Tokens of a string with the encoding, bounded in time on pathological input."""
+        size = len(text)
+        memo = _MEMO_MIN_CHARS <= size <= _MEMO_MAX_CHARS
+        if memo:
+            hit = self._raw_memo.get(text)
+            if hit is not None:
+                return hit
+        n = self._raw(text)
+        if memo:
+            if len(self._raw_memo) >= 1024:
+                self._raw_memo.clear()
+            self._raw_memo[text] = n
+        return n
+
+    def _raw(self, text: str) -> int:
         enc = self.encoding.encode_ordinary
         if len(text) < _RUN or not _may_have_long_run(text):
             return len(enc(text))
@@ -147,6 +175,14 @@ class TokenCounter:
 
     def fixed(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
         """Tokens outside the messages list: system (Anthropic), tool schemas, reply priming."""
+        parts = tuple(body.get(k) for k in _FIXED_KEYS)
+        key = hash(("\x00fixed", dialect.name, _freeze(parts)))
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._cache[key] = self._fixed(dialect, body)
+        return hit
+
+    def _fixed(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
         text = REPLY_PRIMING
         tools = body.get("tools")
         if isinstance(tools, list) and tools:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import chain
 
 from guard import jsontext
-from guard.conversation import Context, Conversation, rewrite_tool_results
+from guard.conversation import Context, Conversation, ToolResult, rewrite_tool_results
 from guard.dialects import Content, map_texts
 
 
@@ -15,8 +15,8 @@ def compact_json(conv: Conversation, ctx: Context) -> Conversation:
     older = conv.tool_slots(recent=False)
     newest = [s for s in conv.tool_slots(recent=True) if conv.recent[s[0]]]
 
-    def transform(_: int, __: int | None, content: Content, ___: int) -> Content:
-        return map_texts(content, jsontext.compact)
+    def transform(result: ToolResult) -> Content:
+        return map_texts(result.content, jsontext.compact)
 
     return rewrite_tool_results(conv, ctx, "compact_json", chain(older, newest), transform)
 
@@ -26,7 +26,7 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
     results, keeping citation keys (id, title, url, ...) of bulky dicts."""
     bulky, citation = ctx.policy.metadata_keys, ctx.policy.citation_keys
 
-    def transform(_: int, __: int | None, content: Content, ___: int) -> Content:
-        return map_texts(content, lambda text: jsontext.drop_keys(text, bulky, citation))
+    def transform(result: ToolResult) -> Content:
+        return map_texts(result.content, lambda text: jsontext.drop_keys(text, bulky, citation))
 
     return rewrite_tool_results(conv, ctx, "drop_metadata", conv.tool_slots(recent=False), transform)

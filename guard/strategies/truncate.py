@@ -6,7 +6,7 @@ import math
 from typing import Iterable
 
 from guard import jsontext
-from guard.conversation import Context, Conversation, rewrite_tool_results
+from guard.conversation import Context, Conversation, ToolResult, rewrite_tool_results
 from guard.dialects import Content, content_texts, replace_text
 
 
@@ -14,17 +14,19 @@ def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable) -> C
     floor = ctx.policy.truncated_tool_result_tokens
     factor = ctx.counter.factor
 
-    def transform(_: int, __: int | None, content: Content, over: int) -> Content:
+    def transform(result: ToolResult) -> Content:
+        content = result.content
         texts = content_texts(content)
         if not texts:
             return content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
-        tokens = ctx.counter.raw(text)
-        keep = max(floor, tokens - math.ceil(over / factor))
+        # the message count bounds the text's tokens from above: no need to encode it again
+        upper = math.ceil(result.message_tokens / factor)
+        keep = max(floor, upper - math.ceil(result.over / factor))
         only_text = isinstance(content, str) or len(texts) == len(content)
-        if tokens <= keep and only_text:
+        if upper <= keep and only_text:
             return content
-        return replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw))
+        return replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
 
     return rewrite_tool_results(conv, ctx, kind, slots, transform)
 

@@ -1,0 +1,101 @@
+"""Engine speed against LiteLLM's own token counter, measured in the same run.
+
+    .venv/bin/python -m bench.engine_bench [--repeat 7]
+
+Prints medians and the ratios the engine issue sets as bars:
+- cold count of a ~400-message / ~120k-token agent conversation <= 1.5x `litellm.token_counter`
+  (while counting more of what is sent: tool names, framing, schemas as sent);
+- warm re-check after one new message <= 1 ms and >= 20x faster than `litellm.token_counter`;
+- a full fit of a ~300k-token overflow into a 128k window <= 150 ms.
+Each request is a fresh JSON parse, as in the proxy, so caching by object identity cannot help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from bench.traces import agent_trace  # noqa: E402
+from guard.dialects import OPENAI  # noqa: E402
+from guard.engine import Engine  # noqa: E402
+from guard.encodings import get_encoding  # noqa: E402
+from guard.tokens import TokenCounter  # noqa: E402
+
+
+def fresh(body: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(json.dumps(body))
+
+
+def median_time(fn: Callable[[Any], Any], setup: Callable[[], Any], repeat: int) -> float:
+    """Median wall time of fn(setup()), garbage collection off while timing (as timeit does)."""
+    times = []
+    for _ in range(repeat):
+        arg = setup()
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            fn(arg)
+            times.append(time.perf_counter() - start)
+        finally:
+            gc.enable()
+    return statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args(argv)
+    import litellm
+
+    enc = get_encoding("o200k_base")
+    body = agent_trace()
+    msgs, tools = body["messages"], body["tools"]
+    litellm.token_counter(model="gpt-4o", messages=msgs[:2])  # load LiteLLM's tokenizer once
+    ours = TokenCounter(enc).body(OPENAI, body)
+    theirs = litellm.token_counter(model="gpt-4o", messages=msgs, tools=tools)
+    print(f"trace: {len(msgs)} messages, {len(json.dumps(body)):,} chars; guard counts {ours:,} tokens, token_counter {theirs:,}")
+
+    t_lite = median_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(body), args.repeat)
+    t_cold = median_time(lambda b: TokenCounter(enc).body(OPENAI, b), lambda: fresh(body), args.repeat)
+    print(f"cold count: guard {t_cold * 1e3:.1f} ms, litellm.token_counter {t_lite * 1e3:.1f} ms, ratio {t_cold / t_lite:.2f}x (bar <= 1.5x)")
+
+    warm = TokenCounter(enc)
+    warm.body(OPENAI, body)
+    grown = dict(body, messages=msgs + [{"role": "user", "content": "One more thing: also check the imports in setup.py."}])
+    t_warm = median_time(lambda b: warm.body(OPENAI, b), lambda: fresh(grown), args.repeat)
+    t_lite_grown = median_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(grown), args.repeat)
+    print(f"warm re-check (+1 message): guard {t_warm * 1e3:.3f} ms, token_counter {t_lite_grown * 1e3:.1f} ms, speed-up {t_lite_grown / t_warm:.0f}x (bars <= 1 ms, >= 20x)")
+
+    big = agent_trace(turns=360, seed=3)
+    engine = Engine()
+    engine.counter_for("gpt-4o", engine.policy_for("gpt-4o"))  # encoding loaded; counts are cold
+    size = TokenCounter(enc).body(OPENAI, big)
+
+    def fit_cold(b: dict[str, Any]) -> None:
+        e = Engine()
+        e._counters = {}
+        e.fit(b)
+
+    t_fit = median_time(fit_cold, lambda: fresh(big), args.repeat)
+    report = Engine().fit(big).report
+    print(
+        f"full fit: {size:,} tokens into gpt-4o's 128k window (room {report.room:,}) -> {report.input_tokens_after:,} "
+        f"in {t_fit * 1e3:.0f} ms, cold cache (bar <= 150 ms); actions: "
+        + ", ".join(f"{a.kind} -{a.tokens_saved:,}" for a in report.actions)
+    )
+    ok = t_cold / t_lite <= 1.5 and t_warm <= 1e-3 and t_lite_grown / t_warm >= 20 and t_fit <= 0.150
+    print("all bars met" if ok else "SOME BARS MISSED")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
