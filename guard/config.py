@@ -28,7 +28,8 @@ class GuardConfig:
 
 
 def parse_model_list(model_list: Any) -> dict[str, Deployment]:
-    """model_name -> the first deployment of that name (its real model and model_info)."""
+    """model_name -> its deployment: the first entry's real model, and per limit the smallest
+    value any entry of that name configures (a load-balanced alias is as small as its smallest)."""
     if model_list is None:
         return {}
     if not isinstance(model_list, list):
@@ -42,7 +43,16 @@ def parse_model_list(model_list: Any) -> dict[str, Deployment]:
         if not isinstance(params, Mapping) or not isinstance(info, Mapping):
             raise PolicyError(f"model_list[{i}]: litellm_params and model_info must be mappings")
         real = params.get("model") if isinstance(params.get("model"), str) else entry["model_name"]
-        out.setdefault(entry["model_name"], Deployment(entry["model_name"], real, dict(info)))
+        name = entry["model_name"]
+        if name not in out:
+            out[name] = Deployment(name, real, dict(info))
+            continue
+        merged = dict(out[name].model_info)
+        for key in ("max_input_tokens", "max_output_tokens", "max_tokens"):
+            values = [v for v in (merged.get(key), info.get(key)) if isinstance(v, int) and v > 0]
+            if values:
+                merged[key] = min(values)
+        out[name] = Deployment(name, out[name].model, merged)
     return out
 
 

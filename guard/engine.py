@@ -61,19 +61,19 @@ class Engine:
     def policy_for(self, model: str) -> Policy:
         return self.policies.for_model(model, self.underlying(model))
 
-    def limits_for(self, model: str, policy: Policy) -> ModelLimits:
-        deployment = self.deployments.get(model)
+    def limits_for(self, model: str, policy: Policy, deployment: Deployment | None = None) -> ModelLimits:
+        deployment = deployment or self.deployments.get(model)
         return resolve_limits(
             model,
             policy,
             model_map=self.model_map,
             model_info=deployment.model_info if deployment else None,
-            underlying=self.underlying(model),
+            underlying=deployment.model if deployment else model,
         )
 
-    def counter_for(self, model: str, policy: Policy) -> tuple[TokenCounter, bool]:
+    def counter_for(self, model: str, policy: Policy, underlying: str | None = None) -> tuple[TokenCounter, bool]:
         """The shared counter for a model and whether its counts are exact."""
-        prof = profile(self.underlying(model))
+        prof = profile(underlying or self.underlying(model))
         factor = policy.calibration.get(prof.family, prof.default_factor)
         key = (prof.encoding, factor, prof.image_formula)
         with self._lock:
@@ -91,9 +91,11 @@ class Engine:
         model: str | None = None,
         dialect: Dialect | str | None = None,
         policy: Policy | None = None,
+        deployment: Deployment | None = None,
         can_summarize: bool = False,
     ) -> Plan:
-        """The planner generator for one body (see guard.planner)."""
+        """The planner generator for one body (see guard.planner). `deployment` names the real
+        model and model_info behind `model` when the caller knows them (the LiteLLM hooks do)."""
         if not isinstance(body, Mapping):
             raise BadRequest("the request body must be a JSON object")
         name = model or body.get("model")
@@ -101,8 +103,8 @@ class Engine:
             raise BadRequest("the request names no model (pass one or set 'model' in the body)")
         d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
         policy = policy or self.policy_for(name)
-        limits = self.limits_for(name, policy)
-        counter, exact = self.counter_for(name, policy)
+        limits = self.limits_for(name, policy, deployment)
+        counter, exact = self.counter_for(name, policy, deployment.model if deployment else None)
         return plan(body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize)
 
     def fit(
@@ -112,8 +114,11 @@ class Engine:
         model: str | None = None,
         dialect: Dialect | str | None = None,
         policy: Policy | None = None,
+        deployment: Deployment | None = None,
         summarize: Callable[[SummaryRequest], str | None] | None = None,
     ) -> Fitted:
         """Fit a body, or raise ContextWindowExceeded (with the report on the exception)."""
-        p = self.plan(body, model=model, dialect=dialect, policy=policy, can_summarize=summarize is not None)
+        p = self.plan(
+            body, model=model, dialect=dialect, policy=policy, deployment=deployment, can_summarize=summarize is not None
+        )
         return run(p, summarize)

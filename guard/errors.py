@@ -60,7 +60,7 @@ class ContextWindowExceeded(GuardError):
         s = self.shortfall
         if s.rule == "shared":
             return (
-                f"context-guard: model {s.model!r} has a context window of {s.limit} tokens, "
+                f"context-guard: this model's maximum context length is {s.limit} tokens ({s.model}), "
                 f"but the request needs {s.requested} ({s.input_tokens} input after trimming + "
                 f"{s.reserved_output} reserved output + {s.safety_margin} safety margin: "
                 f"{s.input_tokens} + {s.reserved_output} + {s.safety_margin} > {s.limit}). "

@@ -1,7 +1,8 @@
-"""The guard's policy: validated with pydantic, layered defaults < per-model overrides (glob).
+"""The guard's policy: validated with pydantic, layered defaults < model < team < key < request.
 
 A `Policy` is the full set of knobs for one request. A `PolicySet` holds the defaults and the
-per-model overrides (first matching glob, in file order) and resolves the policy for a model.
+per-model (first matching glob, in file order), per-team and per-key overrides, and resolves the
+policy of one request. Lower layers may only tighten caps and margins (see `Policy.tightened`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ STRATEGY_ORDER: tuple[StrategyName, ...] = (
     "drop_oldest_turns",
     "truncate_recent_tool_results",
 )
+_CAPS = frozenset({"default_max_tokens", "max_output_tokens", "context_window", "max_input_tokens"})
+_FLOORS = frozenset({"safety_margin_tokens", "safety_margin_ratio"})
+CLIENT_FIELDS = _CAPS | _FLOORS | {"calibration", "strategies"}
 DEFAULT_METADATA_KEYS = [
     "metadata",
     "meta",
@@ -97,40 +101,121 @@ class Policy(BaseModel):
     def allows(self, strategy: StrategyName) -> bool:
         return strategy in self.strategies
 
+    def replaced(self, override: Mapping[str, Any]) -> Policy:
+        """This policy with fields replaced (the model layer: the admin refines the defaults)."""
+        try:
+            return Policy.model_validate({**self.model_dump(), **override})
+        except ValidationError as e:
+            raise PolicyError(f"invalid policy override:\n{e}") from None
+
+    def tightened(self, override: Mapping[str, Any], *, trusted: bool) -> Policy:
+        """This policy with `override` applied so that limits only get stricter.
+
+        Caps (window, input, output, default output) take the minimum, margins and calibration
+        factors the maximum, strategies the intersection. Other fields are replaced when the
+        override is trusted (admin-set team/key policy) and ignored when it is not (a client's
+        request); `ignored_fields` lists what an untrusted override could not change.
+        """
+        data = self.model_dump()
+        for name, value in override.items():
+            if name not in Policy.model_fields:
+                raise PolicyError(f"unknown policy field {name!r}")
+            if value is None:
+                continue
+            current = data[name]
+            if name in _CAPS:
+                data[name] = value if current is None else min(current, value)
+            elif name in _FLOORS:
+                data[name] = max(current, value)
+            elif name == "calibration":
+                merged = dict(current)
+                for family, factor in dict(value).items():
+                    merged[family] = max(merged.get(family, 1.0), factor)
+                data[name] = merged
+            elif name == "strategies":
+                data[name] = [s for s in current if s in set(value)]
+            elif trusted:
+                data[name] = value
+        try:
+            return Policy.model_validate(data)
+        except ValidationError as e:
+            raise PolicyError(f"invalid policy override:\n{e}") from None
+
 
 class PolicySet(BaseModel):
-    """Defaults plus per-model overrides keyed by glob (`claude-*`, `openai/*`)."""
+    """Defaults, then per-model overrides keyed by glob (`claude-*`, `openai/*`), then per team
+    (team id or alias) and per key (key alias), each of which may only tighten what it inherits.
+
+    Precedence: defaults < model < team < key < request (client hints, caps only)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     defaults: Policy = Field(default_factory=Policy)
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    teams: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    keys: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _validate_overrides(self) -> PolicySet:
-        for pattern, override in self.models.items():
-            try:
-                self.defaults.model_validate({**self.defaults.model_dump(), **override})
-            except ValidationError as e:
-                raise ValueError(f"models[{pattern!r}]: {e}") from None
+        for section in ("models", "teams", "keys"):
+            for name, override in getattr(self, section).items():
+                if not isinstance(override, Mapping):
+                    raise ValueError(f"{section}[{name!r}] must be a mapping")
+                try:
+                    self.defaults.replaced(override)  # every value valid on its own
+                    if section != "models":
+                        self.defaults.tightened(override, trusted=True)
+                except PolicyError as e:
+                    raise ValueError(f"{section}[{name!r}]: {e}") from None
         return self
 
     def for_model(self, *names: str) -> Policy:
         """Defaults updated by the first glob matching any of the names (alias, then real model)."""
         for pattern, override in self.models.items():
             if any(fnmatch.fnmatchcase(n, pattern) for n in names if n):
-                return Policy.model_validate({**self.defaults.model_dump(), **override})
+                return self.defaults.replaced(override)
         return self.defaults
+
+    def resolve(
+        self,
+        models: tuple[str, ...],
+        *,
+        team: tuple[str | None, ...] = (),
+        key: tuple[str | None, ...] = (),
+        trusted: tuple[Mapping[str, Any], ...] = (),
+        client: Mapping[str, Any] | None = None,
+    ) -> tuple[Policy, list[str]]:
+        """The policy for one request and the layers that applied.
+
+        `team`/`key` are identifiers looked up in this set's `teams`/`keys` (first hit wins);
+        `trusted` are admin-set overrides (e.g. team/key metadata); `client` are the request's
+        hints, which may only tighten caps and margins or narrow the strategies."""
+        policy = self.for_model(*models)
+        applied = ["model"] if policy is not self.defaults else []
+        for layer, table, names in (("team", self.teams, team), ("key", self.keys, key)):
+            for name in names:
+                if name and name in table:
+                    policy = policy.tightened(table[name], trusted=True)
+                    applied.append(f"{layer}:{name}")
+                    break
+        for override in trusted:
+            policy = policy.tightened(override, trusted=True)
+            applied.append("metadata")
+        if client:
+            allowed = {k: v for k, v in client.items() if k in CLIENT_FIELDS}
+            policy = policy.tightened(allowed, trusted=False)
+            applied.append("client")
+        return policy, applied
 
 
 def load_policy_set(section: Mapping[str, Any] | None) -> PolicySet:
     """Validate a `context_guard:` config section; flat keys are the defaults."""
     data = dict(section or {})
-    models = data.pop("models", {}) or {}
+    layers = {name: data.pop(name, None) or {} for name in ("models", "teams", "keys")}
     defaults = data.pop("defaults", None)
     if defaults is not None and data:
         raise PolicyError(f"context_guard: put {sorted(data)} under 'defaults' (or drop 'defaults')")
     try:
-        return PolicySet(defaults=Policy.model_validate(defaults if defaults is not None else data), models=models)
+        return PolicySet(defaults=Policy.model_validate(defaults if defaults is not None else data), **layers)
     except ValidationError as e:
         raise PolicyError(f"invalid context_guard policy:\n{e}") from None

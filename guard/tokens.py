@@ -157,7 +157,10 @@ class TokenCounter:
         hit = cache.get(key)
         if hit is not None:
             self.hits += 1
-            cache.move_to_end(key)
+            try:
+                cache.move_to_end(key)
+            except KeyError:  # evicted by another thread in between: the count is still right
+                pass
             return hit
         self.misses += 1
         if dialect.name == "anthropic":
@@ -167,7 +170,10 @@ class TokenCounter:
         n = self._calibrated(text, img)
         cache[key] = n
         if len(cache) > self._cache_size:
-            cache.popitem(last=False)
+            try:
+                cache.popitem(last=False)
+            except KeyError:
+                pass
         return n
 
     def messages(self, dialect: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[int]:

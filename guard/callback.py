@@ -1,0 +1,383 @@
+"""The LiteLLM adapter: one callback for the proxy and the SDK, plus a wrapper for sync calls.
+
+Where it runs (LiteLLM 1.106.2, verified by tests/e2e):
+- proxy `/chat/completions` and `/v1/messages`: `async_pre_call_hook` (once, before routing), then
+  `async_pre_call_deployment_hook` (after routing, per attempt and fallback);
+- SDK `litellm.acompletion` and `Router.acompletion`: `async_pre_call_deployment_hook`;
+- SDK sync `litellm.completion` / `Router.completion`: LiteLLM has no hook that can rewrite the
+  request there, so `ContextGuard.wrap(fn)` (and `guard.completion`) fit the kwargs first.
+
+Running twice is harmless: the engine is idempotent and counts are cached, and the report of the
+first pass is kept (later passes only add what they changed). Rejections are raised as LiteLLM's
+`ContextWindowExceededError`, which the proxy turns into a 400 and the Router into
+`context_window_fallbacks`. Guard state lives in request metadata (`metadata` on chat,
+`litellm_metadata` on `/v1/messages`), never in top-level keys that would reach the provider.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import litellm
+from litellm.integrations.custom_logger import CustomLogger
+
+from guard import telemetry
+from guard.config import Deployment, GuardConfig, load_config, parse_model_list
+from guard.dialects import ANTHROPIC, OPENAI, Dialect
+from guard.engine import Engine
+from guard.errors import BadRequest, ContextWindowExceeded, GuardError, UnknownModel
+from guard.policy import Policy, PolicySet, load_policy_set
+
+STATE_KEY = "context_guard"  # our report, in request metadata
+CLIENT_POLICY_KEY = "context_guard_policy"  # a client's hints: may only tighten
+_THREAD_THRESHOLD = 64  # messages; bigger bodies are fitted off the event loop
+_CHAT_CALLS = {"completion", "acompletion"}
+_ANTHROPIC_CALLS = {"anthropic_messages"}
+# set around the guard's own LLM calls (summaries) so the deployment hook lets them through
+_internal_call: contextvars.ContextVar[bool] = contextvars.ContextVar("context_guard_internal", default=False)
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who sent the request, from LiteLLM's authenticated key (never from client metadata)."""
+
+    team: tuple[str | None, ...] = ()
+    key: tuple[str | None, ...] = ()
+    trusted: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+
+def _call_name(call_type: Any) -> str:
+    return str(getattr(call_type, "value", call_type))
+
+
+def _dialect(call_type: Any) -> Dialect | None:
+    name = _call_name(call_type)
+    if name in _CHAT_CALLS:
+        return OPENAI
+    if name in _ANTHROPIC_CALLS:
+        return ANTHROPIC
+    return None
+
+
+def _guard_overrides(*metadata: Any) -> tuple[Mapping[str, Any], ...]:
+    out = []
+    for md in metadata:
+        if isinstance(md, Mapping) and isinstance(md.get(STATE_KEY), Mapping):
+            out.append(md[STATE_KEY])
+    return tuple(out)
+
+
+def identity_from_auth(auth: Any) -> Identity:
+    """Identity from the proxy's `UserAPIKeyAuth` (team id/alias, key alias, team and key metadata)."""
+    if auth is None:
+        return Identity()
+    return Identity(
+        team=(getattr(auth, "team_id", None), getattr(auth, "team_alias", None)),
+        key=(getattr(auth, "key_alias", None), getattr(auth, "key_name", None)),
+        trusted=_guard_overrides(getattr(auth, "team_metadata", None), getattr(auth, "metadata", None)),
+    )
+
+
+def identity_from_metadata(md: Mapping[str, Any]) -> Identity:
+    """Identity from the `user_api_key_*` fields the proxy writes into request metadata (a client
+    that sends them is overwritten by the proxy; in SDK mode the caller is the application)."""
+    return Identity(
+        team=(md.get("user_api_key_team_id"), md.get("user_api_key_team_alias")),
+        key=(md.get("user_api_key_alias"),),
+        trusted=_guard_overrides(md.get("user_api_key_team_metadata"), md.get("user_api_key_metadata")),
+    )
+
+
+class ContextGuard(CustomLogger):
+    """Fit every chat request to its model before LiteLLM sends it.
+
+    ContextGuard()                         # defaults
+    ContextGuard(config="proxy_config.yaml")   # context_guard: section + model_list model_info
+    ContextGuard(policies={"default_max_tokens": 2048, "teams": {...}})
+    """
+
+    def __init__(
+        self,
+        policies: PolicySet | Mapping[str, Any] | None = None,
+        *,
+        config: str | None = None,
+        engine: Engine | None = None,
+    ) -> None:
+        super().__init__()
+        self._config_path = config
+        self._engine = engine
+        self._policies = policies if isinstance(policies, PolicySet) or policies is None else load_policy_set(policies)
+        if engine is None and (config is not None or policies is not None):
+            self._engine = self._build_engine()
+
+    # -- set-up -----------------------------------------------------------------------------
+    def _build_engine(self) -> Engine:
+        if self._config_path is not None:
+            cfg = load_config(self._config_path)
+        else:
+            cfg = GuardConfig(self._policies or PolicySet(), {})
+        return Engine(cfg.policies, deployments=cfg.deployments, model_map=litellm.model_cost)
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._config_path = self._config_path or _proxy_config_path()
+            self._engine = self._build_engine()
+        return self._engine
+
+    # -- LiteLLM hooks (defined on this class itself: the proxy skips inherited ones) ---------
+    async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> Any:
+        dialect = _dialect(call_type)
+        if dialect is None or not isinstance(data, dict) or "messages" not in data:
+            return data
+        alias = data.get("model")
+        return await self._guard(
+            data,
+            dialect,
+            route="proxy",
+            identity=identity_from_auth(user_api_key_dict),
+            deployment=_router_deployment(alias),
+            reject=not _has_context_fallbacks(alias),
+            fresh=True,
+        )
+
+    async def async_pre_call_deployment_hook(self, kwargs: dict, call_type: Any) -> Any:
+        dialect = _dialect(call_type)
+        if dialect is None or "messages" not in kwargs or _internal_call.get(False):
+            return kwargs
+        md = kwargs.get(_md_key(kwargs, dialect)) or {}
+        model = kwargs.get("model")
+        deployment = None
+        if isinstance(model, str):
+            info = kwargs.get("model_info")
+            deployment = Deployment(model, model, dict(info) if isinstance(info, Mapping) else {})
+        alias = md.get("model_group") if isinstance(md, Mapping) else None
+        return await self._guard(
+            kwargs,
+            dialect,
+            route="deployment",
+            identity=identity_from_metadata(md) if isinstance(md, Mapping) else Identity(),
+            deployment=deployment,
+            reject=True,
+            alias=alias if isinstance(alias, str) else None,
+        )
+
+    async def async_post_call_response_headers_hook(
+        self,
+        data: dict,
+        user_api_key_dict: Any,
+        response: Any,
+        request_headers: dict[str, str] | None = None,
+        litellm_call_info: dict[str, object] | None = None,
+    ) -> dict[str, str] | None:
+        for key in ("metadata", "litellm_metadata"):
+            md = data.get(key) if isinstance(data, dict) else None
+            if isinstance(md, Mapping) and isinstance(md.get(STATE_KEY), Mapping) and "outcome" in md[STATE_KEY]:
+                return telemetry.headers(md[STATE_KEY])
+        return None
+
+    # -- the work ---------------------------------------------------------------------------
+    async def _guard(
+        self,
+        data: dict,
+        dialect: Dialect,
+        *,
+        route: str,
+        identity: Identity,
+        deployment: Deployment | None,
+        reject: bool,
+        fresh: bool = False,
+        alias: str | None = None,
+    ) -> dict:
+        start = time.perf_counter()
+        md_key = _md_key(data, dialect)
+        md = data.get(md_key)
+        md = dict(md) if isinstance(md, Mapping) else {}
+        if fresh:
+            md.pop(STATE_KEY, None)  # the proxy's first pass: a client cannot plant a report
+        name = alias or str(data.get("model"))
+        try:
+            engine = self.engine
+            real = deployment.model if deployment else name
+            client = md.get(CLIENT_POLICY_KEY)
+            policy, layers = engine.policies.resolve(
+                (name, real),
+                team=identity.team,
+                key=identity.key,
+                trusted=identity.trusted,
+                client=client if isinstance(client, Mapping) else None,
+            )
+            fit = functools.partial(engine.fit, data, model=name, dialect=dialect, policy=policy, deployment=deployment)
+            messages = data.get("messages")
+            big = isinstance(messages, list) and len(messages) >= _THREAD_THRESHOLD
+            fitted = await asyncio.to_thread(fit) if big else fit()
+        except ContextWindowExceeded as e:
+            report = _merge(md.get(STATE_KEY), e.report.to_dict(), layers)
+            _store(data, md_key, md, report)
+            telemetry.observe(report, route, time.perf_counter() - start)
+            if not reject:
+                return data  # the Router's context_window_fallbacks get their chance after routing
+            raise litellm.ContextWindowExceededError(
+                message=e.render(), model=name, llm_provider=_provider(deployment)
+            ) from None
+        except (BadRequest, UnknownModel) as e:
+            telemetry.ERRORS.labels(type(e).__name__).inc()
+            if isinstance(e, UnknownModel) and self._fail_open(name):
+                return data
+            raise litellm.BadRequestError(message=str(e), model=name, llm_provider=_provider(deployment)) from None
+        except GuardError as e:
+            telemetry.ERRORS.labels(type(e).__name__).inc()
+            raise litellm.BadRequestError(message=str(e), model=name, llm_provider=_provider(deployment)) from None
+        except Exception as e:  # a guard bug: the policy decides between serving and refusing
+            telemetry.ERRORS.labels(type(e).__name__).inc()
+            telemetry.log.exception("context-guard failed on model=%s", name)
+            if self._fail_open(name):
+                return data
+            raise
+        report = _merge(md.get(STATE_KEY), fitted.report.to_dict(), layers)
+        out = fitted.body
+        _store(out, md_key, md, report)
+        telemetry.observe(report, route, time.perf_counter() - start)
+        return out
+
+    def _fail_open(self, model: str) -> bool:
+        try:
+            return self.engine.policies.for_model(model).on_error == "open"
+        except Exception:
+            return True
+
+    # -- sync calls ---------------------------------------------------------------------------
+    def fit_kwargs(self, kwargs: Mapping[str, Any], *, router: Any = None) -> dict[str, Any]:
+        """The kwargs of a chat call, fitted (raises litellm.ContextWindowExceededError)."""
+        model = kwargs.get("model")
+        deployment = _router_deployment(model, router) if router is not None else None
+        md = kwargs.get("metadata") if isinstance(kwargs.get("metadata"), Mapping) else {}
+        coro = self._guard(dict(kwargs), OPENAI, route="sdk_sync", identity=identity_from_metadata(md), deployment=deployment, reject=True)
+        return _run_sync(coro)
+
+    def wrap(self, fn: Callable[..., Any], *, router: Any = None) -> Callable[..., Any]:
+        """`fn` (e.g. litellm.completion or router.completion) with its kwargs fitted first."""
+
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if args:
+                kwargs = {**dict(zip(("model", "messages"), args)), **kwargs}
+            return fn(**self.fit_kwargs(kwargs, router=router))
+
+        return guarded
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def _run_sync(coro: Any) -> Any:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    # called from inside a running loop (sync code in async context): run in a helper thread
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _md_key(data: Mapping[str, Any], dialect: Dialect) -> str:
+    if "litellm_metadata" in data or (dialect is ANTHROPIC and "metadata" not in data):
+        return "litellm_metadata"
+    return "metadata"
+
+
+def _store(data: dict, md_key: str, md: dict, report: dict[str, Any]) -> None:
+    spend = md.get("spend_logs_metadata")
+    md[STATE_KEY] = report
+    md["spend_logs_metadata"] = {**(spend if isinstance(spend, Mapping) else {}), STATE_KEY: telemetry.summary(report)}
+    data[md_key] = md
+
+
+def _merge(previous: Any, report: dict[str, Any], layers: list[str]) -> dict[str, Any]:
+    """One report per request: a later pass adds only what it changed."""
+    report["policy_layers"] = layers
+    if not isinstance(previous, Mapping) or "outcome" not in previous:
+        report["passes"] = 1
+        return report
+    merged = dict(previous)
+    merged["passes"] = int(previous.get("passes", 1)) + 1
+    if report["outcome"] == "unchanged":
+        return merged
+    merged.update(
+        outcome=report["outcome"],
+        fits=report["fits"],
+        input_tokens_after=report["input_tokens_after"],
+        max_tokens=report["max_tokens"],
+        tokens_saved=int(previous.get("input_tokens_before", 0)) - report["input_tokens_after"],
+        actions=list(previous.get("actions", [])) + report["actions"],
+        reason=report.get("reason"),
+        model=report["model"],
+        context_window=report["context_window"],
+    )
+    return merged
+
+
+def _provider(deployment: Deployment | None) -> str:
+    if deployment and "/" in deployment.model:
+        return deployment.model.split("/", 1)[0]
+    return "openai"
+
+
+def _proxy_router() -> Any:
+    module = sys.modules.get("litellm.proxy.proxy_server")
+    return getattr(module, "llm_router", None) if module else None
+
+
+def _proxy_config_path() -> str | None:
+    module = sys.modules.get("litellm.proxy.proxy_server")
+    return getattr(module, "user_config_file_path", None) if module else None
+
+
+def _router_deployment(alias: Any, router: Any = None) -> Deployment | None:
+    """The alias's deployment(s) as the router knows them (smallest limits across them)."""
+    router = router or _proxy_router()
+    if router is None or not isinstance(alias, str):
+        return None
+    try:
+        entries = router.get_model_list(model_name=alias) or []
+    except Exception:
+        return None
+    return parse_model_list([e for e in entries if isinstance(e, Mapping)]).get(alias)
+
+
+def _has_context_fallbacks(alias: Any) -> bool:
+    router = _proxy_router()
+    fallbacks = getattr(router, "context_window_fallbacks", None) if router else None
+    if not fallbacks or not isinstance(alias, str):
+        return False
+    return any(isinstance(f, Mapping) and alias in f for f in fallbacks)
+
+
+_default_guard: ContextGuard | None = None
+
+
+def _guard_instance() -> ContextGuard:
+    for cb in litellm.callbacks:
+        if isinstance(cb, ContextGuard):
+            return cb
+    global _default_guard
+    if _default_guard is None:
+        _default_guard = ContextGuard(policies=PolicySet())
+    return _default_guard
+
+
+def completion(*args: Any, **kwargs: Any) -> Any:
+    """`litellm.completion` with the request fitted first, by the ContextGuard registered in
+    `litellm.callbacks` (or a default one). Same signature and return value."""
+    return _guard_instance().wrap(litellm.completion)(*args, **kwargs)
+
+
+__all__ = ["ContextGuard", "Identity", "completion", "identity_from_auth", "identity_from_metadata", "Policy"]

@@ -1,0 +1,80 @@
+"""What the guard tells the outside world: response headers, logging metadata, Prometheus metrics.
+
+Everything here is built from the report (counts, names, hashes); no function receives text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+from prometheus_client import Counter, Histogram
+
+log = logging.getLogger("context_guard")
+
+HEADER_PREFIX = "x-context-guard-"
+
+REQUESTS = Counter("context_guard_requests", "Requests checked by the guard", ["model", "outcome"])
+TOKENS_SAVED = Counter("context_guard_tokens_saved", "Input tokens removed, by strategy", ["model", "strategy"])
+REJECTIONS = Counter("context_guard_rejections", "Requests refused before the provider", ["model"])
+ERRORS = Counter("context_guard_errors", "Guard failures (the request went on per on_error)", ["kind"])
+LATENCY = Histogram(
+    "context_guard_latency_seconds",
+    "Time the guard added to a request",
+    ["route"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+
+
+def summary(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The flat, numeric-first record kept in logging metadata (spend logs, Langfuse, OTel)."""
+    return {
+        "outcome": report.get("outcome"),
+        "model": report.get("model"),
+        "context_window": report.get("context_window"),
+        "input_tokens_before": report.get("input_tokens_before"),
+        "input_tokens_after": report.get("input_tokens_after"),
+        "tokens_saved": report.get("tokens_saved"),
+        "max_tokens": report.get("max_tokens"),
+        "safety_margin_tokens": report.get("safety_margin_tokens"),
+        "actions": {a["kind"]: a["tokens_saved"] for a in report.get("actions", [])},
+        "skipped": [s["kind"] + ":" + s["reason"] for s in report.get("skipped", [])],
+        "policy": report.get("policy_layers", []),
+        "passes": report.get("passes", 1),
+        "fitted_messages_sha256": report.get("fitted_messages_sha256"),
+    }
+
+
+def headers(report: Mapping[str, Any]) -> dict[str, str]:
+    out = {
+        "outcome": str(report.get("outcome")),
+        "tokens-before": str(report.get("input_tokens_before")),
+        "tokens-after": str(report.get("input_tokens_after")),
+        "max-tokens": str(report.get("max_tokens")),
+        "window": str(report.get("context_window")),
+        "actions": ";".join(f"{a['kind']}={a['tokens_saved']}" for a in report.get("actions", [])) or "none",
+    }
+    layers = report.get("policy_layers")
+    if layers:
+        out["policy"] = ",".join(layers)
+    return {HEADER_PREFIX + k: v for k, v in out.items()}
+
+
+def observe(report: Mapping[str, Any], route: str, seconds: float) -> None:
+    model = str(report.get("model"))
+    outcome = str(report.get("outcome"))
+    REQUESTS.labels(model, outcome).inc()
+    if outcome == "rejected":
+        REJECTIONS.labels(model).inc()
+    for action in report.get("actions", []):
+        TOKENS_SAVED.labels(model, action["kind"]).inc(action["tokens_saved"])
+    LATENCY.labels(route).observe(seconds)
+    log.info(
+        "context-guard %s model=%s tokens %s->%s max_tokens=%s actions=%s",
+        outcome,
+        model,
+        report.get("input_tokens_before"),
+        report.get("input_tokens_after"),
+        report.get("max_tokens"),
+        ",".join(a["kind"] for a in report.get("actions", [])) or "none",
+    )
