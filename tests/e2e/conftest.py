@@ -1,0 +1,128 @@
+"""A real LiteLLM proxy process with the guard, in front of a strict upstream on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.e2e.upstream import Upstream, serve
+
+ROOT = Path(__file__).resolve().parents[2]
+LITELLM = Path(sys.executable).parent / "litellm"
+WINDOWS = {"gpt-4o-8k": 8192, "gpt-4o-32k": 32768, "gpt-4o-2k": 2048, "claude-8k": 8192}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proxy_config(upstream_port: int) -> str:
+    base = f"http://127.0.0.1:{upstream_port}"
+    return f"""
+model_list:
+  - model_name: small
+    litellm_params: {{model: openai/gpt-4o-8k, api_base: "{base}/v1", api_key: dummy}}
+    model_info: {{max_input_tokens: 8192, max_output_tokens: 2048}}
+  - model_name: big
+    litellm_params: {{model: openai/gpt-4o-32k, api_base: "{base}/v1", api_key: dummy}}
+    model_info: {{max_input_tokens: 32768, max_output_tokens: 4096}}
+  - model_name: tiny-with-fallback
+    litellm_params: {{model: openai/gpt-4o-2k, api_base: "{base}/v1", api_key: dummy}}
+    model_info: {{max_input_tokens: 2048, max_output_tokens: 512}}
+  - model_name: claude-small
+    litellm_params: {{model: anthropic/claude-8k, api_base: "{base}", api_key: dummy}}
+    model_info: {{max_input_tokens: 8192, max_output_tokens: 2048}}
+litellm_settings:
+  callbacks: [guard.proxy.context_guard, tests.e2e.recorder.recorder]
+  num_retries: 0
+  context_window_fallbacks: [{{"tiny-with-fallback": ["big"]}}]
+general_settings:
+  master_key: sk-master
+  custom_auth: tests.e2e.auth.user_api_key_auth
+context_guard:
+  defaults:
+    default_max_tokens: 512
+    keep_recent_groups: 2
+  teams:
+    team-a: {{max_output_tokens: 128}}
+"""
+
+
+class Proxy:
+    def __init__(self, url: str, upstream: Upstream, log: Path, events: Path) -> None:
+        self.url = url
+        self.upstream = upstream
+        self.log = log
+        self.events = events
+
+    def reset(self) -> None:
+        with self.upstream.lock:
+            self.upstream.requests.clear()
+
+    @property
+    def received(self) -> list[dict]:
+        with self.upstream.lock:
+            return list(self.upstream.requests)
+
+
+def start_proxy(config_text: str, workdir: Path, env_extra: dict[str, str] | None = None) -> tuple[subprocess.Popen, str, Path]:
+    cfg = workdir / "proxy_config.yaml"
+    cfg.write_text(config_text)
+    port = free_port()
+    log = workdir / f"proxy-{port}.log"
+    env = {
+        **os.environ,
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOG": "ERROR",
+        **(env_extra or {}),
+    }
+    proc = subprocess.Popen(
+        [str(LITELLM), "--config", str(cfg), "--port", str(port), "--host", "127.0.0.1"],
+        cwd=workdir, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"proxy exited: {log.read_text()[-3000:]}")
+        try:
+            if httpx.get(url + "/health/liveliness", timeout=1).status_code == 200:
+                return proc, url, log
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError(f"proxy did not start: {log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def upstream() -> Iterator[Upstream]:
+    server, state = serve(free_port(), WINDOWS)
+    state.port = server.server_address[1]  # type: ignore[attr-defined]
+    yield state
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proxy]:
+    workdir = tmp_path_factory.mktemp("proxy")
+    events = workdir / "events.jsonl"
+    events.touch()
+    proc, url, log = start_proxy(proxy_config(upstream.port), workdir, {"GUARD_E2E_LOG": str(events)})  # type: ignore[attr-defined]
+    yield Proxy(url, upstream, log, events)
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()

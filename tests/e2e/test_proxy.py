@@ -1,0 +1,168 @@
+"""The guard inside a real LiteLLM proxy process, driven by the OpenAI and Anthropic SDKs."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from bench.traces import agent_trace, to_anthropic
+
+CANARY = "zqxcanary"
+
+
+def client(proxy, key: str = "sk-master") -> openai.OpenAI:
+    return openai.OpenAI(base_url=proxy.url, api_key=key, max_retries=0, timeout=120)
+
+
+def overflowing(turns: int = 40, model: str = "small") -> dict[str, Any]:
+    body = agent_trace(turns=turns, seed=turns, scale=0.05)
+    body["messages"][1]["content"] += f" {CANARY}"
+    body["messages"].append({"role": "user", "content": f"So what broke? {CANARY}"})
+    body.pop("tools")
+    return {**body, "model": model}
+
+
+def last_upstream(proxy) -> dict[str, Any]:
+    received = proxy.received
+    assert received, "the upstream received nothing"
+    return received[-1]
+
+
+def test_an_overflowing_agent_conversation_is_fitted_and_accepted(proxy):
+    proxy.reset()
+    body = overflowing()
+    resp = client(proxy).chat.completions.with_raw_response.create(
+        model="small", messages=body["messages"], max_tokens=300
+    )
+    assert resp.http_response.status_code == 200
+    got = last_upstream(proxy)
+    assert len(proxy.received) == 1
+    assert got["input_tokens"] + got["body"]["max_tokens"] <= got["window"] == 8192
+    assert got["body"]["max_tokens"] == 300
+    sent = got["body"]["messages"]
+    assert sent[0] == body["messages"][0] and sent[-1] == body["messages"][-1]
+    headers = resp.http_response.headers
+    assert headers["x-context-guard-outcome"] == "fitted"
+    assert int(headers["x-context-guard-tokens-before"]) > 8192 > int(headers["x-context-guard-tokens-after"])
+    assert all(CANARY not in v for v in headers.values())
+
+
+def test_implicit_max_tokens_arrives_explicit(proxy):
+    proxy.reset()
+    client(proxy).chat.completions.create(model="small", messages=[{"role": "user", "content": "hello"}])
+    assert last_upstream(proxy)["body"]["max_tokens"] == 512  # the policy default
+
+
+def test_a_hopeless_request_gets_a_400_with_numbers_and_never_reaches_upstream(proxy):
+    proxy.reset()
+    huge = "lorem ipsum dolor sit amet " * 4000
+    with pytest.raises(openai.BadRequestError) as err:
+        client(proxy).chat.completions.create(model="small", messages=[{"role": "user", "content": huge}], max_tokens=100)
+    assert err.value.status_code == 400
+    message = str(err.value)
+    assert "maximum context length is 8192 tokens" in message and "> 8192" in message
+    assert "lorem" not in message
+    assert proxy.received == []
+
+
+def test_context_window_fallbacks_catch_a_rejection(proxy):
+    proxy.reset()
+    question = "please review: " + "def f(x): return x * 2\n" * 300  # ~3k tokens: too big for 2k, fine for 32k
+    resp = client(proxy).chat.completions.create(model="tiny-with-fallback", messages=[{"role": "user", "content": question}], max_tokens=100)
+    assert resp.choices[0].message.content.startswith("ok")
+    models = [r["body"]["model"] for r in proxy.received]
+    assert models == ["gpt-4o-32k"]  # the 2k deployment was never called
+
+
+def test_team_policy_applies_and_clients_cannot_lift_it(proxy):
+    proxy.reset()
+    msgs = [{"role": "user", "content": "hi"}]
+    client(proxy, "sk-team-a").chat.completions.create(model="small", messages=msgs, max_tokens=1000)
+    assert last_upstream(proxy)["body"]["max_tokens"] == 128
+    attempts = [
+        dict(metadata={"context_guard_policy": {"max_output_tokens": 100000, "strategies": []}}),
+        dict(metadata={"user_api_key_team_id": "team-vip", "user_api_key_team_metadata": {"context_guard": {"max_output_tokens": 9999}}}),
+        dict(extra_headers={"x-context-guard-policy": "off", "x-litellm-tags": "vip"}),
+        dict(extra_body={"context_guard": {"max_output_tokens": 100000}, "context_guard_policy": {"max_output_tokens": 100000}}),
+    ]
+    for extra in attempts:
+        proxy.reset()
+        client(proxy, "sk-team-a").chat.completions.create(model="small", messages=msgs, max_tokens=1000, **extra)
+        assert last_upstream(proxy)["body"]["max_tokens"] == 128, extra
+    proxy.reset()
+    client(proxy, "sk-team-b").chat.completions.create(model="small", messages=msgs, max_tokens=1000)
+    assert last_upstream(proxy)["body"]["max_tokens"] == 64  # from the team's admin-set metadata
+    proxy.reset()
+    client(proxy, "sk-team-a").chat.completions.create(
+        model="small", messages=msgs, max_tokens=1000, metadata={"context_guard_policy": {"max_output_tokens": 50}}
+    )
+    assert last_upstream(proxy)["body"]["max_tokens"] == 50  # tightening is allowed
+
+
+def test_streaming_requests_are_fitted_too(proxy):
+    proxy.reset()
+    body = overflowing(turns=30)
+    stream = client(proxy).chat.completions.create(model="small", messages=body["messages"], max_tokens=200, stream=True)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert text.startswith("ok")
+    got = last_upstream(proxy)
+    assert got["input_tokens"] + 200 <= 8192
+
+
+def test_anthropic_route_with_tool_blocks(proxy):
+    proxy.reset()
+    body = to_anthropic(overflowing(turns=40), model="claude-small")
+    c = anthropic.Anthropic(base_url=proxy.url, api_key="sk-master", max_retries=0, timeout=120)
+    msg = c.messages.create(model="claude-small", system=body["system"], messages=body["messages"], max_tokens=400)
+    assert msg.content[0].text.startswith("ok")
+    got = last_upstream(proxy)
+    assert got["path"].endswith("/v1/messages")
+    assert got["input_tokens"] + got["body"]["max_tokens"] <= 8192 and got["body"]["max_tokens"] == 400
+    sent = got["body"]["messages"]
+    for i, m in enumerate(sent):  # every tool_use is answered in the next message
+        uses = [b["id"] for b in m["content"] if isinstance(m["content"], list) and b.get("type") == "tool_use"]
+        if uses:
+            results = [b["tool_use_id"] for b in sent[i + 1]["content"] if b.get("type") == "tool_result"]
+            assert sorted(results) == sorted(uses)
+    with pytest.raises(anthropic.BadRequestError) as err:
+        c.messages.create(model="claude-small", messages=[{"role": "user", "content": "word " * 20000}], max_tokens=100)
+    assert err.value.status_code == 400
+    assert err.value.body["error"]["type"] == "invalid_request_error"
+    assert "maximum context length is 8192" in err.value.body["error"]["message"]
+
+
+def test_logging_metadata_carries_the_report_without_text(proxy):
+    proxy.reset()
+    body = overflowing(turns=35)
+    client(proxy).chat.completions.create(model="small", messages=body["messages"], max_tokens=100)
+    deadline = time.time() + 15
+    records: list[dict] = []
+    while time.time() < deadline:
+        records = [json.loads(line) for line in proxy.events.read_text().splitlines() if line.strip()]
+        if any("fitted" in json.dumps(r) for r in records):
+            break
+        time.sleep(0.3)
+    fitted = [r for r in records if ((r["metadata"].get("spend_logs_metadata") or {}).get("context_guard") or {}).get("outcome") == "fitted"]
+    assert fitted, records[-1:]
+    summary = fitted[-1]["metadata"]["spend_logs_metadata"]["context_guard"]
+    assert summary["input_tokens_before"] > summary["input_tokens_after"]
+    assert summary["actions"]
+    assert CANARY not in proxy.events.read_text()
+    assert CANARY not in proxy.log.read_text()
+
+
+def test_metrics_endpoint_counts_outcomes(proxy):
+    body = overflowing(turns=30)
+    client(proxy).chat.completions.create(model="small", messages=body["messages"], max_tokens=100)
+    resp = httpx.get(proxy.url + "/metrics/", headers={"authorization": "Bearer sk-master"}, timeout=10)
+    assert resp.status_code == 200, resp.status_code
+    text = resp.text
+    assert "context_guard_requests_total" in text and 'outcome="fitted"' in text
+    assert "context_guard_tokens_saved_total" in text and "context_guard_latency_seconds_bucket" in text
+    assert CANARY not in text

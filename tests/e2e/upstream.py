@@ -1,0 +1,179 @@
+"""A strict provider on 127.0.0.1: OpenAI /v1/chat/completions and Anthropic /v1/messages.
+
+It counts every request's input with a real tokenizer (tiktoken o200k_base), independently of the
+guard's code, and answers the provider's own 400 when input + max_tokens exceeds the model's
+window, exactly as a real provider would. It records every body it receives.
+
+    python -m tests.e2e.upstream --port 8099 --windows strict-8k=8192,strict-32k=32768
+
+GET /_requests returns the recorded bodies; DELETE /_requests clears them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import tiktoken
+
+from guard.encodings import get_encoding
+
+ENC: tiktoken.Encoding = get_encoding("o200k_base")
+
+
+def _n(text: str) -> int:
+    return len(ENC.encode_ordinary(text))
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _content(value: Any) -> int:
+    if isinstance(value, str):
+        return _n(value)
+    total = 0
+    if isinstance(value, list):
+        for part in value:
+            if not isinstance(part, dict):
+                continue
+            kind = part.get("type")
+            if kind == "text":
+                total += _n(part.get("text", ""))
+            elif kind == "tool_use":
+                total += _n(part.get("name", "")) + _n(_dump(part.get("input", {})))
+            elif kind == "tool_result":
+                total += _content(part.get("content", ""))
+            elif kind in ("image", "image_url"):
+                total += 85
+            else:
+                total += _n(_dump(part))
+    return total
+
+
+def input_tokens(body: dict[str, Any]) -> int:
+    """Input tokens as this provider bills them: text of every message, tool call and tool
+    result, tool schemas, 3 tokens of framing per message and 3 to prime the reply."""
+    total = 3
+    system = body.get("system")
+    if system:
+        total += _content(system) + 3
+    for m in body.get("messages", []):
+        total += 3 + _n(m.get("role", "")) + _content(m.get("content"))
+        for call in m.get("tool_calls") or []:
+            fn = call.get("function", {})
+            total += _n(fn.get("name", "")) + _n(fn.get("arguments", ""))
+        if m.get("tool_call_id"):
+            total += _n(m["tool_call_id"])
+    for tool in body.get("tools") or []:
+        total += _n(_dump(tool))
+    return total
+
+
+class Upstream:
+    def __init__(self, windows: dict[str, int], delay: float = 0.0) -> None:
+        self.windows = windows
+        self.delay = delay
+        self.requests: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+
+    def window(self, model: str) -> int:
+        return self.windows.get(model.rsplit("/", 1)[-1], 1_000_000)
+
+
+def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path.startswith("/_requests"):
+                with state.lock:
+                    self._send(200, state.requests)
+            else:
+                self._send(200, {"data": [{"id": m, "object": "model"} for m in state.windows]})
+
+        def do_DELETE(self) -> None:
+            with state.lock:
+                state.requests.clear()
+            self._send(200, {"ok": True})
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", 0))
+            body = json.loads(self.rfile.read(length) or b"{}")
+            anthropic = self.path.rstrip("/").endswith("/messages")
+            n = input_tokens(body)
+            out = body.get("max_completion_tokens") or body.get("max_tokens")
+            window = state.window(str(body.get("model", "")))
+            with state.lock:
+                state.requests.append({"path": self.path, "body": body, "input_tokens": n, "window": window})
+            if state.delay:
+                time.sleep(state.delay)
+            if n + (out or 0) > window:
+                if anthropic:
+                    msg = f"prompt is too long: {n} tokens + {out} > {window} maximum"
+                    return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": msg}})
+                msg = f"This model's maximum context length is {window} tokens. However, you requested {n + (out or 0)} tokens ({n} in the messages, {out} in the completion)."
+                return self._send(400, {"error": {"message": msg, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+            text = f"ok: {n} input tokens"
+            if anthropic:
+                return self._send(200, {
+                    "id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant", "model": body.get("model"),
+                    "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+                    "usage": {"input_tokens": n, "output_tokens": 5},
+                })
+            if body.get("stream"):
+                chunk = {"id": "c1", "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model"),
+                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]}
+                end = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                data = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode()
+                return self._send(200, data, "text/event-stream")
+            return self._send(200, {
+                "id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion", "created": int(time.time()),
+                "model": body.get("model"),
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": n, "completion_tokens": 5, "total_tokens": n + 5},
+            })
+
+    return Handler
+
+
+def serve(port: int, windows: dict[str, int], delay: float = 0.0) -> tuple[ThreadingHTTPServer, Upstream]:
+    state = Upstream(windows, delay)
+    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, state
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, default=8099)
+    parser.add_argument("--windows", default="strict-8k=8192")
+    parser.add_argument("--delay", type=float, default=0.0)
+    args = parser.parse_args()
+    windows = {k: int(v) for k, v in (item.split("=") for item in args.windows.split(","))}
+    server, _ = serve(args.port, windows, args.delay)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.shutdown()
+
+
+if __name__ == "__main__":
+    main()
