@@ -31,7 +31,7 @@ from guard import telemetry
 from guard.config import Deployment, GuardConfig, load_config, parse_model_list
 from guard.dialects import ANTHROPIC, OPENAI, Dialect
 from guard.engine import Engine
-from guard.errors import BadRequest, ContextWindowExceeded, GuardError, UnknownModel
+from guard.errors import ContextWindowExceeded, GuardError
 from guard.policy import Policy, PolicySet, load_policy_set
 
 STATE_KEY = "context_guard"  # our report, in request metadata
@@ -226,12 +226,7 @@ class ContextGuard(CustomLogger):
             raise litellm.ContextWindowExceededError(
                 message=e.render(), model=name, llm_provider=_provider(deployment)
             ) from None
-        except (BadRequest, UnknownModel) as e:
-            telemetry.ERRORS.labels(type(e).__name__).inc()
-            if isinstance(e, UnknownModel) and self._fail_open(name):
-                return data
-            raise litellm.BadRequestError(message=str(e), model=name, llm_provider=_provider(deployment)) from None
-        except GuardError as e:
+        except GuardError as e:  # bad body, unknown model, bad policy: a clear 400, never a silent pass
             telemetry.ERRORS.labels(type(e).__name__).inc()
             raise litellm.BadRequestError(message=str(e), model=name, llm_provider=_provider(deployment)) from None
         except Exception as e:  # a guard bug: the policy decides between serving and refusing

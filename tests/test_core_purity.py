@@ -8,7 +8,7 @@ import sys
 CORE = [
     "guard.dialects", "guard.tokens", "guard.images", "guard.models", "guard.limits", "guard.budget",
     "guard.policy", "guard.report", "guard.errors", "guard.conversation", "guard.jsontext",
-    "guard.strategies", "guard.planner", "guard.engine", "guard.config", "guard.modelmap", "guard.cli",
+    "guard", "guard.strategies", "guard.planner", "guard.engine", "guard.config", "guard.modelmap", "guard.cli",
 ]
 
 

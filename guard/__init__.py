@@ -1,0 +1,54 @@
+"""context-guard: make every LLM request fit its model before it leaves.
+
+The core (engine, policy, errors, report) never imports LiteLLM; the LiteLLM adapter
+(`ContextGuard`, `completion`) is loaded on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from guard.config import Deployment, GuardConfig, load_config
+from guard.engine import Engine
+from guard.errors import BadRequest, ContextWindowExceeded, GuardError, PolicyError, Shortfall, UnknownModel
+from guard.limits import ModelLimits
+from guard.planner import Fitted, SummaryRequest
+from guard.policy import Policy, PolicySet, load_policy_set
+from guard.report import Action, Report, Skipped
+
+_SHELL = {"ContextGuard": "guard.callback", "completion": "guard.callback"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SHELL:
+        import importlib
+
+        return getattr(importlib.import_module(_SHELL[name]), name)
+    raise AttributeError(f"module 'guard' has no attribute {name!r}")
+
+
+__all__ = sorted(
+    [
+        "Action",
+        "BadRequest",
+        "ContextGuard",
+        "ContextWindowExceeded",
+        "Deployment",
+        "Engine",
+        "Fitted",
+        "GuardConfig",
+        "GuardError",
+        "ModelLimits",
+        "Policy",
+        "PolicyError",
+        "PolicySet",
+        "Report",
+        "Shortfall",
+        "Skipped",
+        "SummaryRequest",
+        "UnknownModel",
+        "completion",
+        "load_config",
+        "load_policy_set",
+    ]
+)
