@@ -223,9 +223,9 @@ class ContextGuard(CustomLogger):
             telemetry.observe(report, route, time.perf_counter() - start)
             if not reject:
                 return data  # the Router's context_window_fallbacks get their chance after routing
-            raise litellm.ContextWindowExceededError(
-                message=e.render(), model=name, llm_provider=_provider(deployment)
-            ) from None
+            error = litellm.ContextWindowExceededError(message=e.render(), model=name, llm_provider=_provider(deployment))
+            error.param = "messages"  # the proxy copies it into OpenAI's error body
+            raise error from None
         except GuardError as e:  # bad body, unknown model, bad policy: a clear 400, never a silent pass
             telemetry.ERRORS.labels(type(e).__name__).inc()
             raise litellm.BadRequestError(message=str(e), model=name, llm_provider=_provider(deployment)) from None
