@@ -1,0 +1,25 @@
+# The LiteLLM proxy with context-guard installed. Mount your own config over the default one:
+#   docker build -t context-guard .
+#   docker run -p 4000:4000 -e LITELLM_MASTER_KEY=sk-... \
+#     -v "$PWD/proxy_config.yaml:/etc/context-guard/proxy_config.yaml:ro" context-guard
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    LITELLM_LOCAL_MODEL_COST_MAP=True
+
+# Install from a throwaway source dir: at run time `guard` must come from site-packages, not from
+# a guard/ folder next to the config (LiteLLM would load that file as a second copy of the module).
+COPY pyproject.toml README.md /tmp/src/
+COPY guard /tmp/src/guard
+RUN pip install "/tmp/src[proxy]" && rm -rf /tmp/src \
+    && useradd --create-home --uid 10001 guard
+
+COPY proxy_config.yaml /etc/context-guard/proxy_config.yaml
+
+USER guard
+WORKDIR /home/guard
+EXPOSE 4000
+CMD ["litellm", "--config", "/etc/context-guard/proxy_config.yaml", "--host", "0.0.0.0", "--port", "4000"]

@@ -1,0 +1,97 @@
+"""The LiteLLM adapter in-process: hook order, report merging, failure policy, headers."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+
+import litellm
+import pytest
+from litellm.proxy._types import UserAPIKeyAuth
+
+from guard.callback import STATE_KEY, ContextGuard
+from guard.config import Deployment
+from guard.engine import Engine
+from guard.policy import load_policy_set
+
+
+def guard(**policy) -> ContextGuard:
+    engine = Engine(load_policy_set(policy), deployments={"m": Deployment("m", "gpt-4o", {"max_input_tokens": 3000, "max_output_tokens": 500})}, model_map=litellm.model_cost)
+    return ContextGuard(engine=engine)
+
+
+def body(n: int = 30) -> dict:
+    msgs = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    msgs += [{"role": "assistant", "content": f"step {i} " + "lorem ipsum " * 60} for i in range(n)]
+    msgs.append({"role": "user", "content": "question"})
+    return {"model": "m", "messages": msgs, "metadata": {"tags": ["x"]}}
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_proxy_then_deployment_hook_report_once():
+    g = guard(default_max_tokens=200)
+    data = body()
+    first = run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
+    report = first["metadata"][STATE_KEY]
+    assert report["outcome"] == "fitted" and report["passes"] == 1
+    kwargs = {**first, "model": "gpt-4o", "model_info": {"max_input_tokens": 3000, "max_output_tokens": 500}}
+    second = run(g.async_pre_call_deployment_hook(kwargs, litellm.types.utils.CallTypes.acompletion))
+    again = second["metadata"][STATE_KEY]
+    assert again["passes"] == 2 and again["actions"] == report["actions"]  # nothing counted twice
+    assert second["messages"] == first["messages"]
+    assert data["metadata"] == {"tags": ["x"]}  # the caller's metadata dict was not touched
+
+
+def test_a_client_cannot_plant_a_report():
+    g = guard()
+    data = body(2)
+    data["metadata"][STATE_KEY] = {"outcome": "unchanged", "actions": [{"kind": "fake", "tokens_saved": 1}]}
+    out = run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
+    assert out["metadata"][STATE_KEY]["actions"] == [] and out["metadata"][STATE_KEY]["passes"] == 1
+
+
+def test_guard_bugs_fail_open_or_closed_per_policy(monkeypatch):
+    for on_error, expect_raise in (("open", False), ("closed", True)):
+        g = guard(on_error=on_error)
+        monkeypatch.setattr(g.engine, "fit", lambda *a, **k: 1 / 0)
+        data = body(2)
+        snapshot = copy.deepcopy(data)
+        if expect_raise:
+            with pytest.raises(ZeroDivisionError):
+                run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
+        else:
+            assert run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion")) == snapshot
+
+
+def test_unknown_models_and_bad_bodies_are_clear_400s():
+    g = guard()
+    with pytest.raises(litellm.BadRequestError, match="no context window known"):
+        run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, {"model": "nope", "messages": []}, "acompletion"))
+    with pytest.raises(litellm.BadRequestError, match="messages\\[0\\]"):
+        run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, {"model": "m", "messages": ["hi"]}, "acompletion"))
+
+
+def test_other_call_types_pass_through():
+    g = guard()
+    data = {"model": "m", "input": "embed me"}
+    assert run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "aembedding")) is data
+
+
+def test_headers_hold_numbers_only():
+    g = guard()
+    out = run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, body(), "acompletion"))
+    headers = run(g.async_post_call_response_headers_hook(out, UserAPIKeyAuth(api_key="k"), None))
+    assert headers["x-context-guard-outcome"] == "fitted"
+    assert int(headers["x-context-guard-tokens-after"]) < int(headers["x-context-guard-tokens-before"])
+    assert not any("lorem" in v or "question" in v for v in headers.values())
+    assert run(g.async_post_call_response_headers_hook({"metadata": {}}, UserAPIKeyAuth(api_key="k"), None)) is None
+
+
+def test_team_metadata_from_the_key_record_applies():
+    g = guard()
+    auth = UserAPIKeyAuth(api_key="k", team_id="t1", team_metadata={STATE_KEY: {"max_output_tokens": 77}})
+    out = run(g.async_pre_call_hook(auth, None, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, "acompletion"))
+    assert out["max_tokens"] == 77 and out["metadata"][STATE_KEY]["policy_layers"] == ["metadata"]
