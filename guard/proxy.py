@@ -1,6 +1,6 @@
 """The instance the LiteLLM proxy loads: `litellm_settings: {callbacks: guard.proxy.context_guard}`.
 
-Its policy is the `context_guard:` section of the proxy's own config file, read on first use; its
+Its policy is the `context_guard:` section of the proxy's own config file, read at start-up; its
 model limits come from the proxy's router (model_list `model_info`) and LiteLLM's model map. If
 the proxy has no `/metrics` endpoint yet (LiteLLM mounts one only with its prometheus callback),
 the guard mounts the standard Prometheus exposition there.
@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import sys
 
-from guard.callback import ContextGuard
+from guard.callback import ContextGuard, _proxy_config_path
 
-context_guard = ContextGuard()
+# The proxy reads its config file before it loads callbacks, so the policy is validated here, at
+# start-up: an invalid `context_guard:` section stops the proxy with the field named.
+context_guard = ContextGuard(config=_proxy_config_path())
 
 
 def _mount_metrics() -> None:

@@ -168,3 +168,18 @@ def test_metrics_endpoint_counts_outcomes(proxy):
     assert "context_guard_requests_total" in text and 'outcome="fitted"' in text
     assert "context_guard_tokens_saved_total" in text and "context_guard_latency_seconds_bucket" in text
     assert CANARY not in text
+
+
+def test_an_invalid_policy_stops_the_proxy_at_start_up(tmp_path):
+    from tests.e2e.conftest import start_proxy
+
+    config = """
+model_list:
+  - model_name: demo
+    litellm_params: {model: openai/demo, mock_response: hi}
+litellm_settings: {callbacks: guard.proxy.context_guard}
+general_settings: {master_key: sk-master}
+context_guard: {defaults: {low_water_ratio: 3}}
+"""
+    with pytest.raises(RuntimeError, match="(?s)proxy exited.*low_water_ratio"):
+        start_proxy(config, tmp_path)
