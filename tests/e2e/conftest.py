@@ -75,7 +75,9 @@ class Proxy:
             return list(self.upstream.requests)
 
 
-def start_proxy(config_text: str, workdir: Path, env_extra: dict[str, str] | None = None) -> tuple[subprocess.Popen, str, Path]:
+def start_proxy(
+    config_text: str, workdir: Path, env_extra: dict[str, str] | None = None, prefix: list[str] | None = None
+) -> tuple[subprocess.Popen, str, Path]:
     cfg = workdir / "proxy_config.yaml"
     cfg.write_text(config_text)
     port = free_port()
@@ -88,7 +90,7 @@ def start_proxy(config_text: str, workdir: Path, env_extra: dict[str, str] | Non
         **(env_extra or {}),
     }
     proc = subprocess.Popen(
-        [str(LITELLM), "--config", str(cfg), "--port", str(port), "--host", "127.0.0.1"],
+        [*(prefix or []), str(LITELLM), "--config", str(cfg), "--port", str(port), "--host", "127.0.0.1"],
         cwd=workdir, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
