@@ -62,10 +62,11 @@ def plan(
     counts = counter.messages(dialect, messages)
     fixed = counter.fixed(dialect, body)
     before = fixed + sum(counts)
-    conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
     ctx = Context(counter=counter, policy=policy, stop_at=budget.stop_at(before))
+    conv = _Unchanged(dialect, tuple(messages), tuple(counts), fixed)
 
     if not budget.fits(before):
+        conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
         budget = _clamp_output(budget, before, policy, ctx)
         ctx.stop_at = budget.stop_at(before)
         for name in STRATEGY_ORDER:
@@ -122,6 +123,20 @@ def plan(
     return Fitted(out, report)
 
 
+@dataclass(frozen=True)
+class _Unchanged:
+    """The fast path's stand-in for a Conversation: a request that fits needs no grouping."""
+
+    dialect: Dialect
+    messages: tuple[Mapping[str, Any], ...]
+    counts: tuple[int, ...]
+    fixed: int
+
+    @property
+    def total(self) -> int:
+        return self.fixed + sum(self.counts)
+
+
 def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context) -> Budget:
     """Lower the reserved output toward the policy floor (shared windows only, if allowed)."""
     floor = policy.min_output_tokens
@@ -171,7 +186,7 @@ def _summarize(conv: Conversation, ctx: Context) -> Generator[SummaryRequest, "s
     return conv.replacing(set(span), {span[0]: (msg, count)})
 
 
-def _breakdown(conv: Conversation, counter: TokenCounter, body: Mapping[str, Any]) -> dict[str, int]:
+def _breakdown(conv: Conversation | _Unchanged, counter: TokenCounter, body: Mapping[str, Any]) -> dict[str, int]:
     system = tool_results = history = 0
     for msg, n in zip(conv.messages, conv.counts):
         if conv.dialect.is_system(msg):
