@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.engine_bench [--repeat 7]
 
-Prints medians and the ratios the engine issue sets as bars:
+Prints best-of-N times and the ratios the engine issue sets as bars:
 - cold count of a ~400-message / ~120k-token agent conversation <= 1.5x `litellm.token_counter`
   (while counting more of what is sent: tool names, framing, schemas as sent);
 - warm re-check after one new message <= 1 ms and >= 20x faster than `litellm.token_counter`;
@@ -16,7 +16,6 @@ import argparse
 import gc
 import json
 import os
-import statistics
 import sys
 import time
 from typing import Any, Callable
@@ -34,8 +33,9 @@ def fresh(body: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(body))
 
 
-def median_time(fn: Callable[[Any], Any], setup: Callable[[], Any], repeat: int) -> float:
-    """Median wall time of fn(setup()), garbage collection off while timing (as timeit does)."""
+def best_time(fn: Callable[[Any], Any], setup: Callable[[], Any], repeat: int) -> float:
+    """Best wall time of fn(setup()) over `repeat` runs, garbage collection off while timing; the
+    minimum is what timeit reports too: noise on a shared machine only ever adds time."""
     times = []
     for _ in range(repeat):
         arg = setup()
@@ -47,12 +47,12 @@ def median_time(fn: Callable[[Any], Any], setup: Callable[[], Any], repeat: int)
             times.append(time.perf_counter() - start)
         finally:
             gc.enable()
-    return statistics.median(times)
+    return min(times)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args(argv)
     import litellm
 
@@ -64,15 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     theirs = litellm.token_counter(model="gpt-4o", messages=msgs, tools=tools)
     print(f"trace: {len(msgs)} messages, {len(json.dumps(body)):,} chars; guard counts {ours:,} tokens, token_counter {theirs:,}")
 
-    t_lite = median_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(body), args.repeat)
-    t_cold = median_time(lambda b: TokenCounter(enc).body(OPENAI, b), lambda: fresh(body), args.repeat)
+    t_lite = best_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(body), args.repeat)
+    t_cold = best_time(lambda b: TokenCounter(enc).body(OPENAI, b), lambda: fresh(body), args.repeat)
     print(f"cold count: guard {t_cold * 1e3:.1f} ms, litellm.token_counter {t_lite * 1e3:.1f} ms, ratio {t_cold / t_lite:.2f}x (bar <= 1.5x)")
 
     warm = TokenCounter(enc)
     warm.body(OPENAI, body)
     grown = dict(body, messages=msgs + [{"role": "user", "content": "One more thing: also check the imports in setup.py."}])
-    t_warm = median_time(lambda b: warm.body(OPENAI, b), lambda: fresh(grown), args.repeat)
-    t_lite_grown = median_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(grown), args.repeat)
+    t_warm = best_time(lambda b: warm.body(OPENAI, b), lambda: fresh(grown), args.repeat)
+    t_lite_grown = best_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(grown), args.repeat)
     print(f"warm re-check (+1 message): guard {t_warm * 1e3:.3f} ms, token_counter {t_lite_grown * 1e3:.1f} ms, speed-up {t_lite_grown / t_warm:.0f}x (bars <= 1 ms, >= 20x)")
 
     big = agent_trace(turns=360, seed=3)
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         e._counters = {}
         e.fit(b)
 
-    t_fit = median_time(fit_cold, lambda: fresh(big), args.repeat)
+    t_fit = best_time(fit_cold, lambda: fresh(big), args.repeat)
     report = Engine().fit(big).report
     print(
         f"full fit: {size:,} tokens into gpt-4o's 128k window (room {report.room:,}) -> {report.input_tokens_after:,} "

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import OrderedDict
 from typing import Any, Mapping, Protocol, Sequence
 
 from guard.dialects import Dialect
@@ -84,6 +83,37 @@ def _freeze(value: Any) -> Any:
     return repr(value)
 
 
+def _calls_key(calls: Any) -> Any:
+    """Key of an OpenAI tool_calls list: only function names and arguments are counted."""
+    out = []
+    for call in calls:
+        fn = call.get("function") if type(call) is dict else None
+        if type(fn) is not dict:
+            return _freeze(calls)
+        name, args = fn.get("name"), fn.get("arguments")
+        if not (type(name) is str or name is None) or not (type(args) is str or args is None):
+            return _freeze(calls)
+        out.append((name, args))
+    return (_LIST, *out)
+
+
+def _message_key(msg: Mapping[str, Any]) -> Any:
+    """A hashable key, equal for messages whose counts are equal by construction: every value that
+    is counted, with a fast path for string values and OpenAI tool calls (hashing runs for every
+    message of every request, so it avoids walking nested structures in Python where it can)."""
+    if type(msg) is not dict:
+        return _freeze(msg)
+    parts = []
+    for k, v in msg.items():
+        if type(v) is str or v is None:
+            parts.append((k, v))
+        elif k == "tool_calls" and type(v) is list:
+            parts.append((k, "\x00calls", _calls_key(v)))
+        else:
+            parts.append((k, _freeze(v)))
+    return tuple(parts)
+
+
 def structural_hash(value: Any) -> int:
     """A fast in-process hash of a JSON-like value (64-bit; used only as a cache key)."""
     return hash(_freeze(value))
@@ -105,7 +135,7 @@ class TokenCounter:
         self.encoding = encoding
         self.factor = factor
         self.image_formula = image_formula
-        self._cache: OrderedDict[int, int] = OrderedDict()
+        self._cache: dict[int, int] = {}  # insertion order: the oldest entry is evicted first
         self._cache_size = cache_size
         # a rewritten text is counted by the strategy that made it, then again inside its message
         self._raw_memo: dict[str, int] = {}
@@ -152,32 +182,37 @@ class TokenCounter:
 
     # -- messages -----------------------------------------------------------------------------
     def message(self, dialect: Dialect, msg: Mapping[str, Any]) -> int:
-        key = hash((dialect.name, _freeze(msg)))
-        cache = self._cache
-        hit = cache.get(key)
-        if hit is not None:
-            self.hits += 1
-            try:
-                cache.move_to_end(key)
-            except KeyError:  # evicted by another thread in between: the count is still right
-                pass
-            return hit
+        return self.messages(dialect, (msg,))[0]
+
+    def messages(self, dialect: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Counts of many messages; the hit path is inlined (it runs for every resent message)."""
+        get, name = self._cache.get, dialect.name
+        out = []
+        for m in msgs:
+            key = hash((name, _message_key(m)))
+            n = get(key)
+            if n is None:
+                n = self._count(dialect, m, key)
+            else:
+                self.hits += 1
+            out.append(n)
+        return out
+
+    def _count(self, dialect: Dialect, msg: Mapping[str, Any], key: int) -> int:
         self.misses += 1
         if dialect.name == "anthropic":
             text, img = self._anthropic_message(msg)
         else:
             text, img = self._openai_message(msg)
         n = self._calibrated(text, img)
+        cache = self._cache
         cache[key] = n
         if len(cache) > self._cache_size:
             try:
-                cache.popitem(last=False)
-            except KeyError:
+                del cache[next(iter(cache))]
+            except (KeyError, StopIteration, RuntimeError):  # another thread got there first
                 pass
         return n
-
-    def messages(self, dialect: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[int]:
-        return [self.message(dialect, m) for m in msgs]
 
     def fixed(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
         """Tokens outside the messages list: system (Anthropic), tool schemas, reply priming."""

@@ -146,3 +146,16 @@ def test_pdf_documents_cost_per_page(counter):
     block = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(pdf).decode()}}
     empty = counter.message(ANTHROPIC, {"role": "user", "content": []})
     assert counter.message(ANTHROPIC, {"role": "user", "content": [block]}) - empty == 3 * 3000
+
+
+def test_cache_keys_cover_every_counted_field(counter):
+    def call(args, name="f", cid="1"):
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}]}
+
+    assert counter.message(OPENAI, call('{"a": 1}')) != counter.message(OPENAI, call('{"a": 1, "b": [1, 2, 3]}'))
+    assert counter.message(OPENAI, call("{}", name="short")) != counter.message(OPENAI, call("{}", name="a_much_longer_function_name"))
+    assert counter.message(OPENAI, call("{}", cid="1")) == counter.message(OPENAI, call("{}", cid="2"))  # ids are not sent as tokens
+    parts = lambda t: {"role": "user", "content": [{"type": "text", "text": t}]}  # noqa: E731
+    assert counter.message(OPENAI, parts("one")) != counter.message(OPENAI, parts("one two three four"))
+    blocks = lambda t: {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": t}]}  # noqa: E731
+    assert counter.message(ANTHROPIC, blocks("a")) != counter.message(ANTHROPIC, blocks("a b c d e f"))
