@@ -223,6 +223,8 @@ class ContextGuard(CustomLogger):
             telemetry.observe(report, route, time.perf_counter() - start)
             if not reject:
                 return data  # the Router's context_window_fallbacks get their chance after routing
+            if route == "proxy":
+                raise _proxy_rejection(e.render()) from None
             error = litellm.ContextWindowExceededError(message=e.render(), model=name, llm_provider=_provider(deployment))
             error.param = "messages"  # the proxy copies it into OpenAI's error body
             raise error from None
@@ -318,6 +320,24 @@ def _merge(previous: Any, report: dict[str, Any], layers: list[str]) -> dict[str
         context_window=report["context_window"],
     )
     return merged
+
+
+_ProxyRejection: Any = None
+
+
+def _proxy_rejection(message: str) -> Exception:
+    """The proxy's own error type, rendering OpenAI's `code: context_length_exceeded` (LiteLLM
+    1.106 writes the HTTP status into `code` for every other error, its own CWE included)."""
+    global _ProxyRejection
+    if _ProxyRejection is None:
+        from litellm.proxy._types import ProxyException
+
+        class ContextLengthExceeded(ProxyException):
+            def to_dict(self) -> dict:
+                return {**super().to_dict(), "code": "context_length_exceeded"}
+
+        _ProxyRejection = ContextLengthExceeded
+    return _ProxyRejection(message=message, type="invalid_request_error", param="messages", code=400)
 
 
 def _provider(deployment: Deployment | None) -> str:

@@ -65,7 +65,8 @@ def test_a_hopeless_request_gets_a_400_with_numbers_and_never_reaches_upstream(p
     with pytest.raises(openai.BadRequestError) as err:
         client(proxy).chat.completions.create(model="small", messages=[{"role": "user", "content": huge}], max_tokens=100)
     assert err.value.status_code == 400
-    # LiteLLM 1.106 puts the status in error.code; the type, param and OpenAI's own phrase are kept
+    assert err.value.code == "context_length_exceeded"  # OpenAI's own error code
+    assert err.value.response.headers.get("x-context-guard-outcome") == "rejected"
     assert err.value.body["type"] == "invalid_request_error" and err.value.body["param"] == "messages"
     message = str(err.value)
     assert "maximum context length is 8192 tokens" in message and "> 8192" in message
