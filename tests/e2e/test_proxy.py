@@ -184,3 +184,22 @@ context_guard: {defaults: {low_water_ratio: 3}}
 """
     with pytest.raises(RuntimeError, match="(?s)proxy exited.*low_water_ratio"):
         start_proxy(config, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"model": "small", "messages": [{"content": "no role"}]},
+        {"model": "small", "messages": [{"role": "user", "content": 42}]},
+        {"model": "small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": -5},
+        {"model": "small", "messages": [{"role": "user", "content": "hi"}], "max_tokens": "lots"},
+        {"model": "small", "messages": ["just a string"]},
+    ],
+)
+def test_bad_bodies_get_a_clear_400_and_the_proxy_keeps_serving(proxy, body):
+    proxy.reset()
+    resp = httpx.post(proxy.url + "/chat/completions", json=body, headers={"authorization": "Bearer sk-master"}, timeout=30)
+    assert 400 <= resp.status_code < 500, (resp.status_code, resp.text[:300])
+    assert proxy.received == []
+    ok = client(proxy).chat.completions.create(model="small", messages=[{"role": "user", "content": "still there?"}])
+    assert ok.choices[0].message.content.startswith("ok")
