@@ -9,10 +9,11 @@ A `Conversation` is immutable; every edit returns a new one. Per message it keep
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-from guard.dialects import Content, Dialect, group_messages
+from guard.dialects import Content, Dialect, content_texts, group_messages
 from guard.policy import Policy
 from guard.report import Action, Skipped
 from guard.tokens import TokenCounter
@@ -29,6 +30,8 @@ class Conversation:
     pinned: tuple[bool, ...]
     recent: tuple[bool, ...]
     fixed: int
+    # per message: None if its count is exact, else an Estimate (the count is a guess until settled)
+    pending: tuple[Estimate | None, ...] = ()
 
     @classmethod
     def build(
@@ -47,32 +50,63 @@ class Conversation:
         ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
         newest = set(list(dict.fromkeys(reversed(ordinary)))[:keep_recent_groups])
         recent = tuple(g in newest for g in groups)
-        return cls(dialect, tuple(messages), tuple(counts), tuple(groups), pinned, recent, fixed)
+        return cls(dialect, tuple(messages), tuple(counts), tuple(groups), pinned, recent, fixed, (None,) * len(messages))
 
     @property
     def total(self) -> int:
-        return self.fixed + sum(self.counts)
+        return self._total
 
-    def with_message(self, i: int, msg: Message, count: int) -> Conversation:
+    def __post_init__(self) -> None:
+        # strategies ask for the total before every candidate: compute it once per state
+        object.__setattr__(self, "_total", self.fixed + sum(self.counts))
+
+    def with_message(self, i: int, msg: Message, count: int, estimate: Estimate | None = None) -> Conversation:
         return replace(
             self,
             messages=self.messages[:i] + (msg,) + self.messages[i + 1 :],
             counts=self.counts[:i] + (count,) + self.counts[i + 1 :],
+            pending=self.pending[:i] + (estimate,) + self.pending[i + 1 :],
         )
 
     def replacing(self, drop: set[int], markers: Mapping[int, tuple[Message, int]]) -> Conversation:
         """Remove the messages at `drop`; a marker (message, count) takes the place of index i."""
-        cols: list[list[Any]] = [[], [], [], [], []]
-        for i, row in enumerate(zip(self.messages, self.counts, self.groups, self.pinned, self.recent)):
+        cols: list[list[Any]] = [[], [], [], [], [], []]
+        rows = zip(self.messages, self.counts, self.groups, self.pinned, self.recent, self.pending)
+        for i, row in enumerate(rows):
             if i in markers:
                 msg, count = markers[i]
-                for col, value in zip(cols, (msg, count, row[2], True, row[4])):
+                for col, value in zip(cols, (msg, count, row[2], True, row[4], None)):
                     col.append(value)
             if i not in drop:
                 for col, value in zip(cols, row):
                     col.append(value)
-        msgs, counts, groups, pinned, recent = (tuple(c) for c in cols)
-        return replace(self, messages=msgs, counts=counts, groups=groups, pinned=pinned, recent=recent)
+        msgs, counts, groups, pinned, recent, pending = (tuple(c) for c in cols)
+        return replace(self, messages=msgs, counts=counts, groups=groups, pinned=pinned, recent=recent, pending=pending)
+
+    def settled(self, ctx: Context) -> Conversation:
+        """Every estimated count replaced by the exact one. A rewrite whose exact count is not
+        below the last exactly counted version is undone (input tokens never grow); the
+        estimate's error is moved onto the strategies that made the rewrites, so the report's
+        savings add up exactly."""
+        conv = self
+        for i, est in enumerate(self.pending):
+            if est is None:
+                continue
+            exact = ctx.counter.message(self.dialect, self.messages[i])
+            if exact >= est.base_count:
+                conv = conv.with_message(i, est.base, est.base_count)
+                for kind, saved in est.savings:
+                    ctx.adjust(kind, -saved, -1)
+                continue
+            conv = conv.with_message(i, self.messages[i], exact)
+            error = self.counts[i] - exact  # what the estimate credited too little (or, < 0, too much)
+            share = sum(saved for _, saved in est.savings) or 1
+            remaining = error
+            for n, (kind, saved) in enumerate(est.savings):
+                part = remaining if n == len(est.savings) - 1 else error * saved // share
+                ctx.adjust(kind, part, 0)
+                remaining -= part
+        return conv
 
     def tool_slots(self, *, recent: bool) -> Iterator[tuple[int, int | None, Content]]:
         """(message index, slot, content) of tool results, oldest first; recent ones only if asked."""
@@ -83,22 +117,48 @@ class Conversation:
                 yield i, slot, content
 
 
+@dataclass(frozen=True)
+class Estimate:
+    """A message whose count is estimated: the last exactly counted version, and what each
+    strategy that rewrote it since was credited."""
+
+    base: Message
+    base_count: int
+    savings: tuple[tuple[str, int], ...]
+
+
 @dataclass
 class Context:
-    """What a strategy reads besides the conversation, and where it writes what it did."""
+    """What a strategy reads besides the conversation, and where it writes what it did.
+
+    With `estimate` on, lossless rewrites (JSON compaction, metadata removal, item dedupe) are
+    counted by estimate and settled exactly once at the end of the round: most of what they
+    rewrite in a large overflow is truncated or dropped later, and encoding it all again is the
+    most expensive part of a fit."""
 
     counter: TokenCounter
     policy: Policy
     stop_at: int
-    actions: list[Action] = field(default_factory=list)
+    estimate: bool = False
     skipped: list[Skipped] = field(default_factory=list)
+    exhausted: set[str] = field(default_factory=set)
+    _totals: dict[str, list[int]] = field(default_factory=dict)
 
     def done(self, conv: Conversation) -> bool:
         return conv.total <= self.stop_at
 
     def record(self, kind: str, saved: int, items: int) -> None:
         if items:
-            self.actions.append(Action(kind=kind, tokens_saved=saved, items=items))
+            self.adjust(kind, saved, items)
+
+    def adjust(self, kind: str, saved: int, items: int) -> None:
+        total = self._totals.setdefault(kind, [0, 0])
+        total[0] += saved
+        total[1] += items
+
+    @property
+    def actions(self) -> list[Action]:
+        return [Action(kind, saved, items) for kind, (saved, items) in self._totals.items() if items > 0]
 
 
 @dataclass(frozen=True)
@@ -118,15 +178,20 @@ def rewrite_tool_results(
     kind: str,
     slots: Iterable[tuple[int, int | None, Content]],
     transform: Callable[[ToolResult], Content],
+    *,
+    lossless: bool = False,
 ) -> Conversation:
     """Apply `transform` to tool results in order until the conversation is at the stop mark.
 
     A rewrite is kept only if it lowers the message's count, so input tokens never grow.
-    `transform` returns the same content object to leave a result alone.
+    `transform` returns the same content object to leave a result alone. `lossless` rewrites
+    are counted by estimate when the context allows (see Context).
     """
     saved = items = 0
+    stopped = False
     for i, slot, _ in list(slots):
         if ctx.done(conv):
+            stopped = True
             break
         current = conv.messages[i]
         content = _slot_content(conv.dialect, current, slot)
@@ -134,14 +199,38 @@ def rewrite_tool_results(
         if new_content is content:
             continue
         new_msg = conv.dialect.with_tool_result(current, slot, new_content)
-        count = ctx.counter.message(conv.dialect, new_msg)
+        estimate = None
+        if lossless and ctx.estimate:
+            count = _estimated(conv.counts[i], current, new_msg, conv.dialect)
+            prior = conv.pending[i] or Estimate(current, conv.counts[i], ())
+            estimate = Estimate(prior.base, prior.base_count, prior.savings + ((kind, conv.counts[i] - count),))
+        else:
+            count = ctx.counter.message(conv.dialect, new_msg)
         if count >= conv.counts[i]:
             continue
         saved += conv.counts[i] - count
         items += 1
-        conv = conv.with_message(i, new_msg, count)
+        conv = conv.with_message(i, new_msg, count, estimate)
+    if not stopped:
+        ctx.exhausted.add(kind)  # every candidate was seen: another round would find nothing new
     ctx.record(kind, saved, items)
     return conv
+
+
+def _chars(dialect: Dialect, msg: Message) -> int:
+    return sum(len(t) for _, content in dialect.tool_results(msg) for t in content_texts(content)) + 16
+
+
+# Scaling a count by the text length left over-states a compacted JSON result by 2-3% on average
+# (up to 9%: whitespace and metadata keys cost more tokens per character than the text that stays),
+# and over-stated counts make a round cut more than it needs. 0.95 makes the estimate optimistic on
+# average: the settled round then usually falls a little short, and the exact round 2 finishes.
+_ESTIMATE_SCALE = 0.95
+
+
+def _estimated(count: int, old: Message, new: Message, dialect: Dialect) -> int:
+    """The new message's count, scaled by its tool-result text length (an estimate)."""
+    return max(1, math.floor(_ESTIMATE_SCALE * count * _chars(dialect, new) / _chars(dialect, old)))
 
 
 def _slot_content(dialect: Dialect, msg: Message, slot: int | None) -> Content:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
 from typing import Any, Callable, Iterable
 
 from guard.tokens import compact_json
@@ -29,7 +28,11 @@ def parse(text: str) -> Any:
         return None
     if len(text) > _MEMO_MAX_CHARS:
         return _parse(text)
-    return _parse_memo(text)
+    hit = _memo.get(text, _MISSING)
+    if hit is _MISSING:
+        hit = _parse(text)
+        _remember(text, hit)
+    return hit
 
 
 def _parse(text: str) -> Any:
@@ -40,7 +43,26 @@ def _parse(text: str) -> Any:
     return value if isinstance(value, (dict, list)) else None
 
 
-_parse_memo = lru_cache(maxsize=512)(_parse)
+_MISSING = object()
+_memo: dict[str, Any] = {}
+
+
+def _remember(text: str, value: Any) -> None:
+    """Memoise text -> parsed value (also for text this module serialised itself)."""
+    if len(text) > _MEMO_MAX_CHARS:
+        return
+    if len(_memo) >= 512:
+        try:
+            del _memo[next(iter(_memo))]
+        except (KeyError, StopIteration, RuntimeError):
+            pass
+    _memo[text] = value
+
+
+def _dumped(value: Any) -> str:
+    out = compact_json(value)
+    _remember(out, value)
+    return out
 
 
 def compact(text: str) -> str:
@@ -48,7 +70,7 @@ def compact(text: str) -> str:
     value = parse(text)
     if value is None:
         return text
-    out = compact_json(value)
+    out = _dumped(value)
     return out if len(out) < len(text) else text
 
 
@@ -79,7 +101,7 @@ def drop_keys(text: str, bulky: Iterable[str], citation: Iterable[str]) -> str:
         return out
 
     result = walk(value)
-    return compact_json(result) if changed else text
+    return _dumped(result) if changed else text
 
 
 def item_hashes(value: Any) -> list[tuple[int, int | str | None, str]]:
@@ -124,30 +146,22 @@ def shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int 
     value = parse(text)
     if value is None:
         return head_tail(text, max_tokens, count, tokens)
-    full = compact_json(value)
-    n = tokens if tokens is not None else count(full)
+    n = tokens if tokens is not None else count(compact_json(value))
     if n <= max_tokens:
+        full = compact_json(value)
         return full if count(full) <= max_tokens else head_tail(full, max_tokens, count)
-    per_char = n / max(1, len(text))
-    guess = compact_json(_shrunk(value, 0.9 * max_tokens / n, 24))
-    if len(guess) * per_char <= max_tokens and count(guess) <= max_tokens:
-        return guess  # the proportional guess is usually right: one render, one count
-    # binary search on the scale by estimated size; the answer lies near max_tokens / n
-    lo, hi, best = 0.0, min(1.0, 2.5 * max_tokens / n), None
-    for _ in range(7):
-        mid = (lo + hi) / 2
-        candidate = compact_json(_shrunk(value, mid, 24))
-        if len(candidate) * per_char <= max_tokens:
-            lo, best = mid, candidate
-        else:
-            hi = mid
-    scale = lo
-    for _ in range(8):  # verify with the real count
-        if best is not None and count(best) <= max_tokens:
-            return best
-        scale *= 0.7
-        best = compact_json(_shrunk(value, scale, 24))
-    return head_tail(full, max_tokens, count)
+    # proportional guesses, each corrected by the real count of the last one (2 renders usually)
+    scale, last = 0.9 * max_tokens / n, None
+    for _ in range(6):
+        candidate = compact_json(_shrunk(value, scale, 24))
+        tokens_now = count(candidate)
+        if tokens_now <= max_tokens:
+            return candidate
+        if last is not None and tokens_now >= last:
+            break  # at the floor of the structure (one item per list, short strings): cut text
+        last = tokens_now
+        scale *= 0.9 * max_tokens / tokens_now
+    return head_tail(compact_json(value), max_tokens, count)
 
 
 def head_tail(text: str, max_tokens: int, count: Callable[[str], int], tokens: int | None = None) -> str:

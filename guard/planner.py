@@ -18,7 +18,7 @@ from guard.dialects import MARKER_PREFIX, Dialect
 from guard.errors import ContextWindowExceeded, Shortfall
 from guard.limits import ModelLimits
 from guard.policy import STRATEGY_ORDER, Policy
-from guard.report import Action, Report, Skipped
+from guard.report import Report, Skipped
 from guard.strategies import STRATEGIES
 from guard.strategies.drop import droppable_groups
 from guard.tokens import TokenCounter
@@ -69,16 +69,23 @@ def plan(
         conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
         budget = _clamp_output(budget, before, policy, ctx)
         ctx.stop_at = budget.stop_at(before)
-        for name in STRATEGY_ORDER:
+        # round 1 counts lossless rewrites by estimate; settling makes every count exact, and if
+        # the estimates were optimistic, round 2 carries on from there with exact counts only
+        for estimate in (True, False):
+            ctx.estimate = estimate
+            for name in STRATEGY_ORDER:
+                if ctx.done(conv):
+                    break
+                if name == "clamp_output" or not policy.allows(name) or name in ctx.exhausted:
+                    continue
+                if name == "summarize":
+                    if can_summarize and estimate:
+                        conv = yield from _summarize(conv, ctx)
+                    continue
+                conv = STRATEGIES[name](conv, ctx)
+            conv = conv.settled(ctx)
             if ctx.done(conv):
                 break
-            if name == "clamp_output" or not policy.allows(name):
-                continue
-            if name == "summarize":
-                if can_summarize:
-                    conv = yield from _summarize(conv, ctx)
-                continue
-            conv = STRATEGIES[name](conv, ctx)
 
     after = conv.total
     fitted = budget.fits(after)
@@ -182,7 +189,7 @@ def _summarize(conv: Conversation, ctx: Context) -> Generator[SummaryRequest, "s
     if count >= tokens:
         ctx.skipped.append(Skipped("summarize", "summary_not_shorter"))
         return conv
-    ctx.actions.append(Action("summarize", tokens - count, len(span)))
+    ctx.record("summarize", tokens - count, len(span))
     return conv.replacing(set(span), {span[0]: (msg, count)})
 
 

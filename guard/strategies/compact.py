@@ -18,7 +18,7 @@ def compact_json(conv: Conversation, ctx: Context) -> Conversation:
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, jsontext.compact)
 
-    return rewrite_tool_results(conv, ctx, "compact_json", chain(older, newest), transform)
+    return rewrite_tool_results(conv, ctx, "compact_json", chain(older, newest), transform, lossless=True)
 
 
 def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
@@ -29,4 +29,4 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, lambda text: jsontext.drop_keys(text, bulky, citation))
 
-    return rewrite_tool_results(conv, ctx, "drop_metadata", conv.tool_slots(recent=False), transform)
+    return rewrite_tool_results(conv, ctx, "drop_metadata", conv.tool_slots(recent=False), transform, lossless=True)

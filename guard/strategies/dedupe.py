@@ -58,7 +58,7 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
         seen_later: Callable[[bytes], bool] = lambda d: last_item.get(d, 0) > where  # noqa: E731
         return map_texts(result.content, lambda text: _drop_seen_items(text, seen_later))
 
-    return rewrite_tool_results(conv, ctx, "dedupe", conv.tool_slots(recent=False), transform)
+    return rewrite_tool_results(conv, ctx, "dedupe", conv.tool_slots(recent=False), transform, lossless=True)
 
 
 def _drop_seen_items(text: str, seen_later: Callable[[bytes], bool]) -> str:
@@ -84,4 +84,4 @@ def _drop_seen_items(text: str, seen_later: Callable[[bytes], bool]) -> str:
         value = keep(value)
     else:
         value = {k: keep(v) if isinstance(v, list) else v for k, v in value.items()}
-    return compact_json(value) if removed else text
+    return jsontext._dumped(value) if removed else text
