@@ -60,14 +60,6 @@ class Conversation:
         # strategies ask for the total before every candidate: compute it once per state
         object.__setattr__(self, "_total", self.fixed + sum(self.counts))
 
-    def with_message(self, i: int, msg: Message, count: int, estimate: Estimate | None = None) -> Conversation:
-        return replace(
-            self,
-            messages=self.messages[:i] + (msg,) + self.messages[i + 1 :],
-            counts=self.counts[:i] + (count,) + self.counts[i + 1 :],
-            pending=self.pending[:i] + (estimate,) + self.pending[i + 1 :],
-        )
-
     def replacing(self, drop: set[int], markers: Mapping[int, tuple[Message, int]]) -> Conversation:
         """Remove the messages at `drop`; a marker (message, count) takes the place of index i."""
         cols: list[list[Any]] = [[], [], [], [], [], []]
@@ -88,17 +80,18 @@ class Conversation:
         below the last exactly counted version is undone (input tokens never grow); the
         estimate's error is moved onto the strategies that made the rewrites, so the report's
         savings add up exactly."""
-        conv = self
+        msgs, counts, pending = list(self.messages), list(self.counts), list(self.pending)
         for i, est in enumerate(self.pending):
             if est is None:
                 continue
             exact = ctx.counter.message(self.dialect, self.messages[i])
+            pending[i] = None
             if exact >= est.base_count:
-                conv = conv.with_message(i, est.base, est.base_count)
+                msgs[i], counts[i] = est.base, est.base_count
                 for kind, saved in est.savings:
                     ctx.adjust(kind, -saved, -1)
                 continue
-            conv = conv.with_message(i, self.messages[i], exact)
+            counts[i] = exact
             error = self.counts[i] - exact  # what the estimate credited too little (or, < 0, too much)
             share = sum(saved for _, saved in est.savings) or 1
             remaining = error
@@ -106,7 +99,7 @@ class Conversation:
                 part = remaining if n == len(est.savings) - 1 else error * saved // share
                 ctx.adjust(kind, part, 0)
                 remaining -= part
-        return conv
+        return replace(self, messages=tuple(msgs), counts=tuple(counts), pending=tuple(pending))
 
     def tool_slots(self, *, recent: bool) -> Iterator[tuple[int, int | None, Content]]:
         """(message index, slot, content) of tool results, oldest first; recent ones only if asked."""
@@ -187,34 +180,40 @@ def rewrite_tool_results(
     `transform` returns the same content object to leave a result alone. `lossless` rewrites
     are counted by estimate when the context allows (see Context).
     """
+    dialect = conv.dialect
+    msgs, counts, pending = list(conv.messages), list(conv.counts), list(conv.pending)
+    total = conv.total
     saved = items = 0
     stopped = False
-    for i, slot, _ in list(slots):
-        if ctx.done(conv):
+    for i, slot, _ in list(slots):  # edits go to local lists: one new Conversation at the end
+        if total <= ctx.stop_at:
             stopped = True
             break
-        current = conv.messages[i]
-        content = _slot_content(conv.dialect, current, slot)
-        new_content = transform(ToolResult(i, slot, content, conv.counts[i], conv.total - ctx.stop_at))
+        current = msgs[i]
+        content = _slot_content(dialect, current, slot)
+        new_content = transform(ToolResult(i, slot, content, counts[i], total - ctx.stop_at))
         if new_content is content:
             continue
-        new_msg = conv.dialect.with_tool_result(current, slot, new_content)
+        new_msg = dialect.with_tool_result(current, slot, new_content)
         estimate = None
         if lossless and ctx.estimate:
-            count = _estimated(conv.counts[i], current, new_msg, conv.dialect)
-            prior = conv.pending[i] or Estimate(current, conv.counts[i], ())
-            estimate = Estimate(prior.base, prior.base_count, prior.savings + ((kind, conv.counts[i] - count),))
+            count = _estimated(counts[i], current, new_msg, dialect)
+            prior = pending[i] or Estimate(current, counts[i], ())
+            estimate = Estimate(prior.base, prior.base_count, prior.savings + ((kind, counts[i] - count),))
         else:
-            count = ctx.counter.message(conv.dialect, new_msg)
-        if count >= conv.counts[i]:
+            count = ctx.counter.message(dialect, new_msg)
+        if count >= counts[i]:
             continue
-        saved += conv.counts[i] - count
+        saved += counts[i] - count
         items += 1
-        conv = conv.with_message(i, new_msg, count, estimate)
+        total -= counts[i] - count
+        msgs[i], counts[i], pending[i] = new_msg, count, estimate
     if not stopped:
         ctx.exhausted.add(kind)  # every candidate was seen: another round would find nothing new
     ctx.record(kind, saved, items)
-    return conv
+    if not items:
+        return conv
+    return replace(conv, messages=tuple(msgs), counts=tuple(counts), pending=tuple(pending))
 
 
 def _chars(dialect: Dialect, msg: Message) -> int:

@@ -104,15 +104,15 @@ def drop_keys(text: str, bulky: Iterable[str], citation: Iterable[str]) -> str:
     return _dumped(result) if changed else text
 
 
-def item_hashes(value: Any) -> list[tuple[int, int | str | None, str]]:
-    """(position, key, compact item) of the items of top-level arrays (or arrays under top-level keys)."""
-    out: list[tuple[int, int | str | None, str]] = []
+def array_items(value: Any) -> list[Any]:
+    """The object/array items of a top-level array, or of arrays under top-level keys."""
     if isinstance(value, list):
-        out += [(j, None, compact_json(x)) for j, x in enumerate(value) if isinstance(x, (dict, list))]
-    elif isinstance(value, dict):
-        for key, arr in value.items():
+        return [x for x in value if isinstance(x, (dict, list))]
+    out: list[Any] = []
+    if isinstance(value, dict):
+        for arr in value.values():
             if isinstance(arr, list):
-                out += [(j, key, compact_json(x)) for j, x in enumerate(arr) if isinstance(x, (dict, list))]
+                out += [x for x in arr if isinstance(x, (dict, list))]
     return out
 
 

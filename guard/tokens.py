@@ -35,7 +35,7 @@ PDF_PAGE_TOKENS = 3000  # Anthropic: a PDF page costs its text plus an image, ~1
 _RUN = 4096  # non-space runs longer than this are split: BPE on them is super-linear
 _LONG_RUN = re.compile(r"(?<!\S)\S{%d,}" % _RUN)
 _SPACE = re.compile(r"\s")
-_MEMO_MIN_CHARS, _MEMO_MAX_CHARS = 256, 1 << 16
+_MEMO_MIN_CHARS, _MEMO_MAX_CHARS = 64, 1 << 16
 _FIXED_KEYS = ("tools", "functions", "response_format", "tool_choice", "system")
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?!s)")
 
@@ -64,22 +64,23 @@ def compact_json(value: Any) -> str:
 _LIST = "\x00list"
 
 
-def _freeze(value: Any) -> Any:
+def freeze(value: Any) -> Any:
+    """A hashable, equality-preserving copy of a JSON-like value (tuples all the way down)."""
     kind = type(value)  # exact type checks first: this runs for every message of every request
     if kind is str:
         return value
     if kind is dict:
-        return tuple([(k, _freeze(v)) for k, v in value.items()])
+        return tuple([(k, freeze(v)) for k, v in value.items()])
     if kind is list:
-        return (_LIST, *[_freeze(v) for v in value])
+        return (_LIST, *[freeze(v) for v in value])
     if value is None or kind is int or kind is float or kind is bool:
         return value
     if isinstance(value, str):
         return str(value)
     if isinstance(value, Mapping):
-        return tuple([(k, _freeze(v)) for k, v in value.items()])
+        return tuple([(k, freeze(v)) for k, v in value.items()])
     if isinstance(value, (list, tuple)):
-        return (_LIST, *[_freeze(v) for v in value])
+        return (_LIST, *[freeze(v) for v in value])
     return repr(value)
 
 
@@ -89,10 +90,10 @@ def _calls_key(calls: Any) -> Any:
     for call in calls:
         fn = call.get("function") if type(call) is dict else None
         if type(fn) is not dict:
-            return _freeze(calls)
+            return freeze(calls)
         name, args = fn.get("name"), fn.get("arguments")
         if not (type(name) is str or name is None) or not (type(args) is str or args is None):
-            return _freeze(calls)
+            return freeze(calls)
         out.append((name, args))
     return (_LIST, *out)
 
@@ -102,7 +103,7 @@ def _message_key(msg: Mapping[str, Any]) -> Any:
     is counted, with a fast path for string values and OpenAI tool calls (hashing runs for every
     message of every request, so it avoids walking nested structures in Python where it can)."""
     if type(msg) is not dict:
-        return _freeze(msg)
+        return freeze(msg)
     parts = []
     for k, v in msg.items():
         if type(v) is str or v is None:
@@ -110,13 +111,13 @@ def _message_key(msg: Mapping[str, Any]) -> Any:
         elif k == "tool_calls" and type(v) is list:
             parts.append((k, "\x00calls", _calls_key(v)))
         else:
-            parts.append((k, _freeze(v)))
+            parts.append((k, freeze(v)))
     return tuple(parts)
 
 
 def structural_hash(value: Any) -> int:
     """A fast in-process hash of a JSON-like value (64-bit; used only as a cache key)."""
-    return hash(_freeze(value))
+    return hash(freeze(value))
 
 
 class TokenCounter:
@@ -217,7 +218,7 @@ class TokenCounter:
     def fixed(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
         """Tokens outside the messages list: system (Anthropic), tool schemas, reply priming."""
         parts = tuple(body.get(k) for k in _FIXED_KEYS)
-        key = hash(("\x00fixed", dialect.name, _freeze(parts)))
+        key = hash(("\x00fixed", dialect.name, freeze(parts)))
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._fixed(dialect, body)

@@ -2,33 +2,30 @@
 
 from __future__ import annotations
 
-import hashlib
-from typing import Callable
+from typing import Any, Callable
 
 from guard import jsontext
 from guard.conversation import Context, Conversation, ToolResult, rewrite_tool_results
 from guard.dialects import Content, content_texts, map_texts, replace_text
-from guard.tokens import compact_json
+from guard.tokens import freeze
 
 DUPLICATE_MARK = "[context-guard: duplicate of a later tool result; ~{n} tokens removed]"
 
 
-def _digest(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _key(content: Content) -> bytes | None:
-    """Digest of a result's text. compact_json runs first, so JSON whitespace rarely differs."""
+def _key(content: Content) -> str | None:
+    """A result's text (the dict key itself: exact, and hashed once). compact_json runs first, so
+    JSON whitespace rarely differs between copies."""
     joined = "\n".join(content_texts(content)).strip()
-    return _digest(joined) if joined else None
+    return joined or None
 
 
-def _item_digests(content: Content) -> list[bytes]:
-    out: list[bytes] = []
+def _items(content: Content) -> list[Any]:
+    """Exact keys (frozen values) of the items of a result's top-level arrays."""
+    out: list[Any] = []
     for text in content_texts(content):
         value = jsontext.parse(text)
         if value is not None:
-            out += [_digest(item) for _, _, item in jsontext.item_hashes(value)]
+            out += [freeze(item) for item in jsontext.array_items(value)]
     return out
 
 
@@ -36,10 +33,10 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
     """Older tool results equal to a later one become a short marker; array items (retrieved
     documents) repeated in a later result are removed from the older one."""
     order = 0
-    last_result: dict[bytes, int] = {}  # digest -> position of its newest copy
-    last_item: dict[bytes, int] = {}
+    last_result: dict[str, int] = {}  # text -> position of its newest copy
+    last_item: dict[Any, int] = {}
     positions: dict[tuple[int, int | None], int] = {}
-    keys: dict[tuple[int, int | None], bytes | None] = {}
+    keys: dict[tuple[int, int | None], str | None] = {}
     for i, msg in enumerate(conv.messages):
         for slot, content in conv.dialect.tool_results(msg):
             order += 1
@@ -47,21 +44,21 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
             keys[(i, slot)] = key = _key(content)
             if key is not None:
                 last_result[key] = order
-            for d in _item_digests(content):
-                last_item[d] = order
+            for item in _items(content):
+                last_item[item] = order
 
     def transform(result: ToolResult) -> Content:
         where = positions[(result.index, result.slot)]
         key = keys[(result.index, result.slot)]
         if key is not None and last_result[key] > where:
             return replace_text(result.content, DUPLICATE_MARK.format(n=result.message_tokens))
-        seen_later: Callable[[bytes], bool] = lambda d: last_item.get(d, 0) > where  # noqa: E731
+        seen_later: Callable[[Any], bool] = lambda item: last_item.get(item, 0) > where  # noqa: E731
         return map_texts(result.content, lambda text: _drop_seen_items(text, seen_later))
 
     return rewrite_tool_results(conv, ctx, "dedupe", conv.tool_slots(recent=False), transform, lossless=True)
 
 
-def _drop_seen_items(text: str, seen_later: Callable[[bytes], bool]) -> str:
+def _drop_seen_items(text: str, seen_later: Callable[[Any], bool]) -> str:
     value = jsontext.parse(text)
     if value is None:
         return text
@@ -72,7 +69,7 @@ def _drop_seen_items(text: str, seen_later: Callable[[bytes], bool]) -> str:
         before = removed
         out = []
         for x in arr:
-            if isinstance(x, (dict, list)) and seen_later(_digest(compact_json(x))):
+            if isinstance(x, (dict, list)) and seen_later(freeze(x)):
                 removed += 1
             else:
                 out.append(x)
