@@ -108,7 +108,7 @@ def plan(
         room=budget.room,
         target=budget.target,
         fits=fitted,
-        outcome="fitted" if changed else "unchanged",
+        outcome="fitted" if changed or ctx.actions else "unchanged",
         exact_count=exact,
         calibration_factor=counter.factor,
         messages_before=len(messages),

@@ -133,6 +133,12 @@ def test_anthropic_route_with_tool_blocks(proxy):
         if uses:
             results = [b["tool_use_id"] for b in sent[i + 1]["content"] if b.get("type") == "tool_result"]
             assert sorted(results) == sorted(uses)
+    proxy.reset()
+    with c.messages.stream(model="claude-small", system=body["system"], messages=body["messages"], max_tokens=300) as stream:
+        streamed = "".join(stream.text_stream)
+    assert streamed.startswith("ok")
+    got = last_upstream(proxy)
+    assert got["body"].get("stream") and got["input_tokens"] + 300 <= 8192
     with pytest.raises(anthropic.BadRequestError) as err:
         c.messages.create(model="claude-small", messages=[{"role": "user", "content": "word " * 20000}], max_tokens=100)
     assert err.value.status_code == 400

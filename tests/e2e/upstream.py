@@ -131,6 +131,18 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                 msg = f"This model's maximum context length is {window} tokens. However, you requested {n + (out or 0)} tokens ({n} in the messages, {out} in the completion)."
                 return self._send(400, {"error": {"message": msg, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
             text = f"ok: {n} input tokens"
+            if anthropic and body.get("stream"):
+                msg_id = "msg_" + uuid.uuid4().hex[:12]
+                events = [
+                    ("message_start", {"type": "message_start", "message": {"id": msg_id, "type": "message", "role": "assistant", "model": body.get("model"), "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": n, "output_tokens": 1}}}),
+                    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+                    ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+                    ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 5}}),
+                    ("message_stop", {"type": "message_stop"}),
+                ]
+                data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n" for name, payload in events).encode()
+                return self._send(200, data, "text/event-stream")
             if anthropic:
                 return self._send(200, {
                     "id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant", "model": body.get("model"),
