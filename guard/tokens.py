@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Protocol, Sequence
 
 from guard.dialects import Dialect
@@ -49,6 +50,17 @@ def _may_have_long_run(text: str) -> bool:
         if search(text, start, start + half) is None:
             return True
     return False
+
+
+_PARALLEL_CHARS = 200_000
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="context-guard-count")
+    return _POOL
 
 
 class Encoding(Protocol):
@@ -188,16 +200,34 @@ class TokenCounter:
     def messages(self, dialect: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[int]:
         """Counts of many messages; the hit path is inlined (it runs for every resent message)."""
         get, name = self._cache.get, dialect.name
-        out = []
+        out: list[int] = []
+        misses: list[tuple[int, Mapping[str, Any], int]] = []
         for m in msgs:
             key = hash((name, _message_key(m)))
             n = get(key)
             if n is None:
-                n = self._count(dialect, m, key)
+                misses.append((len(out), m, key))
+                n = 0
             else:
                 self.hits += 1
             out.append(n)
+        if misses:
+            for position, n in self._count_all(dialect, misses):
+                out[position] = n
         return out
+
+    def _count_all(self, dialect: Dialect, misses: list[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
+        """Count cache misses; a large batch is split over two threads (tiktoken's encoder releases
+        the GIL, so a cold 300k-token request is counted on two cores)."""
+        def run(part: list[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
+            return [(position, self._count(dialect, m, key)) for position, m, key in part]
+
+        size = sum(len(c) if isinstance(c := m.get("content"), str) else 2048 for _, m, _ in misses)
+        if size < _PARALLEL_CHARS or len(misses) < 8:
+            return run(misses)
+        half = len(misses) // 2
+        other = _pool().submit(run, misses[half:])
+        return run(misses[:half]) + other.result()
 
     def _count(self, dialect: Dialect, msg: Mapping[str, Any], key: int) -> int:
         self.misses += 1
