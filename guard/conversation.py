@@ -81,10 +81,9 @@ class Conversation:
         estimate's error is moved onto the strategies that made the rewrites, so the report's
         savings add up exactly."""
         msgs, counts, pending = list(self.messages), list(self.counts), list(self.pending)
-        for i, est in enumerate(self.pending):
-            if est is None:
-                continue
-            exact = ctx.counter.message(self.dialect, self.messages[i])
+        todo = [(i, est) for i, est in enumerate(self.pending) if est is not None]
+        exacts = ctx.counter.messages(self.dialect, [self.messages[i] for i, _ in todo])  # one batch
+        for (i, est), exact in zip(todo, exacts):
             pending[i] = None
             if exact >= est.base_count:
                 msgs[i], counts[i] = est.base, est.base_count

@@ -214,7 +214,7 @@ def _breakdown(conv: Conversation | _Unchanged, counter: TokenCounter, body: Map
 
 
 def _sha256(value: Any) -> str:
-    data = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+    data = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)  # key order is kept
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
 
 
