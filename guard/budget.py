@@ -43,6 +43,11 @@ class Budget:
         """The low-water mark that cutting aims at."""
         return math.floor(self.room * self.low_water_ratio)
 
+    @property
+    def floor(self) -> int:
+        """The bottom of the band below the target: cutting below it wastes the window."""
+        return self.target - max(1, self.room - self.target)
+
     def fits(self, input_tokens: int) -> bool:
         return input_tokens <= self.room
 

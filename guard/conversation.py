@@ -32,6 +32,8 @@ class Conversation:
     fixed: int
     # per message: None if its count is exact, else an Estimate (the count is a guess until settled)
     pending: tuple[Estimate | None, ...] = ()
+    # per message: its index in the request as sent by the client (-1 for the guard's markers)
+    origin: tuple[int, ...] = ()
 
     @classmethod
     def build(
@@ -50,7 +52,8 @@ class Conversation:
         ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
         newest = set(list(dict.fromkeys(reversed(ordinary)))[:keep_recent_groups])
         recent = tuple(g in newest for g in groups)
-        return cls(dialect, tuple(messages), tuple(counts), tuple(groups), pinned, recent, fixed, (None,) * len(messages))
+        n = len(messages)
+        return cls(dialect, tuple(messages), tuple(counts), tuple(groups), pinned, recent, fixed, (None,) * n, tuple(range(n)))
 
     @property
     def total(self) -> int:
@@ -62,18 +65,20 @@ class Conversation:
 
     def replacing(self, drop: set[int], markers: Mapping[int, tuple[Message, int]]) -> Conversation:
         """Remove the messages at `drop`; a marker (message, count) takes the place of index i."""
-        cols: list[list[Any]] = [[], [], [], [], [], []]
-        rows = zip(self.messages, self.counts, self.groups, self.pinned, self.recent, self.pending)
+        cols: list[list[Any]] = [[], [], [], [], [], [], []]
+        rows = zip(self.messages, self.counts, self.groups, self.pinned, self.recent, self.pending, self.origin)
         for i, row in enumerate(rows):
             if i in markers:
                 msg, count = markers[i]
-                for col, value in zip(cols, (msg, count, row[2], True, row[4], None)):
+                for col, value in zip(cols, (msg, count, row[2], True, row[4], None, -1)):
                     col.append(value)
             if i not in drop:
                 for col, value in zip(cols, row):
                     col.append(value)
-        msgs, counts, groups, pinned, recent, pending = (tuple(c) for c in cols)
-        return replace(self, messages=msgs, counts=counts, groups=groups, pinned=pinned, recent=recent, pending=pending)
+        msgs, counts, groups, pinned, recent, pending, origin = (tuple(c) for c in cols)
+        return replace(
+            self, messages=msgs, counts=counts, groups=groups, pinned=pinned, recent=recent, pending=pending, origin=origin
+        )
 
     def settled(self, ctx: Context) -> Conversation:
         """Every estimated count replaced by the exact one. A rewrite whose exact count is not
@@ -131,6 +136,7 @@ class Context:
     counter: TokenCounter
     policy: Policy
     stop_at: int
+    floor: int = 0  # cutting below this wastes the window (see Budget.floor)
     estimate: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     exhausted: set[str] = field(default_factory=set)

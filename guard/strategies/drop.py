@@ -20,22 +20,60 @@ def droppable_groups(conv: Conversation) -> list[list[int]]:
 
 
 def drop_oldest_turns(conv: Conversation, ctx: Context) -> Conversation:
-    """Drop the oldest droppable groups until at the stop mark; each run of dropped messages is
-    replaced by one marker message that says how many messages and tokens went."""
+    """Drop the oldest droppable groups until at the stop mark, passing over a group that would
+    cut far below it when later ones can do; each run of dropped messages is replaced by one
+    marker message that says how many messages and tokens went."""
     if ctx.done(conv):
         return conv
-    before = conv.total
-    over = before - ctx.stop_at
+    groups = droppable_groups(conv)
+    chosen = _oldest_first(conv, ctx, groups, skip_overshoot=True)
+    if not ctx.done(_without(conv, ctx, chosen)):
+        chosen = _oldest_first(conv, ctx, groups, skip_overshoot=False)
+    return drop_messages(conv, ctx, _restore(conv, ctx, groups, chosen))
+
+
+def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: set[int]) -> set[int]:
+    """Give back dropped groups, newest first, that fit in what the drop left below the stop mark
+    (a big old turn may have had to go, while smaller ones dropped before it need not have)."""
+    if not chosen:
+        return chosen
+    slack = ctx.stop_at - _without(conv, ctx, chosen).total
+    for group in reversed(groups):
+        if not chosen.issuperset(group):
+            continue
+        size = sum(conv.counts[i] for i in group)
+        if size > slack:
+            continue
+        trial = chosen - set(group)
+        kept = _without(conv, ctx, trial)
+        if ctx.done(kept):
+            chosen, slack = trial, ctx.stop_at - kept.total
+    return chosen
+
+
+def _oldest_first(conv: Conversation, ctx: Context, groups: list[list[int]], *, skip_overshoot: bool) -> set[int]:
+    """Groups to drop, oldest first, until at the stop mark. With `skip_overshoot`, a group whose
+    removal would fall below the band floor is passed over for later, smaller ones, so that one
+    big old turn does not take half the window with it."""
+    total = conv.total
     chosen: set[int] = set()
-    dropped = 0
-    for group in droppable_groups(conv):
+    for group in groups:
+        size = sum(conv.counts[i] for i in group)
+        if skip_overshoot and total - size < ctx.floor:
+            continue
         chosen.update(group)
-        dropped += sum(conv.counts[i] for i in group)
+        total -= size
         # markers cost a few dozen tokens: only build the candidate once it can be enough
-        if dropped >= over and ctx.done(_without(conv, ctx, chosen)):
+        if total <= ctx.stop_at and ctx.done(_without(conv, ctx, chosen)):
             break
+    return chosen
+
+
+def drop_messages(conv: Conversation, ctx: Context, chosen: set[int]) -> Conversation:
+    """Drop the messages at `chosen` (whole groups), each run replaced by one marker."""
     if not chosen:
         return conv
+    before = conv.total
     result = _without(conv, ctx, chosen)
     if result.total >= before:
         return conv
