@@ -137,6 +137,7 @@ class Context:
     policy: Policy
     stop_at: int
     floor: int = 0  # cutting below this wastes the window (see Budget.floor)
+    target: int = 0  # the low-water mark (see Budget.target)
     estimate: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     exhausted: set[str] = field(default_factory=set)

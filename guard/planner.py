@@ -68,7 +68,7 @@ def plan(
     if not budget.fits(before):
         conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
         budget = _clamp_output(budget, before, policy, ctx)
-        ctx.stop_at, ctx.floor = budget.stop_at(before), budget.floor
+        ctx.stop_at, ctx.floor, ctx.target = budget.stop_at(before), budget.floor, budget.target
         start = conv
         conv = yield from _rounds(conv, ctx, policy, can_summarize)
         kinds = {a.kind for a in ctx.actions}
@@ -158,7 +158,9 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
     """Once turns had to be dropped, redo the other cuts on what is kept: truncations made before
     the drop on results that stayed may no longer be needed (less lost, more of the room used)."""
     dropped = set(range(len(start.messages))) - set(fitted.origin)
-    again = Context(counter=ctx.counter, policy=policy, stop_at=ctx.stop_at, floor=ctx.floor, skipped=list(ctx.skipped))
+    again = Context(
+        counter=ctx.counter, policy=policy, stop_at=ctx.stop_at, floor=ctx.floor, target=ctx.target, skipped=list(ctx.skipped)
+    )
     for action in ctx.actions:
         if action.kind == "clamp_output":
             again.record(action.kind, action.tokens_saved, action.items)

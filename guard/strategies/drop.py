@@ -29,15 +29,20 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Conversation:
     chosen = _oldest_first(conv, ctx, groups, skip_overshoot=True)
     if not ctx.done(_without(conv, ctx, chosen)):
         chosen = _oldest_first(conv, ctx, groups, skip_overshoot=False)
-    return drop_messages(conv, ctx, _restore(conv, ctx, groups, chosen))
+    result = drop_messages(conv, ctx, _restore(conv, ctx, groups, chosen))
+    # turns given back may end between the stop mark and the low-water mark: that is still below
+    # the target, so nothing after this step (the last-resort truncation) should cut further
+    ctx.stop_at = max(ctx.stop_at, min(result.total, ctx.target))
+    return result
 
 
 def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: set[int]) -> set[int]:
-    """Give back dropped groups, newest first, that fit in what the drop left below the stop mark
-    (a big old turn may have had to go, while smaller ones dropped before it need not have)."""
+    """Give back dropped groups, newest first, that fit below the low-water mark (a big old turn
+    may have had to go, while smaller ones dropped before it need not have)."""
     if not chosen:
         return chosen
-    slack = ctx.stop_at - _without(conv, ctx, chosen).total
+    limit = max(ctx.stop_at, ctx.target)
+    slack = limit - _without(conv, ctx, chosen).total
     for group in reversed(groups):
         if not chosen.issuperset(group):
             continue
@@ -46,8 +51,8 @@ def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: 
             continue
         trial = chosen - set(group)
         kept = _without(conv, ctx, trial)
-        if ctx.done(kept):
-            chosen, slack = trial, ctx.stop_at - kept.total
+        if kept.total <= limit:
+            chosen, slack = trial, limit - kept.total
     return chosen
 
 
