@@ -27,28 +27,26 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'guard' has no attribute {name!r}")
 
 
-__all__ = sorted(
-    [
-        "Action",
-        "BadRequest",
-        "ContextGuard",
-        "ContextWindowExceeded",
-        "Deployment",
-        "Engine",
-        "Fitted",
-        "GuardConfig",
-        "GuardError",
-        "ModelLimits",
-        "Policy",
-        "PolicyError",
-        "PolicySet",
-        "Report",
-        "Shortfall",
-        "Skipped",
-        "SummaryRequest",
-        "UnknownModel",
-        "completion",
-        "load_config",
-        "load_policy_set",
-    ]
-)
+__all__ = [
+    "Action",
+    "BadRequest",
+    "ContextGuard",
+    "ContextWindowExceeded",
+    "Deployment",
+    "Engine",
+    "Fitted",
+    "GuardConfig",
+    "GuardError",
+    "ModelLimits",
+    "Policy",
+    "PolicyError",
+    "PolicySet",
+    "Report",
+    "Shortfall",
+    "Skipped",
+    "SummaryRequest",
+    "UnknownModel",
+    "completion",
+    "load_config",
+    "load_policy_set",
+]

@@ -23,3 +23,11 @@ def test_core_never_imports_litellm():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_public_api_is_sorted_and_resolves():
+    import guard
+
+    assert guard.__all__ == sorted(guard.__all__)
+    for name in guard.__all__:
+        assert getattr(guard, name) is not None
