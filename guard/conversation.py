@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from guard.dialects import Content, Dialect, content_texts, group_messages
-from guard.policy import Policy
+from guard.policy import STRATEGY_ORDER, Policy
 from guard.report import Action, Skipped
 from guard.tokens import TokenCounter
 
@@ -114,6 +114,9 @@ class Conversation:
                 yield i, slot, content
 
 
+_ORDER = {name: i for i, name in enumerate(STRATEGY_ORDER)}
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A message whose count is estimated: the last exactly counted version, and what each
@@ -157,7 +160,9 @@ class Context:
 
     @property
     def actions(self) -> list[Action]:
-        return [Action(kind, saved, items) for kind, (saved, items) in self._totals.items() if items > 0]
+        """What each strategy did, in strategy order (least destructive first)."""
+        done = [Action(kind, saved, items) for kind, (saved, items) in self._totals.items() if items > 0]
+        return sorted(done, key=lambda a: _ORDER.get(a.kind, len(_ORDER)))
 
 
 @dataclass(frozen=True)
