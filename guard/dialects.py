@@ -202,10 +202,6 @@ def replace_text(content: Content, text: str) -> Content:
     return text
 
 
-def is_marker(text: str) -> bool:
-    return text.startswith(MARKER_PREFIX)
-
-
 def group_messages(dialect: Dialect, messages: Sequence[Message]) -> list[int]:
     """Group id per message: a tool call and its results share one group; others stand alone."""
     groups: list[int] = []

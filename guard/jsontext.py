@@ -59,7 +59,8 @@ def _remember(text: str, value: Any) -> None:
     _memo[text] = value
 
 
-def _dumped(value: Any) -> str:
+def dump(value: Any) -> str:
+    """Compact JSON of a parsed value, remembered so the next parse of it is free."""
     out = compact_json(value)
     _remember(out, value)
     return out
@@ -70,7 +71,7 @@ def compact(text: str) -> str:
     value = parse(text)
     if value is None:
         return text
-    out = _dumped(value)
+    out = dump(value)
     return out if len(out) < len(text) else text
 
 
@@ -101,7 +102,7 @@ def drop_keys(text: str, bulky: Iterable[str], citation: Iterable[str]) -> str:
         return out
 
     result = walk(value)
-    return _dumped(result) if changed else text
+    return dump(result) if changed else text
 
 
 def array_items(value: Any) -> list[Any]:

@@ -127,11 +127,6 @@ def _message_key(msg: Mapping[str, Any]) -> Any:
     return tuple(parts)
 
 
-def structural_hash(value: Any) -> int:
-    """A fast in-process hash of a JSON-like value (64-bit; used only as a cache key)."""
-    return hash(freeze(value))
-
-
 class TokenCounter:
     """Counts chat bodies with one encoding, calibration factor and image formula."""
 
@@ -183,10 +178,6 @@ class TokenCounter:
                 total += len(enc(run[i : i + _RUN])) + 1  # +1: a split never under-counts
             last = m.end()
         return total + len(enc(text[last:]))
-
-    def text(self, text: str) -> int:
-        """Calibrated tokens of a string."""
-        return self._calibrated(self.raw(text), 0)
 
     def _calibrated(self, text_tokens: int, image_tokens: int) -> int:
         if self.factor == 1.0:

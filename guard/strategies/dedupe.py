@@ -81,4 +81,4 @@ def _drop_seen_items(text: str, seen_later: Callable[[Any], bool]) -> str:
         value = keep(value)
     else:
         value = {k: keep(v) if isinstance(v, list) else v for k, v in value.items()}
-    return jsontext._dumped(value) if removed else text
+    return jsontext.dump(value) if removed else text
