@@ -21,6 +21,7 @@ import contextvars
 import functools
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -233,7 +234,9 @@ class ContextGuard(CustomLogger):
             raise litellm.BadRequestError(message=str(e), model=name, llm_provider=_provider(deployment)) from None
         except Exception as e:  # a guard bug: the policy decides between serving and refusing
             telemetry.ERRORS.labels(type(e).__name__).inc()
-            telemetry.log.exception("context-guard failed on model=%s", name)
+            # the exception's message could quote a request: log its type and where it came from
+            where = ", ".join(f"{f.name}:{f.lineno}" for f in traceback.extract_tb(e.__traceback__)[-4:])
+            telemetry.log.error("context-guard failed on model=%s: %s at %s", name, type(e).__name__, where)
             if self._fail_open(name):
                 return data
             raise

@@ -95,3 +95,17 @@ def test_team_metadata_from_the_key_record_applies():
     auth = UserAPIKeyAuth(api_key="k", team_id="t1", team_metadata={STATE_KEY: {"max_output_tokens": 77}})
     out = run(g.async_pre_call_hook(auth, None, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, "acompletion"))
     assert out["max_tokens"] == 77 and out["metadata"][STATE_KEY]["policy_layers"] == ["metadata"]
+
+
+def test_a_guard_failure_is_logged_without_request_text(monkeypatch, caplog):
+    g = guard(on_error="open")
+
+    def broken(body, **_):
+        raise ValueError("bad content: " + body["messages"][-1]["content"])
+
+    monkeypatch.setattr(g.engine, "fit", broken)
+    data = body(2)
+    with caplog.at_level("DEBUG", logger="context_guard"):
+        run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
+    logged = "\n".join(r.getMessage() + str(r.exc_info or "") for r in caplog.records)
+    assert "ValueError" in logged and "question" not in logged
