@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from guard.dialects import Content, Dialect, content_texts, group_messages
 from guard.policy import STRATEGY_ORDER, Policy
@@ -19,6 +19,7 @@ from guard.report import Action, Skipped
 from guard.tokens import TokenCounter
 
 Message = Mapping[str, Any]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -144,7 +145,28 @@ class Context:
     estimate: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     exhausted: set[str] = field(default_factory=set)
+    # origin indices of the messages the last user message is about (computed on first use)
+    relevance: Callable[[], frozenset[int]] | None = None
+    summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
     _totals: dict[str, list[int]] = field(default_factory=dict)
+    _relevant: frozenset[int] | None = None
+
+    def relevant(self) -> frozenset[int]:
+        if self._relevant is None:
+            self._relevant = self.relevance() if self.relevance is not None else frozenset()
+        return self._relevant
+
+    def relevant_last(self, items: Iterable[T], origins: Callable[[T], Iterable[int]]) -> list[T]:
+        """`items` (oldest first) with those the question is about moved to the back, each part
+        still oldest first: what the question asks about is cut last."""
+        items = list(items)
+        if self.relevance is None:
+            return items
+        hot = self.relevant()
+        if not hot:
+            return items
+        marked = [any(o in hot for o in origins(item)) for item in items]
+        return [x for x, m in zip(items, marked) if not m] + [x for x, m in zip(items, marked) if m]
 
     def done(self, conv: Conversation) -> bool:
         return conv.total <= self.stop_at

@@ -7,6 +7,7 @@ summarize, it yields a `SummaryRequest` and expects the summary text (or None) t
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any, Callable, Generator, Mapping
 from guard.budget import Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation
 from guard.dialects import MARKER_PREFIX, Dialect
+from guard import relevance, summary
 from guard.errors import ContextWindowExceeded, Shortfall
 from guard.limits import ModelLimits
 from guard.policy import STRATEGY_ORDER, Policy
@@ -34,6 +36,19 @@ class SummaryRequest:
     messages: tuple[Mapping[str, Any], ...]
     span_tokens: int
     max_tokens: int
+
+
+@dataclass(frozen=True)
+class SummaryAnswer:
+    """What a driver sends back for a SummaryRequest: the summary, or why there is none.
+
+    `source` says where it came from ("cache" or "llm"), `calls` how many LLM calls it took.
+    A plain string (or None) is accepted too."""
+
+    text: str | None
+    reason: str | None = None
+    source: str = "llm"
+    calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,6 +78,8 @@ def plan(
     fixed = counter.fixed(dialect, body)
     before = fixed + sum(counts)
     ctx = Context(counter=counter, policy=policy, stop_at=budget.stop_at(before))
+    if policy.relevance == "bm25":
+        ctx.relevance = functools.partial(_relevant_origins, dialect, tuple(messages))
     conv = _Unchanged(dialect, tuple(messages), tuple(counts), fixed)
 
     if not budget.fits(before):
@@ -104,6 +121,7 @@ def plan(
         actions=ctx.actions,
         skipped=ctx.skipped,
         breakdown=_breakdown(conv, counter, body),
+        summary=ctx.summary,
     )
     if not fitted:
         report.outcome = "rejected"
@@ -159,7 +177,14 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
     the drop on results that stayed may no longer be needed (less lost, more of the room used)."""
     dropped = set(range(len(start.messages))) - set(fitted.origin)
     again = Context(
-        counter=ctx.counter, policy=policy, stop_at=ctx.stop_at, floor=ctx.floor, target=ctx.target, skipped=list(ctx.skipped)
+        counter=ctx.counter,
+        policy=policy,
+        stop_at=ctx.stop_at,
+        floor=ctx.floor,
+        target=ctx.target,
+        skipped=list(ctx.skipped),
+        relevance=ctx.relevance,
+        _relevant=ctx._relevant,
     )
     for action in ctx.actions:
         if action.kind == "clamp_output":
@@ -196,17 +221,12 @@ def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context) -> B
     return budget.with_output(new)
 
 
-def _summarize(conv: Conversation, ctx: Context) -> Generator[SummaryRequest, "str | None", Conversation]:
-    over = conv.total - ctx.stop_at
-    span: list[int] = []
-    tokens = 0
-    for group in droppable_groups(conv):
-        if span and group[0] != span[-1] + 1:
-            break  # a summary replaces one contiguous run of messages
-        span += group
-        tokens += sum(conv.counts[i] for i in group)
-        if tokens >= over + ctx.policy.summary_max_tokens:
-            break
+def _summarize(conv: Conversation, ctx: Context) -> Generator[SummaryRequest, "str | SummaryAnswer | None", Conversation]:
+    """Replace one contiguous span of older turn groups with a marked summary. The span is the
+    oldest run of groups the last user message is not about that saves enough; if there is none,
+    simply the oldest groups. Within one band (see Budget.stop_at) the span is the same turn after
+    turn, so its cached summary keeps the prefix byte-identical."""
+    span, tokens = _span(conv, ctx, conv.total - ctx.stop_at + ctx.policy.summary_max_tokens)
     if not span:
         ctx.skipped.append(Skipped("summarize", "nothing_to_summarize"))
         return conv
@@ -216,17 +236,70 @@ def _summarize(conv: Conversation, ctx: Context) -> Generator[SummaryRequest, "s
         span_tokens=tokens,
         max_tokens=ctx.policy.summary_max_tokens,
     )
-    summary = yield request
-    if not isinstance(summary, str) or not summary.strip():
-        ctx.skipped.append(Skipped("summarize", "no_summary"))
+    answer = yield request
+    if not isinstance(answer, SummaryAnswer):
+        answer = SummaryAnswer(answer if isinstance(answer, str) else None, None if isinstance(answer, str) else "no_summary")
+    ctx.summary = {"source": answer.source, "calls": answer.calls, "span_messages": len(span), "span_tokens": tokens}
+    if not isinstance(answer.text, str) or not answer.text.strip():
+        ctx.skipped.append(Skipped("summarize", answer.reason or "summary_empty"))
         return conv
-    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=tokens) + summary.strip())
+    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=tokens) + answer.text.strip())
     count = ctx.counter.message(conv.dialect, msg)
     if count >= tokens:
         ctx.skipped.append(Skipped("summarize", "summary_not_shorter"))
         return conv
+    ctx.summary["summary_tokens"] = count
     ctx.record("summarize", tokens - count, len(span))
     return conv.replacing(set(span), {span[0]: (msg, count)})
+
+
+def _span(conv: Conversation, ctx: Context, needed: int) -> tuple[list[int], int]:
+    """The messages to summarize: contiguous whole groups worth at least `needed` tokens (or all
+    there are), preferring the oldest run that holds nothing the last user message is about."""
+    groups = droppable_groups(conv)
+    runs: list[list[list[int]]] = []
+    for group in groups:  # contiguous runs of droppable groups
+        if runs and runs[-1][-1][-1] + 1 == group[0]:
+            runs[-1].append(group)
+        else:
+            runs.append([group])
+    hot = ctx.relevant() if ctx.relevance is not None else frozenset()
+    if hot:
+        for run in runs:  # split each run at the groups the question is about
+            cool: list[list[int]] = []
+            for group in run + [[]]:
+                if group and not any(conv.origin[i] in hot for i in group):
+                    cool.append(group)
+                    continue
+                picked = _take(conv, cool, needed)
+                if picked[1] >= needed:
+                    return picked
+                cool = []
+    return _take(conv, runs[0] if runs else [], needed)
+
+
+def _take(conv: Conversation, run: list[list[int]], needed: int) -> tuple[list[int], int]:
+    span: list[int] = []
+    tokens = 0
+    for group in run:
+        span += group
+        tokens += sum(conv.counts[i] for i in group)
+        if tokens >= needed:
+            break
+    return span, tokens
+
+
+def _relevant_origins(dialect: Dialect, messages: tuple[Mapping[str, Any], ...]) -> frozenset[int]:
+    """Indices of the messages (not system, not the last user turn) the last user message is about."""
+    users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
+    if not users:
+        return frozenset()
+    lines = summary.transcript(dialect, messages)
+    last = users[-1]
+    candidates = [i for i, m in enumerate(messages) if i != last and not dialect.is_system(m)]
+    query = lines[last].split("] ", 1)[-1]  # without the "[user]" label every user line would share
+    scores = relevance.scores(query, [lines[i] for i in candidates])
+    return frozenset(candidates[j] for j in relevance.relevant(scores))
 
 
 def _breakdown(conv: Conversation | _Unchanged, counter: TokenCounter, body: Mapping[str, Any]) -> dict[str, int]:

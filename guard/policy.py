@@ -83,6 +83,9 @@ class Policy(BaseModel):
     keep_first_user_turn: bool = Field(True, description="keep the first user message (the task) verbatim")
     truncated_tool_result_tokens: int = Field(200, ge=16, description="what a truncated result keeps")
     summary_max_tokens: int = Field(1024, ge=64, description="output budget of one summary")
+    relevance: Literal["bm25", "off"] = Field(
+        "bm25", description="cut what the last user message is about last (bm25), or strictly oldest first"
+    )
     metadata_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_METADATA_KEYS))
     citation_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_CITATION_KEYS))
     on_error: Literal["open", "closed"] = Field(

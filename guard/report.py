@@ -52,6 +52,7 @@ class Report:
     breakdown: dict[str, int] = field(default_factory=dict)
     reason: str | None = None
     fitted_messages_sha256: str | None = None
+    summary: dict[str, Any] | None = None  # source (cache/llm), calls, span and summary sizes
 
     @property
     def tokens_saved(self) -> int:

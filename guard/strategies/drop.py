@@ -20,12 +20,13 @@ def droppable_groups(conv: Conversation) -> list[list[int]]:
 
 
 def drop_oldest_turns(conv: Conversation, ctx: Context) -> Conversation:
-    """Drop the oldest droppable groups until at the stop mark, passing over a group that would
+    """Drop the oldest droppable groups (those the last user message is about last) until at the
+    stop mark, passing over a group that would
     cut far below it when later ones can do; each run of dropped messages is replaced by one
     marker message that says how many messages and tokens went."""
     if ctx.done(conv):
         return conv
-    groups = droppable_groups(conv)
+    groups = ctx.relevant_last(droppable_groups(conv), lambda g: (conv.origin[i] for i in g))
     chosen = _oldest_first(conv, ctx, groups, skip_overshoot=True)
     if not ctx.done(_without(conv, ctx, chosen)):
         chosen = _oldest_first(conv, ctx, groups, skip_overshoot=False)

@@ -32,9 +32,10 @@ def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable) -> C
 
 
 def truncate_tool_results(conv: Conversation, ctx: Context) -> Conversation:
-    """Shrink older tool results, oldest first, each down to what is still needed (at least the
+    """Shrink older tool results, oldest first (those the last user message is about last), each down to what is still needed (at least the
     policy's `truncated_tool_result_tokens`); the newest turns stay intact."""
-    return _truncate(conv, ctx, "truncate_tool_results", conv.tool_slots(recent=False))
+    slots = ctx.relevant_last(conv.tool_slots(recent=False), lambda s: (conv.origin[s[0]],))
+    return _truncate(conv, ctx, "truncate_tool_results", slots)
 
 
 def truncate_recent_tool_results(conv: Conversation, ctx: Context) -> Conversation:

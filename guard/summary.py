@@ -1,0 +1,160 @@
+"""Compaction without I/O: what a summary call is asked, how a span is cut into calls that fit
+the summarizer's window, and whether an answer is usable.
+
+The shell (`guard.summarizer`) makes the calls; everything it decides is decided here, so it can
+be tested without a model:
+
+- `transcript(dialect, messages)` flattens a span to plain text lines, one per message (tool calls
+  and results become text too: a small summarizer model's chat template may drop tool turns, and a
+  flat transcript can never break a provider's tool pairing rules);
+- `chunks(lines, counts, room)` packs lines into calls that each fit the summarizer's room
+  (map-reduce when the span is larger than one call), shortening a line that alone is too big;
+- `span_key(...)` is the cache key: tenant + summarizer model + prompt version + the span's hash,
+  so a summary never crosses tenants and a changed prompt never reuses an old answer;
+- `check(answer, count, max_tokens)` says why an answer cannot be used (empty, oversized).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+from guard import jsontext
+from guard.dialects import Dialect, content_texts
+
+PROMPT_VERSION = "2"
+
+SYSTEM_PROMPT = (
+    "You compact the earlier part of a conversation between a user, an AI agent and its tools, so "
+    "that the agent can carry on without it. Write a dense plain-text summary. Keep, verbatim where "
+    "possible: the user's task and constraints; decisions taken and why; file paths, URLs, "
+    "identifiers, names, numbers and commands; error messages; what was tried and what came of it; "
+    "open items and next steps. Leave out greetings, repetition and raw data that was already used. "
+    "Do not invent anything and do not address anyone. At most {words} words."
+)
+MERGE_PROMPT = (
+    "You merge partial summaries of consecutive parts of one conversation into a single summary, in "
+    "order. Keep every task, decision, path, identifier, number, error and open item they mention. "
+    "Do not invent anything. At most {words} words."
+)
+TRANSCRIPT_HEADER = "Conversation to summarize:\n"
+PARTS_HEADER = "Partial summaries, oldest first:\n"
+
+
+def words_for(max_tokens: int) -> int:
+    """A word limit the model can follow that stays inside its token budget (~1.3 tokens/word)."""
+    return max(16, int(max_tokens * 0.6))
+
+
+def system_prompt(max_tokens: int, *, merge: bool = False) -> str:
+    return (MERGE_PROMPT if merge else SYSTEM_PROMPT).format(words=words_for(max_tokens))
+
+
+# -- transcript -------------------------------------------------------------------------------
+
+
+def transcript(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One plain-text line (possibly multi-line) per message, in order."""
+    return [_line(dialect, m) for m in messages]
+
+
+def _line(dialect: Dialect, msg: Mapping[str, Any]) -> str:
+    role = str(msg.get("role"))
+    parts: list[str] = []
+    content = msg.get("content")
+    if dialect.name == "openai":
+        if role in ("tool", "function"):
+            who = msg.get("name") or msg.get("tool_call_id") or "tool"
+            return f"[tool result {who}] " + _text(content)
+        if content is not None:
+            parts.append(_text(content))
+        for call in msg.get("tool_calls") or []:
+            if isinstance(call, Mapping):
+                fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+                parts.append(f"(calls tool {fn.get('name')} with {fn.get('arguments')})")
+        return f"[{role}] " + "\n".join(p for p in parts if p)
+    if not isinstance(content, list):
+        return f"[{role}] " + _text(content)
+    for block in content:
+        if not isinstance(block, Mapping):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "tool_use":
+            args = json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":"), default=str)
+            parts.append(f"(calls tool {block.get('name')} with {args})")
+        elif kind == "tool_result":
+            parts.append(f"[tool result {block.get('tool_use_id')}] " + _text(block.get("content")))
+        elif kind in ("image", "document"):
+            parts.append(f"[{kind}]")
+    return f"[{role}] " + "\n".join(p for p in parts if p)
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    texts = content_texts(content)
+    if isinstance(content, list):
+        others = sum(1 for p in content if not (isinstance(p, Mapping) and p.get("type") == "text"))
+        texts += ["[image]"] * others
+    return "\n".join(texts)
+
+
+# -- map-reduce planning ----------------------------------------------------------------------
+
+
+def chunks(lines: Sequence[str], counts: Sequence[int], room: int, raw: Callable[[str], int]) -> list[list[str]]:
+    """Pack consecutive lines into calls of at most `room` tokens each (counts are per line,
+    separators included). A line that alone exceeds the room is shortened, head and tail kept."""
+    if room < 1:
+        raise ValueError("the summarizer's window leaves no room for the span")
+    out: list[list[str]] = []
+    current: list[str] = []
+    used = 0
+    for line, n in zip(lines, counts):
+        if n > room:
+            line = jsontext.head_tail(line, max(1, room - 8), raw)
+            n = room
+        if current and used + n > room:
+            out.append(current)
+            current, used = [], 0
+        current.append(line)
+        used += n
+    if current:
+        out.append(current)
+    return out
+
+
+def render(lines: Sequence[str], *, merge: bool = False) -> str:
+    return (PARTS_HEADER if merge else TRANSCRIPT_HEADER) + "\n\n".join(lines)
+
+
+# -- cache keys and answers -------------------------------------------------------------------
+
+
+def span_key(tenant: str, model: str, max_tokens: int, text: str) -> str:
+    """The cache key of one summary: everything that changes the answer, hashed."""
+    digest = hashlib.sha256()
+    for part in (PROMPT_VERSION, tenant, model, str(max_tokens), text):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x00")
+    return "context-guard:summary:" + digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reason: str | None = None
+
+
+def check(answer: Any, count: int, max_tokens: int) -> Verdict:
+    """Whether a summarizer's answer may go into the request. An oversized answer (a provider
+    that ignored max_tokens) is refused: the summary's cost was budgeted at max_tokens."""
+    if not isinstance(answer, str) or not answer.strip():
+        return Verdict(False, "summary_empty")
+    if count > max_tokens:
+        return Verdict(False, "summary_oversized")
+    return Verdict(True)
