@@ -8,15 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from guard.config import Deployment, GuardConfig, load_config
+from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config
 from guard.engine import Engine
 from guard.errors import BadRequest, ContextWindowExceeded, GuardError, PolicyError, Shortfall, UnknownModel
 from guard.limits import ModelLimits
-from guard.planner import Fitted, SummaryRequest
+from guard.planner import Fitted, SummaryAnswer, SummaryRequest
 from guard.policy import Policy, PolicySet, load_policy_set
 from guard.report import Action, Report, Skipped
 
-_SHELL = {"ContextGuard": "guard.callback", "completion": "guard.callback"}
+_SHELL = {
+    "ContextGuard": "guard.callback",
+    "SummaryCache": "guard.cache",
+    "Summarizer": "guard.summarizer",
+    "completion": "guard.callback",
+}
 
 
 def __getattr__(name: str) -> Any:
@@ -30,6 +35,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Action",
     "BadRequest",
+    "CacheSettings",
     "ContextGuard",
     "ContextWindowExceeded",
     "Deployment",
@@ -44,6 +50,10 @@ __all__ = [
     "Report",
     "Shortfall",
     "Skipped",
+    "Summarizer",
+    "SummarizerSettings",
+    "SummaryAnswer",
+    "SummaryCache",
     "SummaryRequest",
     "UnknownModel",
     "completion",

@@ -17,7 +17,7 @@ first pass is kept (later passes only add what they changed). Rejections are rai
 from __future__ import annotations
 
 import asyncio
-import contextvars
+import hashlib
 import functools
 import sys
 import time
@@ -29,19 +29,20 @@ import litellm
 from litellm.integrations.custom_logger import CustomLogger
 
 from guard import telemetry
-from guard.config import Deployment, GuardConfig, load_config, parse_model_list
+from guard.cache import SummaryCache
+from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config, parse_model_list
 from guard.dialects import ANTHROPIC, OPENAI, Dialect
 from guard.engine import Engine
 from guard.errors import ContextWindowExceeded, GuardError
+from guard.planner import CachedSummaries, Fitted, Plan
 from guard.policy import Policy, PolicySet, load_policy_set
+from guard.summarizer import Call, Summarizer, internal_call
 
 STATE_KEY = "context_guard"  # our report, in request metadata
 CLIENT_POLICY_KEY = "context_guard_policy"  # a client's hints: may only tighten
 _THREAD_THRESHOLD = 64  # messages; bigger bodies are fitted off the event loop
 _CHAT_CALLS = {"completion", "acompletion"}
 _ANTHROPIC_CALLS = {"anthropic_messages"}
-# set around the guard's own LLM calls (summaries) so the deployment hook lets them through
-_internal_call: contextvars.ContextVar[bool] = contextvars.ContextVar("context_guard_internal", default=False)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,15 @@ class Identity:
     team: tuple[str | None, ...] = ()
     key: tuple[str | None, ...] = ()
     trusted: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    tenant: str = "anonymous"  # whose summaries a request may reuse: the team, else the key
+
+
+def _tenant(team_id: Any, key_hash: Any) -> str:
+    if isinstance(team_id, str) and team_id:
+        return "team:" + team_id
+    if isinstance(key_hash, str) and key_hash:
+        return "key:" + hashlib.sha256(key_hash.encode()).hexdigest()[:32]
+    return "anonymous"
 
 
 def _call_name(call_type: Any) -> str:
@@ -82,6 +92,7 @@ def identity_from_auth(auth: Any) -> Identity:
         team=(getattr(auth, "team_id", None), getattr(auth, "team_alias", None)),
         key=(getattr(auth, "key_alias", None), getattr(auth, "key_name", None)),
         trusted=_guard_overrides(getattr(auth, "team_metadata", None), getattr(auth, "metadata", None)),
+        tenant=_tenant(getattr(auth, "team_id", None), getattr(auth, "api_key", None) or getattr(auth, "token", None)),
     )
 
 
@@ -92,6 +103,7 @@ def identity_from_metadata(md: Mapping[str, Any]) -> Identity:
         team=(md.get("user_api_key_team_id"), md.get("user_api_key_team_alias")),
         key=(md.get("user_api_key_alias"),),
         trusted=_guard_overrides(md.get("user_api_key_team_metadata"), md.get("user_api_key_metadata")),
+        tenant=_tenant(md.get("user_api_key_team_id"), md.get("user_api_key_hash")),
     )
 
 
@@ -109,28 +121,57 @@ class ContextGuard(CustomLogger):
         *,
         config: str | None = None,
         engine: Engine | None = None,
+        summarizer: SummarizerSettings | Mapping[str, Any] | None = None,
+        cache: SummaryCache | CacheSettings | Mapping[str, Any] | None = None,
+        summarize_call: Call | None = None,
     ) -> None:
         super().__init__()
         self._config_path = config
         self._engine = engine
         self._policies = policies if isinstance(policies, PolicySet) or policies is None else load_policy_set(policies)
+        self._summarizer_settings = (
+            SummarizerSettings.model_validate(summarizer) if isinstance(summarizer, Mapping) else summarizer
+        )
+        self._cache = cache if isinstance(cache, SummaryCache) else None
+        self._cache_settings = CacheSettings.model_validate(cache) if isinstance(cache, Mapping) else (
+            cache if isinstance(cache, CacheSettings) else None
+        )
+        self._summarize_call = summarize_call
+        self._summarizer: Summarizer | None = None
         if engine is None and (config is not None or policies is not None):
-            self._engine = self._build_engine()
+            self._build()
+        elif engine is not None:
+            self._build_summarizer(None)
 
     # -- set-up -----------------------------------------------------------------------------
-    def _build_engine(self) -> Engine:
+    def _build(self) -> None:
         if self._config_path is not None:
             cfg = load_config(self._config_path)
         else:
             cfg = GuardConfig(self._policies or PolicySet(), {})
-        return Engine(cfg.policies, deployments=cfg.deployments, model_map=litellm.model_cost)
+        self._engine = Engine(cfg.policies, deployments=cfg.deployments, model_map=litellm.model_cost)
+        self._build_summarizer(cfg)
+
+    def _build_summarizer(self, cfg: GuardConfig | None) -> None:
+        settings = self._summarizer_settings or (cfg.summarizer if cfg else None)
+        cache_settings = self._cache_settings or (cfg.cache if cfg else None)
+        if self._cache is None:
+            self._cache = SummaryCache(cache_settings)
+        if settings is not None and self._engine is not None:
+            self._summarizer = Summarizer(settings, self._engine, self._cache, call=self._summarize_call)
 
     @property
     def engine(self) -> Engine:
         if self._engine is None:
             self._config_path = self._config_path or _proxy_config_path()
-            self._engine = self._build_engine()
+            self._build()
+        assert self._engine is not None
         return self._engine
+
+    @property
+    def summarizer(self) -> Summarizer | None:
+        self.engine  # noqa: B018 - built with the engine
+        return self._summarizer
 
     # -- LiteLLM hooks (defined on this class itself: the proxy skips inherited ones) ---------
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> Any:
@@ -150,7 +191,7 @@ class ContextGuard(CustomLogger):
 
     async def async_pre_call_deployment_hook(self, kwargs: dict, call_type: Any) -> Any:
         dialect = _dialect(call_type)
-        if dialect is None or "messages" not in kwargs or _internal_call.get(False):
+        if dialect is None or "messages" not in kwargs or internal_call.get(False):
             return kwargs
         md = kwargs.get(_md_key(kwargs, dialect)) or {}
         model = kwargs.get("model")
@@ -214,10 +255,15 @@ class ContextGuard(CustomLogger):
                 trusted=identity.trusted,
                 client=client if isinstance(client, Mapping) else None,
             )
-            fit = functools.partial(engine.fit, data, model=name, dialect=dialect, policy=policy, deployment=deployment)
+            summarizer = self.summarizer if policy.allows("summarize") else None
             messages = data.get("messages")
             big = isinstance(messages, list) and len(messages) >= _THREAD_THRESHOLD
-            fitted = await asyncio.to_thread(fit) if big else fit()
+            make = functools.partial(
+                engine.plan, data, model=name, dialect=dialect, policy=policy, deployment=deployment,
+                can_summarize=summarizer is not None,
+            )
+            plan = await asyncio.to_thread(make) if big else make()
+            fitted = await _drive(plan, summarizer, identity.tenant, threaded=big)
         except ContextWindowExceeded as e:
             report = _merge(md.get(STATE_KEY), e.report.to_dict(), layers)
             _store(data, md_key, md, report)
@@ -274,6 +320,31 @@ class ContextGuard(CustomLogger):
 
 
 # -- helpers -------------------------------------------------------------------------------------
+
+
+async def _drive(plan: Plan, summarizer: Summarizer | None, tenant: str, *, threaded: bool) -> Fitted:
+    """Run the planner generator; its summary requests are answered by the summarizer (awaited on
+    the event loop), its CPU work runs in a worker thread for big bodies."""
+    answer: Any = None
+    while True:
+        done, value = await asyncio.to_thread(_step, plan, answer) if threaded else _step(plan, answer)
+        if done:
+            return value
+        if summarizer is None:
+            answer = None
+        elif isinstance(value, CachedSummaries):
+            answer = tuple([await summarizer.cached(r, tenant) for r in value.requests])
+        else:
+            answer = await summarizer.summarize(value, tenant)
+
+
+def _step(plan: Plan, answer: Any) -> tuple[bool, Any]:
+    # a StopIteration cannot cross a thread's future: turn it into a value here
+    try:
+        return False, plan.send(answer)
+    except StopIteration as stop:
+        return True, stop.value
+
 
 
 def _run_sync(coro: Any) -> Any:

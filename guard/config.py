@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from guard.errors import PolicyError
 from guard.policy import PolicySet, load_policy_set
@@ -21,10 +23,42 @@ class Deployment:
     model_info: Mapping[str, Any]
 
 
+class SummarizerSettings(BaseModel):
+    """`context_guard.summarizer`: the model that writes compaction summaries. Without this
+    section the summarize strategy is skipped (reported as `no_summarizer`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(description="a model_list name (proxy) or any LiteLLM model string")
+    litellm_params: dict[str, Any] = Field(
+        default_factory=dict, description="extra arguments of the call (api_base, api_key, ...)"
+    )
+    timeout_seconds: float = Field(30.0, gt=0, description="for the whole summary, map-reduce included")
+    failure_threshold: int = Field(3, ge=1, description="consecutive failures that open the circuit")
+    cooldown_seconds: float = Field(30.0, ge=0, description="how long an open circuit skips the summarizer")
+
+
+class CacheSettings(BaseModel):
+    """`context_guard.cache`: where summaries are kept so a conversation compacts once per crossing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttl_seconds: int = Field(86_400, ge=1)
+    memory_entries: int = Field(1024, ge=0, description="bounded in-process LRU in front of Redis")
+    redis_url: str | None = Field(
+        None, description="shared store in SDK mode; the proxy uses its coordination Redis when it has one"
+    )
+    redis_timeout_seconds: float = Field(0.25, gt=0)
+    failure_threshold: int = Field(3, ge=1, description="Redis errors in a row that pause it")
+    cooldown_seconds: float = Field(10.0, ge=0)
+
+
 @dataclass(frozen=True)
 class GuardConfig:
     policies: PolicySet
     deployments: Mapping[str, Deployment]
+    summarizer: SummarizerSettings | None = None
+    cache: CacheSettings = field(default_factory=CacheSettings)
 
 
 def parse_model_list(model_list: Any) -> dict[str, Deployment]:
@@ -62,7 +96,24 @@ def parse_config(data: Mapping[str, Any]) -> GuardConfig:
     section = data.get("context_guard")
     if section is not None and not isinstance(section, Mapping):
         raise PolicyError("context_guard must be a mapping")
-    return GuardConfig(load_policy_set(section), parse_model_list(data.get("model_list")))
+    section = dict(section or {})
+    summarizer = section.pop("summarizer", None)
+    cache = section.pop("cache", None)
+    try:
+        settings = SummarizerSettings.model_validate(_env(summarizer)) if summarizer is not None else None
+        cache_settings = CacheSettings.model_validate(_env(cache or {}))
+    except ValidationError as e:
+        raise PolicyError(f"invalid context_guard summarizer/cache settings:\n{e}") from None
+    return GuardConfig(load_policy_set(section), parse_model_list(data.get("model_list")), settings, cache_settings)
+
+
+def _env(value: Any) -> Any:
+    """`os.environ/NAME` strings replaced by the variable's value (LiteLLM's config convention)."""
+    if isinstance(value, str) and value.startswith("os.environ/"):
+        return os.environ.get(value.split("/", 1)[1])
+    if isinstance(value, Mapping):
+        return {k: _env(v) for k, v in value.items()}
+    return value
 
 
 def load_config(path: str | Path) -> GuardConfig:

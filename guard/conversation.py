@@ -141,6 +141,7 @@ class Context:
     policy: Policy
     stop_at: int
     floor: int = 0  # cutting below this wastes the window (see Budget.floor)
+    room: int = 0  # the most input tokens the request may carry (see Budget.room)
     target: int = 0  # the low-water mark (see Budget.target)
     estimate: bool = False
     skipped: list[Skipped] = field(default_factory=list)
@@ -148,6 +149,11 @@ class Context:
     # origin indices of the messages the last user message is about (computed on first use)
     relevance: Callable[[], frozenset[int]] | None = None
     summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
+    summary_message: Message | None = None  # the summary in the conversation, and its span
+    summary_span: list[int] | None = None
+    summary_items: int = 0
+    originals: tuple[Message, ...] = ()  # the request's messages and their counts, as sent
+    original_counts: tuple[int, ...] = ()
     _totals: dict[str, list[int]] = field(default_factory=dict)
     _relevant: frozenset[int] | None = None
 

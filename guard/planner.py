@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Generator, Mapping
 
@@ -39,6 +40,14 @@ class SummaryRequest:
 
 
 @dataclass(frozen=True)
+class CachedSummaries:
+    """Which of these spans already have a summary (cache lookups only, no LLM call)? The driver
+    answers with a tuple: the cached text or None, per request."""
+
+    requests: tuple[SummaryRequest, ...]
+
+
+@dataclass(frozen=True)
 class SummaryAnswer:
     """What a driver sends back for a SummaryRequest: the summary, or why there is none.
 
@@ -57,7 +66,7 @@ class Fitted:
     report: Report
 
 
-Plan = Generator[SummaryRequest, "str | None", Fitted]
+Plan = Generator["SummaryRequest | CachedSummaries", Any, Fitted]
 
 
 def plan(
@@ -78,6 +87,7 @@ def plan(
     fixed = counter.fixed(dialect, body)
     before = fixed + sum(counts)
     ctx = Context(counter=counter, policy=policy, stop_at=budget.stop_at(before))
+    ctx.originals, ctx.original_counts = tuple(messages), tuple(counts)
     if policy.relevance == "bm25":
         ctx.relevance = functools.partial(_relevant_origins, dialect, tuple(messages))
     conv = _Unchanged(dialect, tuple(messages), tuple(counts), fixed)
@@ -85,9 +95,10 @@ def plan(
     if not budget.fits(before):
         conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
         budget = _clamp_output(budget, before, policy, ctx)
-        ctx.stop_at, ctx.floor, ctx.target = budget.stop_at(before), budget.floor, budget.target
+        ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
         start = conv
-        conv = yield from _rounds(conv, ctx, policy, can_summarize)
+        spans = _spans(conv, ctx) if can_summarize and policy.allows("summarize") else []
+        conv = yield from _rounds(conv, ctx, policy, can_summarize, spans)
         kinds = {a.kind for a in ctx.actions}
         if "drop_oldest_turns" in kinds and "summarize" not in kinds:
             conv, ctx = _without_wasted_cuts(start, conv, ctx, policy)
@@ -150,7 +161,9 @@ class _Unchanged:
         return self.fixed + sum(self.counts)
 
 
-def _rounds(conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool) -> Generator[SummaryRequest, "str | None", Conversation]:
+def _rounds(
+    conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool, spans: list[list[int]] | None = None
+) -> Generator[Any, Any, Conversation]:
     """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by
     estimate; settling makes every count exact, and if the estimates were optimistic, round 2
     carries on from there with exact counts only."""
@@ -159,11 +172,17 @@ def _rounds(conv: Conversation, ctx: Context, policy: Policy, can_summarize: boo
         for name in STRATEGY_ORDER:
             if ctx.done(conv):
                 break
+            if name == "truncate_tool_results" and spans and estimate:
+                conv = yield from _reuse(conv, ctx, spans)  # a conversation once compacted stays so
+                if ctx.done(conv):
+                    break
             if name == "clamp_output" or not policy.allows(name) or name in ctx.exhausted:
                 continue
             if name == "summarize":
                 if can_summarize and estimate:
-                    conv = yield from _summarize(conv, ctx)
+                    conv = yield from _summarize(conv, ctx, spans or [])
+                elif estimate:
+                    ctx.skipped.append(Skipped("summarize", "no_summarizer"))
                 continue
             conv = STRATEGIES[name](conv, ctx)
         conv = conv.settled(ctx)
@@ -182,6 +201,7 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
         stop_at=ctx.stop_at,
         floor=ctx.floor,
         target=ctx.target,
+        room=ctx.room,
         skipped=list(ctx.skipped),
         relevance=ctx.relevance,
         _relevant=ctx._relevant,
@@ -197,7 +217,7 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
     return fitted, ctx
 
 
-def _drained(gen: Generator[SummaryRequest, "str | None", Conversation]) -> Conversation:
+def _drained(gen: Generator[Any, Any, Conversation]) -> Conversation:
     try:
         while True:
             next(gen)
@@ -221,72 +241,126 @@ def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context) -> B
     return budget.with_output(new)
 
 
-def _summarize(conv: Conversation, ctx: Context) -> Generator[SummaryRequest, "str | SummaryAnswer | None", Conversation]:
-    """Replace one contiguous span of older turn groups with a marked summary. The span is the
-    oldest run of groups the last user message is not about that saves enough; if there is none,
-    simply the oldest groups. Within one band (see Budget.stop_at) the span is the same turn after
-    turn, so its cached summary keeps the prefix byte-identical."""
-    span, tokens = _span(conv, ctx, conv.total - ctx.stop_at + ctx.policy.summary_max_tokens)
-    if not span:
-        ctx.skipped.append(Skipped("summarize", "nothing_to_summarize"))
-        return conv
-    request = SummaryRequest(
-        dialect=conv.dialect.name,
-        messages=tuple(conv.messages[i] for i in span),
-        span_tokens=tokens,
-        max_tokens=ctx.policy.summary_max_tokens,
-    )
-    answer = yield request
-    if not isinstance(answer, SummaryAnswer):
-        answer = SummaryAnswer(answer if isinstance(answer, str) else None, None if isinstance(answer, str) else "no_summary")
-    ctx.summary = {"source": answer.source, "calls": answer.calls, "span_messages": len(span), "span_tokens": tokens}
-    if not isinstance(answer.text, str) or not answer.text.strip():
-        ctx.skipped.append(Skipped("summarize", answer.reason or "summary_empty"))
-        return conv
-    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=tokens) + answer.text.strip())
-    count = ctx.counter.message(conv.dialect, msg)
-    if count >= tokens:
-        ctx.skipped.append(Skipped("summarize", "summary_not_shorter"))
-        return conv
-    ctx.summary["summary_tokens"] = count
-    ctx.record("summarize", tokens - count, len(span))
-    return conv.replacing(set(span), {span[0]: (msg, count)})
+def _spans(start: Conversation, ctx: Context) -> list[list[int]]:
+    """The spans a summary may cover, as indices of the request's own messages, smallest first.
 
-
-def _span(conv: Conversation, ctx: Context, needed: int) -> tuple[list[int], int]:
-    """The messages to summarize: contiguous whole groups worth at least `needed` tokens (or all
-    there are), preferring the oldest run that holds nothing the last user message is about."""
-    groups = droppable_groups(conv)
-    runs: list[list[list[int]]] = []
-    for group in groups:  # contiguous runs of droppable groups
-        if runs and runs[-1][-1][-1] + 1 == group[0]:
-            runs[-1].append(group)
-        else:
-            runs.append([group])
-    hot = ctx.relevant() if ctx.relevance is not None else frozenset()
-    if hot:
-        for run in runs:  # split each run at the groups the question is about
-            cool: list[list[int]] = []
-            for group in run + [[]]:
-                if group and not any(conv.origin[i] in hot for i in group):
-                    cool.append(group)
-                    continue
-                picked = _take(conv, cool, needed)
-                if picked[1] >= needed:
-                    return picked
-                cool = []
-    return _take(conv, runs[0] if runs else [], needed)
-
-
-def _take(conv: Conversation, run: list[list[int]], needed: int) -> tuple[list[int], int]:
+    Every span starts at the oldest droppable turn group and runs over contiguous whole groups; a
+    span ends where the original tokens first reach a whole number of *quanta* (`room * (1 -
+    summary_low_water_ratio)` tokens each). The candidates depend only on the older messages as
+    the client sent them, so a conversation that grows keeps the same spans, the same cache keys
+    and, once compacted, the same summary and a byte-identical prefix."""
+    groups = droppable_groups(start)
+    run: list[list[int]] = []
+    for group in groups:
+        if run and run[-1][-1] + 1 != group[0]:
+            break
+        run.append(group)
+    quantum = max(1, ctx.room - math.floor(ctx.room * ctx.policy.summary_low_water_ratio))
+    spans: list[list[int]] = []
     span: list[int] = []
     tokens = 0
     for group in run:
         span += group
-        tokens += sum(conv.counts[i] for i in group)
-        if tokens >= needed:
+        tokens += sum(start.counts[i] for i in group)
+        if tokens >= (len(spans) + 1) * quantum:
+            spans.append(list(span))
+            while tokens >= (len(spans) + 1) * quantum:  # a big group may cross several quanta
+                spans.append(spans[-1])
+    return list({tuple(s): s for s in spans}.values())
+
+
+def _request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRequest:
+    return SummaryRequest(
+        dialect=conv.dialect.name,
+        messages=tuple(ctx.originals[i] for i in span),
+        span_tokens=sum(ctx.original_counts[i] for i in span),
+        max_tokens=ctx.policy.summary_max_tokens,
+    )
+
+
+def _reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
+    """Before any lossy cut: if a summary of one of the spans is cached, put the largest in."""
+    if ctx.done(conv):
+        return conv
+    requests = tuple(_request(conv, ctx, span) for span in spans)
+    answers = yield CachedSummaries(requests)
+    if not isinstance(answers, (tuple, list)):
+        return conv
+    for k in reversed(range(min(len(spans), len(answers)))):
+        text = answers[k]
+        if isinstance(text, str) and text.strip():
+            new = _apply(conv, ctx, spans[k], requests[k], SummaryAnswer(text, source="cache"))
+            if new is not None:
+                return new
+    return conv
+
+
+def _summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
+    """Summarize the smallest span (larger than the one already in, if any) that brings the input
+    below the summary low-water mark, or the largest there is."""
+    if not spans:
+        ctx.skipped.append(Skipped("summarize", "nothing_to_summarize"))
+        return conv
+    target = math.floor(ctx.room * ctx.policy.summary_low_water_ratio)
+    covered = len(ctx.summary_span or [])
+    options = [k for k, span in enumerate(spans) if len(span) > covered]
+    if not options:
+        ctx.skipped.append(Skipped("summarize", "nothing_more_to_summarize"))
+        return conv
+    chosen = options[-1]
+    for k in options:
+        if _after(conv, ctx, spans[k]) + ctx.policy.summary_max_tokens <= target:
+            chosen = k
             break
-    return span, tokens
+    request = _request(conv, ctx, spans[chosen])
+    answer = yield request
+    if not isinstance(answer, SummaryAnswer):
+        answer = SummaryAnswer(answer if isinstance(answer, str) else None, None if isinstance(answer, str) else "no_summary")
+    if not isinstance(answer.text, str) or not answer.text.strip():
+        ctx.summary = {"source": "none", "calls": answer.calls, "span_messages": len(request.messages), "span_tokens": request.span_tokens}
+        ctx.skipped.append(Skipped("summarize", answer.reason or "summary_empty"))
+        return conv
+    new = _apply(conv, ctx, spans[chosen], request, answer)
+    if new is None:
+        ctx.skipped.append(Skipped("summarize", "summary_not_shorter"))
+        return conv
+    return new
+
+
+def _covered(conv: Conversation, ctx: Context, span: list[int]) -> set[int]:
+    """Current indices of the span's messages, and of the summary already standing for part of it."""
+    inside = set(span)
+    out = {i for i, o in enumerate(conv.origin) if o in inside}
+    if ctx.summary_message is not None:
+        out |= {i for i, m in enumerate(conv.messages) if m is ctx.summary_message}
+    return out
+
+
+def _after(conv: Conversation, ctx: Context, span: list[int]) -> int:
+    return conv.total - sum(conv.counts[i] for i in _covered(conv, ctx, span))
+
+
+def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRequest, answer: SummaryAnswer) -> Conversation | None:
+    replaced = _covered(conv, ctx, span)
+    if not replaced:
+        return None
+    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=request.span_tokens) + str(answer.text).strip())
+    count = ctx.counter.message(conv.dialect, msg)
+    saved = sum(conv.counts[i] for i in replaced) - count
+    if saved <= 0:
+        return None
+    if ctx.summary_message is not None:
+        ctx.adjust("summarize", 0, -ctx.summary_items)  # the new summary takes the old one's place
+    ctx.record("summarize", saved, len(span))
+    ctx.summary_message, ctx.summary_span, ctx.summary_items = msg, span, len(span)
+    ctx.summary = {
+        "source": answer.source,
+        "calls": answer.calls + int((ctx.summary or {}).get("calls", 0)),
+        "span_messages": len(span),
+        "span_tokens": request.span_tokens,
+        "summary_tokens": count,
+    }
+    return conv.replacing(replaced, {min(replaced): (msg, count)})
 
 
 def _relevant_origins(dialect: Dialect, messages: tuple[Mapping[str, Any], ...]) -> frozenset[int]:
@@ -328,14 +402,19 @@ def _sha256(value: Any) -> str:
 
 
 def run(p: Plan, summarize: Callable[[SummaryRequest], "str | None"] | None = None) -> Fitted:
-    """Drive a plan synchronously; a failing summarizer counts as no summary."""
+    """Drive a plan synchronously; a failing summarizer counts as no summary, and there is no
+    cache to look in."""
     try:
         request = next(p)
         while True:
-            try:
-                answer = summarize(request) if summarize else None
-            except Exception:  # the deterministic path must go on
-                answer = None
+            answer: Any = None
+            if isinstance(request, CachedSummaries):
+                answer = (None,) * len(request.requests)
+            elif summarize is not None:
+                try:
+                    answer = summarize(request)
+                except Exception:  # the deterministic path must go on
+                    answer = None
             request = p.send(answer)
     except StopIteration as stop:
         return stop.value

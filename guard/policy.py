@@ -83,6 +83,12 @@ class Policy(BaseModel):
     keep_first_user_turn: bool = Field(True, description="keep the first user message (the task) verbatim")
     truncated_tool_result_tokens: int = Field(200, ge=16, description="what a truncated result keeps")
     summary_max_tokens: int = Field(1024, ge=64, description="output budget of one summary")
+    summary_low_water_ratio: float = Field(
+        0.7,
+        gt=0.0,
+        lt=1.0,
+        description="a summary cuts input to this fraction of the room, so the next turns reuse it",
+    )
     relevance: Literal["bm25", "off"] = Field(
         "bm25", description="cut what the last user message is about last (bm25), or strictly oldest first"
     )

@@ -18,6 +18,13 @@ REQUESTS = Counter("context_guard_requests", "Requests checked by the guard", ["
 TOKENS_SAVED = Counter("context_guard_tokens_saved", "Input tokens removed, by strategy", ["model", "strategy"])
 REJECTIONS = Counter("context_guard_rejections", "Requests refused before the provider", ["model"])
 ERRORS = Counter("context_guard_errors", "Guard failures (the request went on per on_error)", ["kind"])
+SUMMARIES = Counter(
+    "context_guard_summaries",
+    "Summaries the summarize step asked for, by where they came from or why there was none",
+    ["result"],
+)
+SUMMARIZER_CALLS = Counter("context_guard_summarizer_calls", "LLM calls made for summaries", ["outcome"])
+CACHE = Counter("context_guard_summary_cache", "Summary cache operations", ["op", "result"])
 LATENCY = Histogram(
     "context_guard_latency_seconds",
     "Time the guard added to a request",
@@ -42,6 +49,7 @@ def summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "policy": report.get("policy_layers", []),
         "passes": report.get("passes", 1),
         "fitted_messages_sha256": report.get("fitted_messages_sha256"),
+        "summary": report.get("summary"),
     }
 
 
@@ -54,6 +62,9 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
         "window": str(report.get("context_window")),
         "actions": ";".join(f"{a['kind']}={a['tokens_saved']}" for a in report.get("actions", [])) or "none",
     }
+    summary = report.get("summary")
+    if isinstance(summary, Mapping):
+        out["summary"] = f"{summary.get('source')};calls={summary.get('calls')}"
     layers = report.get("policy_layers")
     if layers:
         out["policy"] = ",".join(layers)
@@ -68,6 +79,10 @@ def observe(report: Mapping[str, Any], route: str, seconds: float) -> None:
         REJECTIONS.labels(model).inc()
     for action in report.get("actions", []):
         TOKENS_SAVED.labels(model, action["kind"]).inc(action["tokens_saved"])
+    summary = report.get("summary")
+    if isinstance(summary, Mapping):
+        skipped = [s["reason"] for s in report.get("skipped", []) if s.get("kind") == "summarize"]
+        SUMMARIES.labels(skipped[0] if skipped else str(summary.get("source"))).inc()
     LATENCY.labels(route).observe(seconds)
     log.info(
         "context-guard %s model=%s tokens %s->%s max_tokens=%s actions=%s",

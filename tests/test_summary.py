@@ -1,0 +1,84 @@
+"""The pure side of compaction: transcripts, map-reduce chunks, cache keys, answer checks."""
+
+from __future__ import annotations
+
+from guard import summary
+from guard.dialects import ANTHROPIC, OPENAI
+from guard.encodings import get_encoding
+
+ENC = get_encoding("o200k_base")
+
+
+def raw(text: str) -> int:
+    return len(ENC.encode_ordinary(text))
+
+
+def test_openai_transcript_flattens_tool_calls_and_results():
+    msgs = [
+        {"role": "user", "content": "fix the import in src/app.py"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"src/app.py"}'}}
+        ]},
+        {"role": "tool", "tool_call_id": "c1", "content": "import foo_utils"},
+        {"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "x"}}]},
+    ]
+    lines = summary.transcript(OPENAI, msgs)
+    assert lines[0] == "[user] fix the import in src/app.py"
+    assert "read_file" in lines[1] and "src/app.py" in lines[1]
+    assert lines[2] == "[tool result c1] import foo_utils"
+    assert lines[3] == "[user] see\n[image]"
+
+
+def test_anthropic_transcript_flattens_blocks():
+    msgs = [
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "reading"},
+            {"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "ERR-42"}},
+        ]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ERR-42 at line 7"}]}]},
+    ]
+    lines = summary.transcript(ANTHROPIC, msgs)
+    assert lines[0] == '[assistant] reading\n(calls tool grep with {"pattern":"ERR-42"})'
+    assert lines[1] == "[user] [tool result t1] ERR-42 at line 7"
+
+
+def test_chunks_pack_lines_in_order_within_the_room():
+    lines = [f"line {i} " + "word " * 50 for i in range(20)]
+    counts = [raw(x) + 4 for x in lines]
+    parts = summary.chunks(lines, counts, 200, raw)
+    assert [x for p in parts for x in p] == lines  # nothing lost, order kept
+    for p in parts:
+        assert sum(counts[lines.index(x)] for x in p) <= 200
+    assert len(parts) > 1
+
+
+def test_a_line_larger_than_the_room_is_shortened_head_and_tail():
+    big = "start " + "filler " * 2000 + "end"
+    parts = summary.chunks(["small", big], [3, raw(big)], 300, raw)
+    shortened = parts[-1][0]
+    assert shortened.startswith("start") and shortened.endswith("end")
+    assert raw(shortened) <= 300
+
+
+def test_cache_keys_separate_tenants_models_and_budgets():
+    base = summary.span_key("team:a", "m", 512, "text")
+    assert base == summary.span_key("team:a", "m", 512, "text")
+    assert base != summary.span_key("team:b", "m", 512, "text")
+    assert base != summary.span_key("team:a", "other", 512, "text")
+    assert base != summary.span_key("team:a", "m", 256, "text")
+    assert base != summary.span_key("team:a", "m", 512, "text!")
+    assert "text" not in base.split(":")[-1]
+
+
+def test_answers_that_cannot_be_used():
+    assert summary.check("  ", 0, 100).reason == "summary_empty"
+    assert summary.check(None, 0, 100).reason == "summary_empty"
+    assert summary.check("x", 101, 100).reason == "summary_oversized"
+    assert summary.check("x", 100, 100).ok
+
+
+def test_the_prompt_asks_for_what_agents_need():
+    prompt = summary.system_prompt(1000).lower()
+    for need in ("task", "decisions", "file paths", "identifiers", "numbers", "error", "open items"):
+        assert need in prompt
+    assert str(summary.words_for(1000)) in prompt
