@@ -56,7 +56,7 @@ def test_a_client_cannot_plant_a_report():
 def test_guard_bugs_fail_open_or_closed_per_policy(monkeypatch):
     for on_error, expect_raise in (("open", False), ("closed", True)):
         g = guard(on_error=on_error)
-        monkeypatch.setattr(g.engine, "fit", lambda *a, **k: 1 / 0)
+        monkeypatch.setattr(g.engine, "plan", lambda *a, **k: 1 / 0)
         data = body(2)
         snapshot = copy.deepcopy(data)
         if expect_raise:
@@ -103,7 +103,7 @@ def test_a_guard_failure_is_logged_without_request_text(monkeypatch, caplog):
     def broken(body, **_):
         raise ValueError("bad content: " + body["messages"][-1]["content"])
 
-    monkeypatch.setattr(g.engine, "fit", broken)
+    monkeypatch.setattr(g.engine, "plan", broken)
     data = body(2)
     with caplog.at_level("DEBUG", logger="context_guard"):
         run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
