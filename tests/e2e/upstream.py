@@ -12,6 +12,7 @@ GET /_requests returns the recorded bodies; DELETE /_requests clears them.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import threading
 import time
@@ -75,6 +76,14 @@ def input_tokens(body: dict[str, Any]) -> int:
     return total
 
 
+def is_summary_call(body: dict[str, Any]) -> bool:
+    """A call made by the guard's summarizer (its system prompt), not by a client."""
+    msgs = body.get("messages") or []
+    first = msgs[0] if msgs and isinstance(msgs[0], dict) else {}
+    text = first.get("content") if first.get("role") == "system" else None
+    return isinstance(text, str) and text.startswith(("You compact the earlier part", "You merge partial summaries"))
+
+
 class Upstream:
     def __init__(self, windows: dict[str, int], delay: float = 0.0) -> None:
         self.windows = windows
@@ -131,6 +140,9 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                 msg = f"This model's maximum context length is {window} tokens. However, you requested {n + (out or 0)} tokens ({n} in the messages, {out} in the completion)."
                 return self._send(400, {"error": {"message": msg, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
             text = f"ok: {n} input tokens"
+            if is_summary_call(body):
+                digest = hashlib.sha256(_dump(body.get("messages")).encode()).hexdigest()[:12]
+                text = f"summary of {n} input tokens (digest {digest}): task, files and errors kept"
             if anthropic and body.get("stream"):
                 msg_id = "msg_" + uuid.uuid4().hex[:12]
                 events = [
