@@ -66,8 +66,31 @@ def dump(value: Any) -> str:
     return out
 
 
+_rewrites: dict[tuple[Any, ...], str] = {}
+
+
+def _rewrite_memo(key: tuple[Any, ...], text: str, fn: Any) -> str:
+    """Agent loops resend the same tool results every turn: remember each rewrite's output."""
+    if len(text) > _MEMO_MAX_CHARS:
+        return fn()
+    hit = _rewrites.get(key)
+    if hit is None:
+        hit = fn()
+        if len(_rewrites) >= 4096:
+            try:
+                del _rewrites[next(iter(_rewrites))]
+            except (KeyError, StopIteration, RuntimeError):
+                pass
+        _rewrites[key] = hit
+    return hit
+
+
 def compact(text: str) -> str:
     """Re-serialize JSON without indentation or spaces; other text unchanged."""
+    return _rewrite_memo(("compact", text), text, lambda: _compact(text))
+
+
+def _compact(text: str) -> str:
     value = parse(text)
     if value is None:
         return text
@@ -77,10 +100,14 @@ def compact(text: str) -> str:
 
 def drop_keys(text: str, bulky: Iterable[str], citation: Iterable[str]) -> str:
     """Remove bulky keys at any depth; a bulky dict keeps only its citation keys (id, title, url...)."""
+    bulky_set, citation_set = frozenset(bulky), tuple(citation)
+    return _rewrite_memo(("drop", text, bulky_set, citation_set), text, lambda: _drop_keys(text, bulky_set, citation_set))
+
+
+def _drop_keys(text: str, bulky_set: frozenset[str], citation_set: tuple[str, ...]) -> str:
     value = parse(text)
     if value is None:
         return text
-    bulky_set, citation_set = frozenset(bulky), tuple(citation)
     changed = False
 
     def walk(v: Any) -> Any:
@@ -144,6 +171,10 @@ def shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int 
     strings evenly; plain text or JSON that cannot get small enough gets a head + tail cut.
 
     `tokens`, if given, is the caller's count of text (saves counting it again)."""
+    return _rewrite_memo(("shrink", text, max_tokens, tokens, count), text, lambda: _shrink(text, max_tokens, count, tokens))
+
+
+def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int | None) -> str:
     value = parse(text)
     if value is None:
         return head_tail(text, max_tokens, count, tokens)
