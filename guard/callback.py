@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping
 import litellm
 from litellm.integrations.custom_logger import CustomLogger
 
-from guard import telemetry
+from guard import coexistence, telemetry
 from guard.cache import SummaryCache
 from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config, parse_model_list
 from guard.dialects import ANTHROPIC, OPENAI, Dialect
@@ -287,6 +287,9 @@ class ContextGuard(CustomLogger):
                 return data
             raise
         report = _merge(md.get(STATE_KEY), fitted.report.to_dict(), layers)
+        others = coexistence.detect(data, litellm.callbacks)
+        if others:
+            report["other_context_managers"] = others
         out = fitted.body
         _store(out, md_key, md, report)
         telemetry.observe(report, route, time.perf_counter() - start)

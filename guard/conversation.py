@@ -10,7 +10,7 @@ A `Conversation` is immutable; every edit returns a new one. Per message it keep
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
 
 from guard.dialects import Content, Dialect, content_texts, group_messages
@@ -152,10 +152,31 @@ class Context:
     summary_message: Message | None = None  # the summary in the conversation, and its span
     summary_span: list[int] | None = None
     summary_items: int = 0
+    summaries: dict[int, tuple[str, str]] = field(default_factory=dict)  # span index -> (text, source)
+    summary_calls: int = 0
     originals: tuple[Message, ...] = ()  # the request's messages and their counts, as sent
     original_counts: tuple[int, ...] = ()
     _totals: dict[str, list[int]] = field(default_factory=dict)
     _relevant: frozenset[int] | None = None
+
+    def snapshot(self) -> Context:
+        """A copy whose mutable parts are copies too (see `restore`)."""
+        return replace(
+            self,
+            skipped=list(self.skipped),
+            exhausted=set(self.exhausted),
+            summary=dict(self.summary) if self.summary is not None else None,
+            summary_span=list(self.summary_span) if self.summary_span is not None else None,
+            summaries=dict(self.summaries),
+            _totals={k: list(v) for k, v in self._totals.items()},
+        )
+
+    def restore(self, saved: Context) -> None:
+        """Put this context back in the state `saved` (a snapshot) recorded."""
+        copy = saved.snapshot()
+        for f in fields(self):
+            if f.name not in ("_relevant", "relevance"):
+                setattr(self, f.name, getattr(copy, f.name))
 
     def relevant(self) -> frozenset[int]:
         if self._relevant is None:

@@ -82,7 +82,8 @@ def _rewrite_memo(key: tuple[Any, ...], text: str, fn: Any) -> str:
             except (KeyError, StopIteration, RuntimeError):
                 pass
         _rewrites[key] = hit
-    return hit
+    # callers test `result is text` for "unchanged": never hand back an equal copy from the memo
+    return text if hit == text else hit
 
 
 def compact(text: str) -> str:

@@ -167,20 +167,38 @@ def _rounds(
     """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by
     estimate; settling makes every count exact, and if the estimates were optimistic, round 2
     carries on from there with exact counts only."""
+    names = list(STRATEGY_ORDER)
     for estimate in (True, False):
         ctx.estimate = estimate
-        for name in STRATEGY_ORDER:
+        checkpoint: tuple[Conversation, Context] | None = None
+        i = 0
+        while i < len(names):
+            name = names[i]
+            i += 1
             if ctx.done(conv):
                 break
-            if name == "truncate_tool_results" and spans and estimate:
+            if name == "truncate_tool_results" and spans and estimate and checkpoint is None:
                 conv = yield from _reuse(conv, ctx, spans)  # a conversation once compacted stays so
                 if ctx.done(conv):
                     break
+                checkpoint = (conv, ctx.snapshot())
             if name == "clamp_output" or not policy.allows(name) or name in ctx.exhausted:
                 continue
             if name == "summarize":
                 if can_summarize and estimate:
+                    known = len(ctx.summaries)
                     conv = yield from _summarize(conv, ctx, spans or [])
+                    if len(ctx.summaries) > known and checkpoint is not None:
+                        # a new summary: redo the lossy steps from before the first of them with
+                        # the largest known summary in place, exactly as the next fit of this
+                        # request (which finds it cached) will; spans only grow, so this ends
+                        conv, saved = checkpoint[0], checkpoint[1]
+                        summaries, calls = dict(ctx.summaries), ctx.summary_calls
+                        ctx.restore(saved)
+                        ctx.summaries, ctx.summary_calls = summaries, calls
+                        checkpoint = (conv, saved)
+                        conv = _apply_largest(conv, ctx, spans or [])
+                        i = names.index("truncate_tool_results")
                 elif estimate:
                     ctx.skipped.append(Skipped("summarize", "no_summarizer"))
                 continue
@@ -279,34 +297,34 @@ def _request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryReques
 
 
 def _reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
-    """Before any lossy cut: if a summary of one of the spans is cached, put the largest in."""
+    """Before any lossy cut: look up which spans already have a summary and put the largest in."""
     if ctx.done(conv):
         return conv
-    requests = tuple(_request(conv, ctx, span) for span in spans)
-    answers = yield CachedSummaries(requests)
-    if not isinstance(answers, (tuple, list)):
-        return conv
-    for k in reversed(range(min(len(spans), len(answers)))):
-        text = answers[k]
-        if isinstance(text, str) and text.strip():
-            new = _apply(conv, ctx, spans[k], requests[k], SummaryAnswer(text, source="cache"))
-            if new is not None:
-                return new
+    answers = yield CachedSummaries(tuple(_request(conv, ctx, span) for span in spans))
+    if isinstance(answers, (tuple, list)):
+        for k, text in enumerate(answers[: len(spans)]):
+            if isinstance(text, str) and text.strip():
+                ctx.summaries[k] = (text.strip(), "cache")
+    return _apply_largest(conv, ctx, spans)
+
+
+def _apply_largest(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Conversation:
+    for k in sorted(ctx.summaries, reverse=True):
+        text, source = ctx.summaries[k]
+        new = _apply(conv, ctx, spans[k], _request(conv, ctx, spans[k]), text, source)
+        if new is not None:
+            return new
     return conv
 
 
 def _summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
-    """Summarize the smallest span (larger than the one already in, if any) that brings the input
-    below the summary low-water mark, or the largest there is."""
-    if not spans:
-        ctx.skipped.append(Skipped("summarize", "nothing_to_summarize"))
+    """Ask for a summary of the smallest span beyond those already known that brings the input
+    below the summary low-water mark (or of the largest span there is)."""
+    options = [k for k in range(len(spans)) if k > max(ctx.summaries, default=-1)]
+    if not options:
+        ctx.skipped.append(Skipped("summarize", "nothing_to_summarize" if not spans else "nothing_more_to_summarize"))
         return conv
     target = math.floor(ctx.room * ctx.policy.summary_low_water_ratio)
-    covered = len(ctx.summary_span or [])
-    options = [k for k, span in enumerate(spans) if len(span) > covered]
-    if not options:
-        ctx.skipped.append(Skipped("summarize", "nothing_more_to_summarize"))
-        return conv
     chosen = options[-1]
     for k in options:
         if _after(conv, ctx, spans[k]) + ctx.policy.summary_max_tokens <= target:
@@ -316,11 +334,14 @@ def _summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Gene
     answer = yield request
     if not isinstance(answer, SummaryAnswer):
         answer = SummaryAnswer(answer if isinstance(answer, str) else None, None if isinstance(answer, str) else "no_summary")
+    ctx.summary_calls += answer.calls
     if not isinstance(answer.text, str) or not answer.text.strip():
-        ctx.summary = {"source": "none", "calls": answer.calls, "span_messages": len(request.messages), "span_tokens": request.span_tokens}
+        ctx.summary = {**(ctx.summary or {"span_messages": len(request.messages), "span_tokens": request.span_tokens}), "calls": ctx.summary_calls}
+        ctx.summary.setdefault("source", "none")
         ctx.skipped.append(Skipped("summarize", answer.reason or "summary_empty"))
         return conv
-    new = _apply(conv, ctx, spans[chosen], request, answer)
+    ctx.summaries[chosen] = (answer.text.strip(), answer.source)
+    new = _apply(conv, ctx, spans[chosen], request, answer.text.strip(), answer.source)
     if new is None:
         ctx.skipped.append(Skipped("summarize", "summary_not_shorter"))
         return conv
@@ -340,11 +361,13 @@ def _after(conv: Conversation, ctx: Context, span: list[int]) -> int:
     return conv.total - sum(conv.counts[i] for i in _covered(conv, ctx, span))
 
 
-def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRequest, answer: SummaryAnswer) -> Conversation | None:
+def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRequest, text: str, source: str) -> Conversation | None:
+    """The conversation with the span (and any smaller summary of it) replaced by the summary, or
+    None if that would not save tokens."""
     replaced = _covered(conv, ctx, span)
     if not replaced:
         return None
-    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=request.span_tokens) + str(answer.text).strip())
+    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=request.span_tokens) + text)
     count = ctx.counter.message(conv.dialect, msg)
     saved = sum(conv.counts[i] for i in replaced) - count
     if saved <= 0:
@@ -354,8 +377,8 @@ def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRe
     ctx.record("summarize", saved, len(span))
     ctx.summary_message, ctx.summary_span, ctx.summary_items = msg, span, len(span)
     ctx.summary = {
-        "source": answer.source,
-        "calls": answer.calls + int((ctx.summary or {}).get("calls", 0)),
+        "source": source,
+        "calls": ctx.summary_calls,
         "span_messages": len(span),
         "span_tokens": request.span_tokens,
         "summary_tokens": count,

@@ -50,6 +50,7 @@ def summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "passes": report.get("passes", 1),
         "fitted_messages_sha256": report.get("fitted_messages_sha256"),
         "summary": report.get("summary"),
+        "other_context_managers": report.get("other_context_managers", []),
     }
 
 
@@ -62,6 +63,8 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
         "window": str(report.get("context_window")),
         "actions": ";".join(f"{a['kind']}={a['tokens_saved']}" for a in report.get("actions", [])) or "none",
     }
+    if report.get("other_context_managers"):
+        out["coexisting"] = ",".join(report["other_context_managers"])
     summary = report.get("summary")
     if isinstance(summary, Mapping):
         out["summary"] = f"{summary.get('source')};calls={summary.get('calls')}"

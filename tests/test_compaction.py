@@ -178,3 +178,20 @@ def test_fitting_the_fitted_request_changes_nothing():
     assert _report(second)["outcome"] == "unchanged"
     assert second["messages"] == out["messages"]
     assert len(call.calls) == 1
+
+
+def test_other_context_managers_are_detected_and_reported():
+    guard = ContextGuard(policies=PolicySet())
+    body = {
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 100,
+        "messages": [{"role": "user", "content": "hi"}],
+        "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]},
+    }
+    out = asyncio.run(guard.async_pre_call_deployment_hook(body, "anthropic_messages"))
+    report = out["litellm_metadata"]["context_guard"]
+    assert report["other_context_managers"] == ["anthropic_context_management"]
+    assert out["context_management"] == body["context_management"]  # left for the provider
+    from guard import telemetry
+
+    assert telemetry.headers(report)["x-context-guard-coexisting"] == "anthropic_context_management"

@@ -13,7 +13,7 @@ from guard.config import Deployment
 from guard.dialects import MARKER_PREFIX, by_name, content_texts, group_messages
 from guard.engine import Engine
 from guard.errors import ContextWindowExceeded
-from guard.planner import Fitted
+from guard.planner import CachedSummaries, Fitted, SummaryAnswer
 from guard.policy import Policy, PolicySet
 from guard.tokens import TokenCounter
 from tests.strategies import CANARY, request_body
@@ -29,6 +29,7 @@ def _engine(settings: dict[str, Any]) -> Engine:
         safety_margin_tokens=settings["safety_margin_tokens"],
         safety_margin_ratio=0.0,
         truncated_tool_result_tokens=16,
+        summary_max_tokens=64,
     )
     info = {"max_input_tokens": settings["window"], "max_output_tokens": settings["max_output"]}
     deployments = {"tiny": Deployment("tiny", UNDERLYING[settings["dialect"]], info)}
@@ -248,3 +249,76 @@ def test_report_carries_no_message_text(case):
     assert CANARY not in serialized
     if isinstance(result, ContextWindowExceeded):
         assert CANARY not in str(result)
+
+
+# -- with compaction: a deterministic summarizer behind a cache, driven like the callback does --
+
+
+class _Summaries:
+    """A summarizer stand-in: a short summary per span, remembered like the shared cache."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, str] = {}
+        self.calls = 0
+
+    def key(self, request: Any) -> str:
+        return json.dumps(request.messages, sort_keys=True, default=str)
+
+    def answer(self, request: Any) -> Any:
+        if isinstance(request, CachedSummaries):
+            return tuple(self.cache.get(self.key(r)) for r in request.requests)
+        if self.key(request) in self.cache:  # as the real summarizer: the cache first
+            return SummaryAnswer(self.cache[self.key(request)], source="cache")
+        self.calls += 1
+        text = f"{len(request.messages)} messages: task, files and errors {CANARY}"
+        self.cache[self.key(request)] = text
+        return text
+
+
+def _fit_compacting(body: dict[str, Any], settings: dict[str, Any], summaries: _Summaries) -> Fitted | ContextWindowExceeded:
+    engine = _engine({**settings, "summary": True})
+    try:
+        p = engine.plan(body, dialect=settings["dialect"], can_summarize=True)
+        request = next(p)
+        while True:
+            request = p.send(summaries.answer(request))
+    except StopIteration as stop:
+        return stop.value
+    except ContextWindowExceeded as e:
+        return e
+
+
+@given(request_body())
+def test_with_summaries_pairing_order_and_pinned_messages_hold(case):
+    body, settings = case
+    result = _fit_compacting(body, settings, _Summaries())
+    if isinstance(result, ContextWindowExceeded):
+        return
+    out = result.body["messages"]
+    _pairing_ok(settings["dialect"], out)
+    ids = [m["x_id"] for m in out if "x_id" in m]
+    assert ids == sorted(ids)
+    assert all(_marked(m) for m in out if "x_id" not in m)
+    d = by_name(settings["dialect"])
+    users = [m for m in body["messages"] if d.is_user_turn(m)]
+    for kept in [m for m in body["messages"] if d.is_system(m)] + users[:1] + users[-1:]:
+        assert any(m == kept for m in out)
+    counted = _fresh_count(_engine(settings), result.body, settings["dialect"])
+    assert counted + result.body[result.report.output_key] + result.report.safety_margin_tokens <= settings["window"]
+
+
+@given(request_body())
+def test_with_summaries_from_the_cache_the_fit_is_deterministic_and_idempotent(case):
+    body, settings = case
+    summaries = _Summaries()
+    first = _fit_compacting(body, settings, summaries)
+    calls = summaries.calls
+    second = _fit_compacting(copy.deepcopy(body), settings, summaries)  # summaries now come from the cache
+    assert summaries.calls == calls  # nothing summarized twice
+    if isinstance(first, ContextWindowExceeded):
+        assert isinstance(second, ContextWindowExceeded)
+        return
+    assert json.dumps(first.body) == json.dumps(second.body)
+    again = _fit_compacting(first.body, settings, summaries)
+    assert not isinstance(again, ContextWindowExceeded) and again.report.outcome == "unchanged"
+    assert json.dumps(again.body) == json.dumps(first.body)
