@@ -192,7 +192,7 @@ def _rounds(
                         # a new summary: redo the lossy steps from before the first of them with
                         # the largest known summary in place, exactly as the next fit of this
                         # request (which finds it cached) will; spans only grow, so this ends
-                        conv, saved = checkpoint[0], checkpoint[1]
+                        conv, saved = checkpoint
                         summaries, calls = dict(ctx.summaries), ctx.summary_calls
                         ctx.restore(saved)
                         ctx.summaries, ctx.summary_calls = summaries, calls
