@@ -195,3 +195,28 @@ def test_other_context_managers_are_detected_and_reported():
     from guard import telemetry
 
     assert telemetry.headers(report)["x-context-guard-coexisting"] == "anthropic_context_management"
+
+
+def test_the_summary_call_goes_through_litellm_without_being_guarded_again(monkeypatch):
+    import litellm
+
+    policies = load_policy_set({"models": {"gpt-4o": {"context_window": WINDOW}}})
+    guard = ContextGuard(
+        engine=Engine(policies, model_map=None),
+        summarizer={"model": "openai/gpt-4o-mini", "litellm_params": {"mock_response": SUMMARY, "api_key": "unused"}},
+    )
+    passes: list[str] = []
+    original = guard._guard
+
+    async def counting(data: dict, dialect: Any, **kw: Any) -> Any:
+        passes.append(str(data.get("model")))
+        return await original(data, dialect, **kw)
+
+    monkeypatch.setattr(guard, "_guard", counting)
+    monkeypatch.setattr(litellm, "callbacks", [guard])
+    body = json.loads(json.dumps(TRACE["messages"][:300]))
+    response = asyncio.run(litellm.acompletion(model="gpt-4o", messages=body, mock_response="done", metadata={"user_api_key_team_id": "a"}))
+    assert response.choices[0].message.content == "done"
+    assert passes == ["gpt-4o"]  # the summarizer's own acompletion passed the hook untouched
+    # the summarizer really answered through LiteLLM: its text is what the cache now holds
+    assert SUMMARY in list(guard._cache._memory.values())
