@@ -163,3 +163,19 @@ def test_every_turn_is_served_with_redis_killed_mid_run(cluster, upstream):
         redis.start()
     reply, _ = _send(urls[1], "sk-team-a", TURNS[-1])  # and it recovers when Redis is back
     assert reply.choices[0].message.content.startswith("ok:")
+
+
+def test_every_turn_is_served_with_the_summarizer_failing(cluster, upstream):
+    urls, _ = cluster
+    upstream.fail_summaries = True
+    try:
+        before = len(_summary_calls(upstream))
+        for i, n in enumerate(TURNS[::5]):  # the master key is another tenant: no summary cached
+            reply, headers = _send(urls[i % 2], "sk-master", n)
+            assert reply.choices[0].message.content.startswith("ok:")
+            assert headers["x-context-guard-outcome"] == "fitted"
+            assert "summarize=" not in headers["x-context-guard-actions"]
+        # at most failure_threshold (3) calls per replica: then its circuit is open
+        assert len(_summary_calls(upstream)) - before <= 2 * 3
+    finally:
+        upstream.fail_summaries = False

@@ -90,6 +90,7 @@ class Upstream:
         self.delay = delay
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.fail_summaries = False  # answer the guard's summary calls with a 500
 
     def window(self, model: str) -> int:
         return self.windows.get(model.rsplit("/", 1)[-1], 1_000_000)
@@ -133,6 +134,8 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                 state.requests.append({"path": self.path, "body": body, "input_tokens": n, "window": window})
             if state.delay:
                 time.sleep(state.delay)
+            if state.fail_summaries and is_summary_call(body):
+                return self._send(500, {"error": {"message": "summarizer down", "type": "server_error"}})
             if n + (out or 0) > window:
                 if anthropic:
                     msg = f"prompt is too long: {n} tokens + {out} > {window} maximum"
