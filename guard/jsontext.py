@@ -35,12 +35,31 @@ def parse(text: str) -> Any:
     return hit
 
 
+MAX_DEPTH = 200  # deeper JSON is treated as text: every structural step here recurses
+
+
 def _parse(text: str) -> Any:
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, (dict, list)) else None
+    if not isinstance(value, (dict, list)) or not _shallow(value, MAX_DEPTH):
+        return None
+    return value
+
+
+def _shallow(value: Any, limit: int) -> bool:
+    """Whether value nests at most `limit` containers deep (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if depth > limit:
+            return False
+        if isinstance(v, dict):
+            stack.extend((x, depth + 1) for x in v.values() if isinstance(x, (dict, list)))
+        elif isinstance(v, list):
+            stack.extend((x, depth + 1) for x in v if isinstance(x, (dict, list)))
+    return True
 
 
 _MISSING = object()
