@@ -112,8 +112,11 @@ class Summarizer:
         merge = False
         while True:
             overhead = self._overhead(counter, max_tokens, merge)
-            counts = [math.ceil(counter.raw(line) * counter.factor) + 4 for line in lines]
-            parts = summary.chunks(lines, counts, room - overhead, counter.raw)
+            def tokens(text: str) -> int:  # as the budget counts them: calibrated for estimated families
+                return math.ceil(counter.raw(text) * counter.factor)
+
+            counts = [tokens(line) + 4 for line in lines]
+            parts = summary.chunks(lines, counts, room - overhead, tokens)
             if merge and len(parts) >= len(lines):
                 raise SummarizerFailed("summarizer_window_too_small")  # merging would never converge
             answers = [await self._one(part, max_tokens, counter, merge, calls) for part in parts]
