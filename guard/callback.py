@@ -336,7 +336,7 @@ async def _drive(plan: Plan, summarizer: Summarizer | None, tenant: str, *, thre
         if summarizer is None:
             answer = None
         elif isinstance(value, CachedSummaries):
-            answer = tuple(await asyncio.gather(*(summarizer.cached(r, tenant) for r in value.requests)))
+            answer = await summarizer.cached(value.requests, tenant)
         else:
             answer = await summarizer.summarize(value, tenant)
 

@@ -151,7 +151,6 @@ class Context:
     summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
     summary_message: Message | None = None  # the summary in the conversation, and its span
     summary_span: list[int] | None = None
-    summary_items: int = 0
     summaries: dict[int, tuple[str, str]] = field(default_factory=dict)  # span index -> (text, source)
     summary_calls: int = 0
     originals: tuple[Message, ...] = ()  # the request's messages and their counts, as sent

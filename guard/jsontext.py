@@ -66,16 +66,20 @@ _MISSING = object()
 _memo: dict[str, Any] = {}
 
 
-def _remember(text: str, value: Any) -> None:
-    """Memoise text -> parsed value (also for text this module serialised itself)."""
-    if len(text) > _MEMO_MAX_CHARS:
-        return
-    if len(_memo) >= 512:
+def _bounded_put(store: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """store[key] = value, first evicting the oldest entry when the store is full."""
+    if len(store) >= limit:
         try:
-            del _memo[next(iter(_memo))]
+            del store[next(iter(store))]
         except (KeyError, StopIteration, RuntimeError):
             pass
-    _memo[text] = value
+    store[key] = value
+
+
+def _remember(text: str, value: Any) -> None:
+    """Memoise text -> parsed value (also for text this module serialised itself)."""
+    if len(text) <= _MEMO_MAX_CHARS:
+        _bounded_put(_memo, text, value, 512)
 
 
 def dump(value: Any) -> str:
@@ -95,12 +99,7 @@ def _rewrite_memo(key: tuple[Any, ...], text: str, fn: Any) -> str:
     hit = _rewrites.get(key)
     if hit is None:
         hit = fn()
-        if len(_rewrites) >= 4096:
-            try:
-                del _rewrites[next(iter(_rewrites))]
-            except (KeyError, StopIteration, RuntimeError):
-                pass
-        _rewrites[key] = hit
+        _bounded_put(_rewrites, key, hit, 4096)
     # callers test `result is text` for "unchanged": never hand back an equal copy from the memo
     return text if hit == text else hit
 

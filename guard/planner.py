@@ -372,10 +372,10 @@ def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRe
     saved = sum(conv.counts[i] for i in replaced) - count
     if saved <= 0:
         return None
-    if ctx.summary_message is not None:
-        ctx.adjust("summarize", 0, -ctx.summary_items)  # the new summary takes the old one's place
+    if ctx.summary_span is not None:
+        ctx.adjust("summarize", 0, -len(ctx.summary_span))  # the new summary takes the old one's place
     ctx.record("summarize", saved, len(span))
-    ctx.summary_message, ctx.summary_span, ctx.summary_items = msg, span, len(span)
+    ctx.summary_message, ctx.summary_span = msg, span
     ctx.summary = {
         "source": source,
         "calls": ctx.summary_calls,

@@ -69,15 +69,28 @@ class Summarizer:
         budget, _ = make_budget(limits, policy, min(wanted, limits.max_output_tokens))
         return budget.room, budget.reserved_output, counter
 
-    def _key(self, request: SummaryRequest, tenant: str, cap: int) -> tuple[str, list[str], int]:
+    def _key(self, request: SummaryRequest, tenant: str, cap: int, lines: list[str] | None = None) -> tuple[str, list[str], int]:
         max_tokens = min(request.max_tokens, cap)
-        lines = summary.transcript(by_name(request.dialect), request.messages)
+        if lines is None:
+            lines = summary.transcript(by_name(request.dialect), request.messages)
         return summary.span_key(tenant, self.settings.model, max_tokens, "\n\n".join(lines)), lines, max_tokens
 
-    async def cached(self, request: SummaryRequest, tenant: str) -> str | None:
-        """The cached summary of a span, if there is one (never calls the model)."""
+    async def cached(self, requests: Sequence[SummaryRequest], tenant: str) -> tuple[str | None, ...]:
+        """The cached summary of each span, or None (never calls the model). The spans of one
+        plan nest, so each message is rendered once for all of them."""
         _, cap, _ = self.budget()
-        return await self.cache.get(self._key(request, tenant, cap)[0])
+        rendered: dict[int, str] = {}
+        keys = []
+        for request in requests:
+            dialect = by_name(request.dialect)
+            lines = []
+            for msg in request.messages:
+                line = rendered.get(id(msg))
+                if line is None:
+                    line = rendered[id(msg)] = summary.transcript(dialect, [msg])[0]
+                lines.append(line)
+            keys.append(self._key(request, tenant, cap, lines)[0])
+        return tuple(await asyncio.gather(*(self.cache.get(key) for key in keys)))
 
     async def summarize(self, request: SummaryRequest, tenant: str) -> SummaryAnswer:
         room, cap, counter = self.budget()
