@@ -146,8 +146,9 @@ class Context:
     estimate: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     exhausted: set[str] = field(default_factory=set)
-    # origin indices of the messages the last user message is about (computed on first use)
-    relevance: Callable[[], frozenset[int]] | None = None
+    # origin indices of the messages the last user message is about, among those not summarized
+    # (called with the summarized span's indices; computed on first use per span)
+    relevance: Callable[[frozenset[int]], frozenset[int]] | None = None
     summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
     summary_message: Message | None = None  # the summary in the conversation, and its span
     summary_span: list[int] | None = None
@@ -155,8 +156,9 @@ class Context:
     summary_calls: int = 0
     originals: tuple[Message, ...] = ()  # the request's messages and their counts, as sent
     original_counts: tuple[int, ...] = ()
+    transcript: Callable[[], list[str]] | None = None  # the originals' transcript lines, rendered once
     _totals: dict[str, list[int]] = field(default_factory=dict)
-    _relevant: frozenset[int] | None = None
+    _relevant: dict[frozenset[int], frozenset[int]] = field(default_factory=dict)
 
     def snapshot(self) -> Context:
         """A copy whose mutable parts are copies too (see `restore`)."""
@@ -178,9 +180,15 @@ class Context:
                 setattr(self, f.name, getattr(copy, f.name))
 
     def relevant(self) -> frozenset[int]:
-        if self._relevant is None:
-            self._relevant = self.relevance() if self.relevance is not None else frozenset()
-        return self._relevant
+        """What the question is about among the messages still in the conversation: the same set
+        whether the summary standing for older messages was just made or came from the cache."""
+        if self.relevance is None:
+            return frozenset()
+        span = frozenset(self.summary_span or ())
+        hit = self._relevant.get(span)
+        if hit is None:
+            hit = self._relevant[span] = self.relevance(span)
+        return hit
 
     def relevant_last(self, items: Iterable[T], origins: Callable[[T], Iterable[int]]) -> list[T]:
         """`items` (oldest first) with those the question is about moved to the back, each part

@@ -15,7 +15,7 @@ from guard.tokens import compact_json
 TRIM_MARK = "[context-guard: {n} {what} trimmed]"
 
 
-_MEMO_MAX_CHARS = 1 << 18
+MEMO_MAX_CHARS = 1 << 18
 
 
 def parse(text: str) -> Any:
@@ -26,7 +26,7 @@ def parse(text: str) -> Any:
     head = text.lstrip()[:1]
     if head not in ("{", "["):
         return None
-    if len(text) > _MEMO_MAX_CHARS:
+    if len(text) > MEMO_MAX_CHARS:
         return _parse(text)
     hit = _memo.get(text, _MISSING)
     if hit is _MISSING:
@@ -66,7 +66,7 @@ _MISSING = object()
 _memo: dict[str, Any] = {}
 
 
-def _bounded_put(store: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
+def bounded_put(store: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
     """store[key] = value, first evicting the oldest entry when the store is full."""
     if len(store) >= limit:
         try:
@@ -78,8 +78,8 @@ def _bounded_put(store: dict[Any, Any], key: Any, value: Any, limit: int) -> Non
 
 def _remember(text: str, value: Any) -> None:
     """Memoise text -> parsed value (also for text this module serialised itself)."""
-    if len(text) <= _MEMO_MAX_CHARS:
-        _bounded_put(_memo, text, value, 512)
+    if len(text) <= MEMO_MAX_CHARS:
+        bounded_put(_memo, text, value, 512)
 
 
 def dump(value: Any) -> str:
@@ -94,12 +94,12 @@ _rewrites: dict[tuple[Any, ...], str] = {}
 
 def _rewrite_memo(key: tuple[Any, ...], text: str, fn: Any) -> str:
     """Agent loops resend the same tool results every turn: remember each rewrite's output."""
-    if len(text) > _MEMO_MAX_CHARS:
+    if len(text) > MEMO_MAX_CHARS:
         return fn()
     hit = _rewrites.get(key)
     if hit is None:
         hit = fn()
-        _bounded_put(_rewrites, key, hit, 4096)
+        bounded_put(_rewrites, key, hit, 4096)
     # callers test `result is text` for "unchanged": never hand back an equal copy from the memo
     return text if hit == text else hit
 

@@ -37,6 +37,7 @@ class SummaryRequest:
     messages: tuple[Mapping[str, Any], ...]
     span_tokens: int
     max_tokens: int
+    lines: tuple[str, ...] = ()  # the messages' transcript lines (`summary.transcript`), if rendered
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,9 @@ def plan(
     before = fixed + sum(counts)
     ctx = Context(counter=counter, policy=policy, stop_at=budget.stop_at(before))
     ctx.originals, ctx.original_counts = tuple(messages), tuple(counts)
+    ctx.transcript = functools.cache(functools.partial(summary.transcript, dialect, ctx.originals))
     if policy.relevance == "bm25":
-        ctx.relevance = functools.partial(_relevant_origins, dialect, tuple(messages))
+        ctx.relevance = functools.partial(_relevant_origins, dialect, ctx.originals, ctx.transcript)
     conv = _Unchanged(dialect, tuple(messages), tuple(counts), fixed)
 
     if not budget.fits(before):
@@ -222,6 +224,7 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
         room=ctx.room,
         skipped=list(ctx.skipped),
         relevance=ctx.relevance,
+        transcript=ctx.transcript,
         _relevant=ctx._relevant,
     )
     for action in ctx.actions:
@@ -288,11 +291,13 @@ def _spans(start: Conversation, ctx: Context) -> list[list[int]]:
 
 
 def _request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRequest:
+    lines = ctx.transcript() if ctx.transcript is not None else None  # rendered once per request
     return SummaryRequest(
         dialect=conv.dialect.name,
         messages=tuple(ctx.originals[i] for i in span),
         span_tokens=sum(ctx.original_counts[i] for i in span),
         max_tokens=ctx.policy.summary_max_tokens,
+        lines=tuple(lines[i] for i in span) if lines is not None else (),
     )
 
 
@@ -386,14 +391,17 @@ def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRe
     return conv.replacing(replaced, {min(replaced): (msg, count)})
 
 
-def _relevant_origins(dialect: Dialect, messages: tuple[Mapping[str, Any], ...]) -> frozenset[int]:
-    """Indices of the messages (not system, not the last user turn) the last user message is about."""
+def _relevant_origins(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], transcript: Callable[[], list[str]], summarized: frozenset[int]
+) -> frozenset[int]:
+    """Indices of the messages (not system, not the last user turn, not summarized) the last user
+    message is about; BM25's statistics are those of the messages that remain."""
     users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
     if not users:
         return frozenset()
-    lines = summary.transcript(dialect, messages)
+    lines = transcript()
     last = users[-1]
-    candidates = [i for i, m in enumerate(messages) if i != last and not dialect.is_system(m)]
+    candidates = [i for i, m in enumerate(messages) if i != last and i not in summarized and not dialect.is_system(m)]
     query = lines[last].split("] ", 1)[-1]  # without the "[user]" label every user line would share
     scores = relevance.scores(query, [lines[i] for i in candidates])
     return frozenset(candidates[j] for j in relevance.relevant(scores))

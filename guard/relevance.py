@@ -14,6 +14,8 @@ import threading
 from collections import Counter
 from typing import Sequence
 
+from guard.jsontext import bounded_put
+
 RELEVANT_SHARE = 0.5
 # BM25 needs the terms of a document, not every byte of a 100 kB tool result: the head and the tail
 # carry the identifiers of most results, and this bounds the time per candidate
@@ -46,8 +48,7 @@ def scores(query: str, docs: Sequence[str]) -> list[float]:
     terms = list(dict.fromkeys(_terms([query])[0][1]))
     if not terms:
         return zeros
-    clipped = [_clip(d) for d in docs]
-    lowered = [d.lower() for d in clipped]
+    lowered = [_lowered(d) for d in docs]
     hit = [i for i, d in enumerate(lowered) if any(t in d for t in terms)]
     if not hit:
         return zeros
@@ -55,7 +56,7 @@ def scores(query: str, docs: Sequence[str]) -> list[float]:
     present = [t for t in terms if any(t in counts for _, counts in stats.values())]
     if not present:
         return zeros
-    chars = sum(len(clipped[i]) for i in hit)
+    chars = sum(len(lowered[i]) for i in hit)
     per_term = chars / max(1, sum(length for length, _ in stats.values()))
     vocab = {t: i for i, t in enumerate(present)}
     other = len(vocab)
@@ -63,7 +64,7 @@ def scores(query: str, docs: Sequence[str]) -> list[float]:
     ids: list[list[int]] = []
     for i in range(len(docs)):
         if i not in stats:
-            ids.append([other] * max(1, round(len(clipped[i]) / max(per_term, 1e-9))))
+            ids.append([other] * max(1, round(len(lowered[i]) / max(per_term, 1e-9))))
             continue
         length, counts = stats[i]
         row: list[int] = []
@@ -73,6 +74,18 @@ def scores(query: str, docs: Sequence[str]) -> list[float]:
     retriever = bm25s.BM25()
     retriever.index(Tokenized(ids=ids, vocab=vocab), show_progress=False)
     return [float(x) for x in retriever.get_scores([vocab[t] for t in present])]
+
+
+_LOWER: dict[str, str] = {}
+
+
+def _lowered(text: str) -> str:
+    """The clipped document in lower case (what the substring test reads), memoised."""
+    hit = _LOWER.get(text)
+    if hit is None:
+        hit = _clip(text).lower()
+        bounded_put(_LOWER, text, hit, 4096)
+    return hit
 
 
 _MEMO: dict[str, tuple[int, dict[str, int]]] = {}
@@ -91,7 +104,7 @@ def _terms(texts: list[str]) -> list[tuple[int, dict[str, int]]]:
         stop = _stopwords()
         new = {}
         for text in missing:
-            counts = Counter(_TOKEN.findall(_clip(text).lower()))
+            counts = Counter(_TOKEN.findall(_lowered(text)))
             for word in stop.intersection(counts):
                 del counts[word]
             new[text] = (sum(counts.values()), dict(counts))

@@ -69,27 +69,25 @@ class Summarizer:
         budget, _ = make_budget(limits, policy, min(wanted, limits.max_output_tokens))
         return budget.room, budget.reserved_output, counter
 
-    def _key(self, request: SummaryRequest, tenant: str, cap: int, lines: list[str] | None = None) -> tuple[str, list[str], int]:
+    def _lines(self, request: SummaryRequest) -> list[str]:
+        if len(request.lines) == len(request.messages):
+            return list(request.lines)  # the planner rendered them once for the whole request
+        return summary.transcript(by_name(request.dialect), request.messages)
+
+    def _key(self, request: SummaryRequest, tenant: str, cap: int) -> tuple[str, list[str], int]:
         max_tokens = min(request.max_tokens, cap)
-        if lines is None:
-            lines = summary.transcript(by_name(request.dialect), request.messages)
-        return summary.span_key(tenant, self.settings.model, max_tokens, "\n\n".join(lines)), lines, max_tokens
+        lines = self._lines(request)
+        return summary.span_key(tenant, self.settings.model, max_tokens, lines), lines, max_tokens
 
     async def cached(self, requests: Sequence[SummaryRequest], tenant: str) -> tuple[str | None, ...]:
-        """The cached summary of each span, or None (never calls the model). The spans of one
-        plan nest, so each message is rendered once for all of them."""
+        """The cached summary of each span, or None (never calls the model). A plan's spans
+        nest, so their transcript is hashed once for all of them (`summary.span_keys`)."""
         _, cap, _ = self.budget()
-        rendered: dict[int, str] = {}
-        keys = []
-        for request in requests:
-            dialect = by_name(request.dialect)
-            lines = []
-            for msg in request.messages:
-                line = rendered.get(id(msg))
-                if line is None:
-                    line = rendered[id(msg)] = summary.transcript(dialect, [msg])[0]
-                lines.append(line)
-            keys.append(self._key(request, tenant, cap, lines)[0])
+        budgets = {min(r.max_tokens, cap) for r in requests}
+        if len(budgets) == 1:  # one plan's requests share the policy's summary budget
+            keys = summary.span_keys(tenant, self.settings.model, budgets.pop(), [self._lines(r) for r in requests])
+        else:
+            keys = [self._key(r, tenant, cap)[0] for r in requests]
         return tuple(await asyncio.gather(*(self.cache.get(key) for key in keys)))
 
     async def summarize(self, request: SummaryRequest, tenant: str) -> SummaryAnswer:

@@ -135,13 +135,34 @@ def render(lines: Sequence[str], *, merge: bool = False) -> str:
 # -- cache keys and answers -------------------------------------------------------------------
 
 
-def span_key(tenant: str, model: str, max_tokens: int, text: str) -> str:
-    """The cache key of one summary: everything that changes the answer, hashed."""
-    digest = hashlib.sha256()
-    for part in (PROMPT_VERSION, tenant, model, str(max_tokens), text):
-        digest.update(part.encode("utf-8", "surrogatepass"))
-        digest.update(b"\x00")
-    return "context-guard:summary:" + digest.hexdigest()
+def span_key(tenant: str, model: str, max_tokens: int, lines: Sequence[str]) -> str:
+    """The cache key of one summary: everything that changes the answer (the instructions'
+    version, tenant, summarizer model, budget and the span's transcript), hashed."""
+    return span_keys(tenant, model, max_tokens, [lines])[0]
+
+
+def span_keys(tenant: str, model: str, max_tokens: int, spans: Sequence[Sequence[str]]) -> list[str]:
+    """`span_key` of each span. A plan's spans nest (each extends the one before), so the
+    transcript is hashed once, the digest copied at each span's end."""
+    head = hashlib.sha256()
+    for part in (PROMPT_VERSION, tenant, model, str(max_tokens)):
+        head.update(part.encode("utf-8", "surrogatepass"))
+        head.update(b"\x00")
+    keys = []
+    digest, done = head.copy(), 0  # `done` lines of the previous span are in `digest`
+    previous: Sequence[str] = ()
+    for lines in spans:
+        if done > len(lines) or any(a is not b and a != b for a, b in zip(previous, lines[:done])):
+            digest, done = head.copy(), 0  # not an extension of the previous span: start over
+        for i in range(done, len(lines)):
+            if i:
+                digest.update(b"\n\n")  # the lines as "\n\n".join(lines) would give them
+            digest.update(lines[i].encode("utf-8", "surrogatepass"))
+        done, previous = len(lines), lines
+        final = digest.copy()
+        final.update(b"\x00")
+        keys.append("context-guard:summary:" + final.hexdigest())
+    return keys
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+
+from hypothesis import given, strategies as st
+
 from guard import summary
 from guard.dialects import ANTHROPIC, OPENAI
 from guard.encodings import get_encoding
@@ -61,13 +65,29 @@ def test_a_line_larger_than_the_room_is_shortened_head_and_tail():
 
 
 def test_cache_keys_separate_tenants_models_and_budgets():
-    base = summary.span_key("team:a", "m", 512, "text")
-    assert base == summary.span_key("team:a", "m", 512, "text")
-    assert base != summary.span_key("team:b", "m", 512, "text")
-    assert base != summary.span_key("team:a", "other", 512, "text")
-    assert base != summary.span_key("team:a", "m", 256, "text")
-    assert base != summary.span_key("team:a", "m", 512, "text!")
+    base = summary.span_key("team:a", "m", 512, ["text"])
+    assert base == summary.span_key("team:a", "m", 512, ["text"])
+    assert base != summary.span_key("team:b", "m", 512, ["text"])
+    assert base != summary.span_key("team:a", "other", 512, ["text"])
+    assert base != summary.span_key("team:a", "m", 256, ["text"])
+    assert base != summary.span_key("team:a", "m", 512, ["text!"])
+    assert base != summary.span_key("team:a", "m", 512, ["te", "xt"])
     assert "text" not in base.split(":")[-1]
+
+
+@given(st.lists(st.lists(st.text(max_size=5), max_size=6), max_size=5), st.booleans())
+def test_nested_span_keys_equal_the_keys_of_each_span_alone(spans, nest):
+    """span_keys hashes nested spans incrementally; each key must equal the span's own key and the
+    published definition (sha256 of the parts, NUL-separated, the lines joined by blank lines)."""
+    if nest:  # each span extends the one before, as a plan's spans do
+        spans = [sum(spans[: i + 1], []) for i in range(len(spans))]
+    keys = summary.span_keys("t", "m", 64, spans)
+    assert keys == [summary.span_key("t", "m", 64, s) for s in spans]
+    for key, lines in zip(keys, spans):
+        digest = hashlib.sha256()
+        for part in (summary.PROMPT_VERSION, "t", "m", "64", "\n\n".join(lines)):
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+        assert key == "context-guard:summary:" + digest.hexdigest()
 
 
 def test_answers_that_cannot_be_used():

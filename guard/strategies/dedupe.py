@@ -19,13 +19,26 @@ def _key(content: Content) -> str | None:
     return joined or None
 
 
+_frozen: dict[str, tuple[Any, ...]] = {}
+
+
+def _text_items(text: str) -> tuple[Any, ...]:
+    """Exact keys (frozen values) of the items of one text's top-level arrays, in order.
+    Agent loops resend the same results every turn: memoised by text, like the rewrites."""
+    hit = _frozen.get(text)
+    if hit is None:
+        value = jsontext.parse(text)
+        hit = tuple(freeze(item) for item in jsontext.array_items(value)) if value is not None else ()
+        if len(text) <= jsontext.MEMO_MAX_CHARS:
+            jsontext.bounded_put(_frozen, text, hit, 4096)
+    return hit
+
+
 def _items(content: Content) -> list[Any]:
     """Exact keys (frozen values) of the items of a result's top-level arrays."""
     out: list[Any] = []
     for text in content_texts(content):
-        value = jsontext.parse(text)
-        if value is not None:
-            out += [freeze(item) for item in jsontext.array_items(value)]
+        out += _text_items(text)
     return out
 
 
@@ -59,6 +72,8 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
 
 
 def _drop_seen_items(text: str, seen_later: Callable[[Any], bool]) -> str:
+    if not any(seen_later(item) for item in _text_items(text)):
+        return text  # the common case, decided on the memoised keys without walking the JSON
     value = jsontext.parse(text)
     if value is None:
         return text
