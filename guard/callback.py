@@ -262,8 +262,7 @@ class ContextGuard(CustomLogger):
                 engine.plan, data, model=name, dialect=dialect, policy=policy, deployment=deployment,
                 can_summarize=summarizer is not None,
             )
-            plan = await asyncio.to_thread(make) if big else make()
-            fitted = await _drive(plan, summarizer, identity.tenant, threaded=big)
+            fitted = await _drive(make, summarizer, identity.tenant, threaded=big)
         except ContextWindowExceeded as e:
             report = _merge(md.get(STATE_KEY), e.report.to_dict(), layers)
             _store(data, md_key, md, report)
@@ -325,12 +324,20 @@ class ContextGuard(CustomLogger):
 # -- helpers -------------------------------------------------------------------------------------
 
 
-async def _drive(plan: Plan, summarizer: Summarizer | None, tenant: str, *, threaded: bool) -> Fitted:
-    """Run the planner generator; its summary requests are answered by the summarizer (awaited on
-    the event loop), its CPU work runs in a worker thread for big bodies."""
+async def _drive(make: Callable[[], Plan], summarizer: Summarizer | None, tenant: str, *, threaded: bool) -> Fitted:
+    """Make and run the planner generator; its summary requests are answered by the summarizer
+    (awaited on the event loop), its CPU work runs in a worker thread for big bodies (one hop per
+    step: the plan is made in the first)."""
+    plans: list[Plan] = []
+
+    def step(answer: Any) -> tuple[bool, Any]:
+        if not plans:
+            plans.append(make())
+        return _step(plans[0], answer)
+
     answer: Any = None
     while True:
-        done, value = await asyncio.to_thread(_step, plan, answer) if threaded else _step(plan, answer)
+        done, value = await asyncio.to_thread(step, answer) if threaded else step(answer)
         if done:
             return value
         if summarizer is None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from guard.dialects import Content, Dialect, content_texts, group_messages
 from guard.policy import STRATEGY_ORDER, Policy
@@ -157,6 +158,7 @@ class Context:
     originals: tuple[Message, ...] = ()  # the request's messages and their counts, as sent
     original_counts: tuple[int, ...] = ()
     transcript: Callable[[], list[str]] | None = None  # the originals' transcript lines, rendered once
+    requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # summary request per span, built once
     _totals: dict[str, list[int]] = field(default_factory=dict)
     _relevant: dict[frozenset[int], frozenset[int]] = field(default_factory=dict)
 
@@ -249,28 +251,34 @@ def rewrite_tool_results(
     """
     dialect = conv.dialect
     msgs, counts, pending = list(conv.messages), list(conv.counts), list(conv.pending)
+    chars: dict[int, int] = {}  # tool-result characters of messages rewritten so far (see _estimated)
     total = conv.total
     saved = items = 0
     stopped = False
-    for i, slot, _ in list(slots):  # edits go to local lists: one new Conversation at the end
+    # edits go to local lists (one new Conversation at the end); an edit replaces only its own slot,
+    # so the content listed for every other slot stays current
+    for i, slot, content in list(slots):
         if total <= ctx.stop_at:
             stopped = True
             break
         current = msgs[i]
-        content = _slot_content(dialect, current, slot)
         new_content = transform(ToolResult(i, slot, content, counts[i], total - ctx.stop_at))
         if new_content is content:
             continue
         new_msg = dialect.with_tool_result(current, slot, new_content)
         estimate = None
         if lossless and ctx.estimate:
-            count = _estimated(counts[i], current, new_msg, dialect)
+            old_chars = chars[i] if i in chars else _chars(dialect, current)
+            new_chars = old_chars - _texts_chars(content) + _texts_chars(new_content)
+            count = _estimated(counts[i], old_chars, new_chars)
             prior = pending[i] or Estimate(current, counts[i], ())
             estimate = Estimate(prior.base, prior.base_count, prior.savings + ((kind, counts[i] - count),))
         else:
             count = ctx.counter.message(dialect, new_msg)
         if count >= counts[i]:
             continue
+        if lossless and ctx.estimate:
+            chars[i] = new_chars
         saved += counts[i] - count
         items += 1
         total -= counts[i] - count
@@ -284,7 +292,11 @@ def rewrite_tool_results(
 
 
 def _chars(dialect: Dialect, msg: Message) -> int:
-    return sum(len(t) for _, content in dialect.tool_results(msg) for t in content_texts(content)) + 16
+    return sum(_texts_chars(content) for _, content in dialect.tool_results(msg)) + 16
+
+
+def _texts_chars(content: Content) -> int:
+    return sum(len(t) for t in content_texts(content))
 
 
 # Scaling a count by the text length left over-states a compacted JSON result by 2-3% on average
@@ -294,13 +306,6 @@ def _chars(dialect: Dialect, msg: Message) -> int:
 _ESTIMATE_SCALE = 0.95
 
 
-def _estimated(count: int, old: Message, new: Message, dialect: Dialect) -> int:
-    """The new message's count, scaled by its tool-result text length (an estimate)."""
-    return max(1, math.floor(_ESTIMATE_SCALE * count * _chars(dialect, new) / _chars(dialect, old)))
-
-
-def _slot_content(dialect: Dialect, msg: Message, slot: int | None) -> Content:
-    for s, content in dialect.tool_results(msg):
-        if s == slot:
-            return content
-    return None
+def _estimated(count: int, old_chars: int, new_chars: int) -> int:
+    """The new message's count, scaled by its tool-result text length (`_chars`; an estimate)."""
+    return max(1, math.floor(_ESTIMATE_SCALE * count * new_chars / old_chars))

@@ -8,7 +8,8 @@ every edit returns new (shallow-copied) objects.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Mapping
+from typing import Any, Callable, Sequence
 
 from guard.errors import BadRequest
 
@@ -105,7 +106,7 @@ class Dialect:
         return [
             (i, b.get("content"))
             for i, b in enumerate(_blocks(msg))
-            if isinstance(b, Mapping) and b.get("type") == "tool_result"
+            if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "tool_result"
         ]
 
     def with_tool_result(self, msg: Message, slot: int | None, content: Content) -> dict[str, Any]:
@@ -172,7 +173,7 @@ def content_texts(content: Content) -> list[str]:
         return [
             p["text"]
             for p in content
-            if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str)
+            if (type(p) is dict or isinstance(p, Mapping)) and p.get("type") == "text" and isinstance(p.get("text"), str)
         ]
     return []
 
@@ -186,7 +187,7 @@ def map_texts(content: Content, fn: Callable[[str], str]) -> Content:
     changed = False
     out: list[Any] = []
     for p in content:
-        if isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str):
+        if (type(p) is dict or isinstance(p, Mapping)) and p.get("type") == "text" and isinstance(p.get("text"), str):
             new_text = fn(p["text"])
             if new_text != p["text"]:
                 p = {**p, "text": new_text}

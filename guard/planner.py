@@ -12,7 +12,8 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Mapping
+from collections.abc import Mapping
+from typing import Any, Callable, Generator
 
 from guard.budget import Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation
@@ -291,14 +292,18 @@ def _spans(start: Conversation, ctx: Context) -> list[list[int]]:
 
 
 def _request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRequest:
-    lines = ctx.transcript() if ctx.transcript is not None else None  # rendered once per request
-    return SummaryRequest(
-        dialect=conv.dialect.name,
-        messages=tuple(ctx.originals[i] for i in span),
-        span_tokens=sum(ctx.original_counts[i] for i in span),
-        max_tokens=ctx.policy.summary_max_tokens,
-        lines=tuple(lines[i] for i in span) if lines is not None else (),
-    )
+    key = tuple(span)
+    hit = ctx.requests.get(key)
+    if hit is None:
+        lines = ctx.transcript() if ctx.transcript is not None else None  # rendered once per request
+        hit = ctx.requests[key] = SummaryRequest(
+            dialect=conv.dialect.name,
+            messages=tuple(ctx.originals[i] for i in span),
+            span_tokens=sum(ctx.original_counts[i] for i in span),
+            max_tokens=ctx.policy.summary_max_tokens,
+            lines=tuple(lines[i] for i in span) if lines is not None else (),
+        )
+    return hit
 
 
 def _reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:

@@ -22,7 +22,8 @@ import json
 import math
 import re
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Mapping, Protocol, Sequence
+from collections.abc import Mapping
+from typing import Any, Protocol, Sequence
 
 from guard.dialects import Dialect
 from guard.images import image_part_tokens
