@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from guard import jsontext
 from guard.dialects import Dialect, content_texts
 
-PROMPT_VERSION = "2"
+PROMPT_VERSION = "2"  # part of every cache key: bump it when the prompts change
 
 SYSTEM_PROMPT = (
     "You compact the earlier part of a conversation between a user, an AI agent and its tools, so "
@@ -57,8 +57,31 @@ def system_prompt(max_tokens: int, *, merge: bool = False) -> str:
 
 
 def transcript(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """One plain-text line (possibly multi-line) per message, in order."""
-    return [_line(dialect, m) for m in messages]
+    """One plain-text line (possibly multi-line) per message, in order.
+
+    Lines of plain-text messages are memoised by their content: an agent loop resends the same
+    messages every turn, and handing back the same line object lets every memo keyed by a line
+    (span hashes, relevance) find it without hashing its text again."""
+    out = []
+    for msg in messages:
+        content = msg.get("content") if type(msg) is dict else None
+        if type(content) is not str or msg.get("tool_calls"):
+            out.append(_line(dialect, msg))
+            continue
+        key = (dialect.name, msg.get("role"), msg.get("name"), msg.get("tool_call_id"), content)
+        try:
+            line = _LINES.get(key)
+        except TypeError:  # an unhashable name or id: render without the memo
+            out.append(_line(dialect, msg))
+            continue
+        if line is None:
+            line = _line(dialect, msg)
+            jsontext.bounded_put(_LINES, key, line, 8192)
+        out.append(line)
+    return out
+
+
+_LINES: dict[tuple[Any, ...], str] = {}
 
 
 def _line(dialect: Dialect, msg: Mapping[str, Any]) -> str:
@@ -143,8 +166,10 @@ def span_key(tenant: str, model: str, max_tokens: int, lines: Sequence[str]) -> 
 
 
 def span_keys(tenant: str, model: str, max_tokens: int, spans: Sequence[Sequence[str]]) -> list[str]:
-    """`span_key` of each span. A plan's spans nest (each extends the one before), so the
-    transcript is hashed once, the digest copied at each span's end."""
+    """`span_key` of each span: SHA-256 over the parts (NUL-separated) and the SHA-256 of each
+    transcript line, in order. Line digests are memoised (a resent message's line is the same
+    object, see `transcript`), and a plan's spans nest (each extends the one before), so the
+    digest is carried over from one span to the next."""
     head = hashlib.sha256()
     for part in (PROMPT_VERSION, tenant, model, str(max_tokens)):
         head.update(part.encode("utf-8", "surrogatepass"))
@@ -155,15 +180,22 @@ def span_keys(tenant: str, model: str, max_tokens: int, spans: Sequence[Sequence
     for lines in spans:
         if done > len(lines) or any(a is not b and a != b for a, b in zip(previous, lines[:done])):
             digest, done = head.copy(), 0  # not an extension of the previous span: start over
-        for i in range(done, len(lines)):
-            if i:
-                digest.update(b"\n\n")  # the lines as "\n\n".join(lines) would give them
-            digest.update(lines[i].encode("utf-8", "surrogatepass"))
+        for line in lines[done:]:
+            digest.update(_line_digest(line))
         done, previous = len(lines), lines
-        final = digest.copy()
-        final.update(b"\x00")
-        keys.append("context-guard:summary:" + final.hexdigest())
+        keys.append("context-guard:summary:" + digest.hexdigest())
     return keys
+
+
+_DIGESTS: dict[str, bytes] = {}
+
+
+def _line_digest(line: str) -> bytes:
+    hit = _DIGESTS.get(line)
+    if hit is None:
+        hit = hashlib.sha256(line.encode("utf-8", "surrogatepass")).digest()
+        jsontext.bounded_put(_DIGESTS, line, hit, 8192)
+    return hit
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,17 @@ def test_openai_transcript_flattens_tool_calls_and_results():
     assert lines[3] == "[user] see\n[image]"
 
 
+def test_resent_messages_get_the_same_line_and_differing_ones_do_not():
+    msgs = [{"role": "tool", "tool_call_id": "c1", "content": "ok " * 50}, {"role": "user", "content": "ok " * 50}]
+    again = [dict(m, content="".join(["ok "] * 50)) for m in msgs]  # equal, not the same objects
+    first, second = summary.transcript(OPENAI, msgs), summary.transcript(OPENAI, again)
+    assert first == second and all(a is b for a, b in zip(first, second))
+    other = summary.transcript(OPENAI, [dict(msgs[0], tool_call_id="c2"), dict(msgs[1], role="assistant")])
+    assert other[0].startswith("[tool result c2]") and other[1].startswith("[assistant]")
+    assert summary.transcript(ANTHROPIC, msgs[1:])[0] == first[1]  # same rendering, own memo entry
+    assert summary.transcript(OPENAI, [{"role": "user", "name": ["odd"], "content": "x"}]) == ["[user] x"]
+
+
 def test_anthropic_transcript_flattens_blocks():
     msgs = [
         {"role": "assistant", "content": [
@@ -72,6 +83,7 @@ def test_cache_keys_separate_tenants_models_and_budgets():
     assert base != summary.span_key("team:a", "m", 256, ["text"])
     assert base != summary.span_key("team:a", "m", 512, ["text!"])
     assert base != summary.span_key("team:a", "m", 512, ["te", "xt"])
+    assert summary.span_key("t", "m", 1, ["a", "b"]) != summary.span_key("t", "m", 1, ["b", "a"])
     assert "text" not in base.split(":")[-1]
 
 
@@ -85,8 +97,10 @@ def test_nested_span_keys_equal_the_keys_of_each_span_alone(spans, nest):
     assert keys == [summary.span_key("t", "m", 64, s) for s in spans]
     for key, lines in zip(keys, spans):
         digest = hashlib.sha256()
-        for part in (summary.PROMPT_VERSION, "t", "m", "64", "\n\n".join(lines)):
+        for part in (summary.PROMPT_VERSION, "t", "m", "64"):
             digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+        for line in lines:
+            digest.update(hashlib.sha256(line.encode("utf-8", "surrogatepass")).digest())
         assert key == "context-guard:summary:" + digest.hexdigest()
 
 

@@ -19,16 +19,33 @@ def _key(content: Content) -> str | None:
     return joined or None
 
 
-_frozen: dict[str, tuple[Any, ...]] = {}
+class _Item:
+    """An item's exact key (its frozen value) with the hash computed once: tuples do not cache
+    their hash, and a key is looked up for every item of every result on every turn."""
+
+    __slots__ = ("value", "_hash")
+
+    def __init__(self, value: Any) -> None:
+        self.value = freeze(value)
+        self._hash = hash(self.value)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Item) and self._hash == other._hash and self.value == other.value
 
 
-def _text_items(text: str) -> tuple[Any, ...]:
-    """Exact keys (frozen values) of the items of one text's top-level arrays, in order.
-    Agent loops resend the same results every turn: memoised by text, like the rewrites."""
+_frozen: dict[str, tuple[_Item, ...]] = {}
+
+
+def _text_items(text: str) -> tuple[_Item, ...]:
+    """Exact keys of the items of one text's top-level arrays, in order. Agent loops resend the
+    same results every turn: memoised by text, like the rewrites."""
     hit = _frozen.get(text)
     if hit is None:
         value = jsontext.parse(text)
-        hit = tuple(freeze(item) for item in jsontext.array_items(value)) if value is not None else ()
+        hit = tuple(_Item(item) for item in jsontext.array_items(value)) if value is not None else ()
         if len(text) <= jsontext.MEMO_MAX_CHARS:
             jsontext.bounded_put(_frozen, text, hit, 4096)
     return hit
@@ -84,7 +101,7 @@ def _drop_seen_items(text: str, seen_later: Callable[[Any], bool]) -> str:
         before = removed
         out = []
         for x in arr:
-            if isinstance(x, (dict, list)) and seen_later(freeze(x)):
+            if isinstance(x, (dict, list)) and seen_later(_Item(x)):
                 removed += 1
             else:
                 out.append(x)
