@@ -296,12 +296,20 @@ def _request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryReques
     hit = ctx.requests.get(key)
     if hit is None:
         lines = ctx.transcript() if ctx.transcript is not None else None  # rendered once per request
+        if span and span == list(range(span[0], span[-1] + 1)):  # spans are contiguous: slices
+            part = slice(span[0], span[-1] + 1)
+            messages, counts = ctx.originals[part], ctx.original_counts[part]
+            texts = lines[part] if lines is not None else ()
+        else:
+            messages = tuple(ctx.originals[i] for i in span)
+            counts = tuple(ctx.original_counts[i] for i in span)
+            texts = [lines[i] for i in span] if lines is not None else ()
         hit = ctx.requests[key] = SummaryRequest(
             dialect=conv.dialect.name,
-            messages=tuple(ctx.originals[i] for i in span),
-            span_tokens=sum(ctx.original_counts[i] for i in span),
+            messages=tuple(messages),
+            span_tokens=sum(counts),
             max_tokens=ctx.policy.summary_max_tokens,
-            lines=tuple(lines[i] for i in span) if lines is not None else (),
+            lines=tuple(texts),
         )
     return hit
 
