@@ -180,7 +180,7 @@ def _rounds(
             i += 1
             if ctx.done(conv):
                 break
-            if name == "truncate_tool_results" and spans and estimate and checkpoint is None:
+            if spans and estimate and checkpoint is None:
                 conv = yield from _reuse(conv, ctx, spans)  # a conversation once compacted stays so
                 if ctx.done(conv):
                     break
@@ -192,16 +192,16 @@ def _rounds(
                     known = len(ctx.summaries)
                     conv = yield from _summarize(conv, ctx, spans or [])
                     if len(ctx.summaries) > known and checkpoint is not None:
-                        # a new summary: redo the lossy steps from before the first of them with
-                        # the largest known summary in place, exactly as the next fit of this
-                        # request (which finds it cached) will; spans only grow, so this ends
+                        # a new summary: redo every step with the largest known summary in place
+                        # first, exactly as the next fit of this request (which finds it cached)
+                        # will; spans only grow, so this ends
                         conv, saved = checkpoint
                         summaries, calls = dict(ctx.summaries), ctx.summary_calls
                         ctx.restore(saved)
                         ctx.summaries, ctx.summary_calls = summaries, calls
                         checkpoint = (conv, saved)
                         conv = _apply_largest(conv, ctx, spans or [])
-                        i = names.index("truncate_tool_results")
+                        i = 0
                 elif estimate:
                     ctx.skipped.append(Skipped("summarize", "no_summarizer"))
                 continue
@@ -315,7 +315,7 @@ def _request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryReques
 
 
 def _reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
-    """Before any lossy cut: look up which spans already have a summary and put the largest in."""
+    """Before any other step: look up which spans already have a summary and put the largest in."""
     if ctx.done(conv):
         return conv
     answers = yield CachedSummaries(tuple(_request(conv, ctx, span) for span in spans))
