@@ -1,6 +1,7 @@
-"""Fuzz the engine with malformed and extreme request bodies.
+"""Fuzz the engine and the proxy hook with malformed and extreme request bodies.
 
-    .venv/bin/python -m bench.fuzz --bodies 100000 [--seed 0]
+    .venv/bin/python -m bench.fuzz --bodies 100000 [--seed 0] [--target engine|hook|both]
+                                   [--workers 2] [--huge-rate 0.03]
 
 Bodies are valid agent conversations (both dialects) mutated at random: wrong types and missing
 fields, unknown roles, content as numbers/objects, broken tool calls, invalid and deeply nested
@@ -9,17 +10,31 @@ results, and a few 10,000-message bodies. Every body must end in one of three wa
 - a fit that really fits (input recounted from scratch + output + margin <= window),
 - a rejection (ContextWindowExceeded: a 400 with the numbers),
 - a clear bad-request error (GuardError: a 400 naming the field),
-never any other exception. Prints the counts, the slowest body, and exits 1 on any failure.
+never any other exception. Through the proxy hook (`--target hook`: `ContextGuard.async_pre_call_hook`
+with a real `UserAPIKeyAuth`, then `async_pre_call_deployment_hook` on what it returns, with
+`on_error: closed` so a guard bug raises instead of failing open), the same three ends are a
+returned body that fits, the proxy's 400 rejection, or `litellm.BadRequestError` (400).
+
+Body *i* of seed *s* is generated from its own `random.Random(s * 1_000_003 + i)`, so a run splits
+over worker processes with the same bodies. `--huge-rate` is the share of texts that are a single
+20k-200k character run (the costliest thing to count); the default 0.03 is the CI mix, the
+1,000,000-body run used 0.003 to fit in an hour (still ~10% of bodies with such a run).
+
+Prints the outcome counts, how many bodies had each trait and mutation, the slowest body, the
+peak memory per worker, and exits 1 on any failure.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
+import asyncio
+import multiprocessing
 import os
 import random
+import resource
 import time
 import traceback
+from collections import Counter
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -35,15 +50,18 @@ WORDS = "the error in src/app.py line 42 failed import retry token window über 
 ROLES = ["system", "user", "assistant", "tool", "developer", "function", "critic", "", None, 7]
 
 
+HUGE_RATE = 0.03  # share of texts that are one 20k-200k character run (set by --huge-rate)
+
+
 def text(rng: random.Random) -> str:
     kind = rng.random()
     if kind < 0.05:
         return ""
-    if kind < 0.08:
+    if kind < 0.05 + HUGE_RATE:
         return "x" * rng.randint(20_000, 200_000)  # one long run without spaces
-    if kind < 0.10:
+    if kind < 0.07 + HUGE_RATE:
         return "\ud800 lone surrogate \x00 nul \x1b esc"
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 60)))
+    return " ".join(rng.choices(WORDS, k=rng.randint(1, 60)))
 
 
 def json_text(rng: random.Random) -> str:
@@ -149,16 +167,50 @@ def nothing(rng, body):  # noqa: ANN001
     pass
 
 
-def make(rng: random.Random) -> dict[str, Any]:
+def make(rng: random.Random) -> tuple[dict[str, Any], list[str]]:
+    """A body and its traits (dialect, mutations applied, and what makes it extreme)."""
     msgs = conversation(rng)
     body: dict[str, Any] = anthropic(msgs) if rng.random() < 0.4 else {"model": "fuzz", "messages": msgs}
+    traits = ["anthropic" if "system" in body else "openai"]
     for _ in range(rng.randint(0, 3)):
-        rng.choice(MUTATIONS)(rng, body)
-    return body
+        fn = rng.choice(MUTATIONS)
+        fn(rng, body)
+        traits.append(fn.__name__)
+    return body, traits + _extremes(body)
+
+
+def _extremes(body: dict[str, Any]) -> list[str]:
+    out = []
+    msgs = body.get("messages")
+    if isinstance(msgs, list) and len(msgs) >= 10_000:
+        out.append("10k_messages")
+    texts = [body.get("system")] + [m.get("content") for m in msgs if isinstance(m, dict)] if isinstance(msgs, list) else []
+    texts += [b.get("content") for m in msgs if isinstance(m, dict) and isinstance(m.get("content"), list) for b in m["content"] if isinstance(b, dict)] if isinstance(msgs, list) else []
+    strings = [t for t in texts if isinstance(t, str)]
+    if any(len(t) >= 20_000 for t in strings):
+        out.append("huge_text")
+    if any(t.startswith(("[[[[", "{{{{")) for t in strings):
+        out.append("deep_or_invalid_nested_json")
+    if any("\ud800" in t for t in strings):
+        out.append("lone_surrogate_nul")
+    return out
+
+
+def _fits(engine: Engine, body: dict[str, Any], report: Any) -> None:
+    counter, _ = engine.counter_for("fuzz", engine.policy_for("fuzz"))
+    fresh = TokenCounter(counter.encoding, factor=counter.factor, image_formula=counter.image_formula)
+    recount = fresh.body(by_name(report["dialect"] if isinstance(report, dict) else report.dialect), body)
+    after = report["input_tokens_after"] if isinstance(report, dict) else report.input_tokens_after
+    if isinstance(report, dict):
+        out, margin, window = report["max_tokens"], report["safety_margin_tokens"], report["context_window"]
+    else:
+        out, margin, window = report.max_tokens, report.safety_margin_tokens, report.context_window
+    if recount != after or recount + out + margin > window:
+        raise AssertionError(f"fit does not fit: {recount} (reported {after}) + {out} + {margin} > {window}")
 
 
 def check(engine: Engine, body: dict[str, Any]) -> str:
-    snapshot = copy.deepcopy(body)
+    snapshot = repr(body)  # the caller's body must come back unchanged (repr: a cheap deep snapshot)
     try:
         fitted = engine.fit(body)
     except ContextWindowExceeded:
@@ -166,48 +218,153 @@ def check(engine: Engine, body: dict[str, Any]) -> str:
     except GuardError:
         return "bad_request"
     finally:
-        if body != snapshot:
+        if repr(body) != snapshot:
             raise AssertionError("the caller's body was mutated")
-    report = fitted.report
-    counter, _ = engine.counter_for("fuzz", engine.policy_for("fuzz"))
-    fresh = TokenCounter(counter.encoding, factor=counter.factor, image_formula=counter.image_formula)
-    recount = fresh.body(by_name(report.dialect), fitted.body)
-    if recount != report.input_tokens_after or recount + report.max_tokens + report.safety_margin_tokens > report.context_window:
-        raise AssertionError(f"fit does not fit: {recount} + {report.max_tokens} + {report.safety_margin_tokens} > {report.context_window}")
-    return report.outcome
+    _fits(engine, fitted.body, fitted.report)
+    return fitted.report.outcome
+
+
+class HookTarget:
+    """The proxy's path: the pre-call hook (as the proxy calls it, with a real UserAPIKeyAuth and
+    the metadata the proxy adds), then the deployment hook on what it returned."""
+
+    def __init__(self, engine: Engine) -> None:
+        import litellm
+        from litellm.proxy._types import ProxyException, UserAPIKeyAuth
+
+        from guard.callback import ContextGuard
+
+        self.engine, self.litellm = engine, litellm
+        self.guard = ContextGuard(engine=engine)
+        self.auth = UserAPIKeyAuth(api_key="sk-fuzz", team_id="team-fuzz", key_alias="fuzz-key")
+        self.proxy_exception = ProxyException
+        self.loop = asyncio.new_event_loop()
+
+    def check(self, body: dict[str, Any], i: int) -> str:
+        anthropic_body = "system" in body
+        call_type = "anthropic_messages" if anthropic_body else "acompletion"
+        md_key = "litellm_metadata" if anthropic_body else "metadata"
+        data = {**body, md_key: {"user_api_key_team_id": "team-fuzz", "user_api_key_hash": "h"}, "litellm_call_id": f"fuzz-{i}"}
+        snapshot = repr(body)
+        try:
+            out = self.loop.run_until_complete(self.guard.async_pre_call_hook(self.auth, None, data, call_type))
+            out = self.loop.run_until_complete(self.guard.async_pre_call_deployment_hook(
+                {**out, md_key: {**out.get(md_key, {}), "model_group": "fuzz"}, "model": "gpt-4o",
+                 "model_info": {"max_input_tokens": 4096, "max_output_tokens": 1024}},
+                call_type,
+            ))
+        except self.proxy_exception as e:
+            if str(getattr(e, "code", "")) != "400":
+                raise
+            return "rejected"
+        except self.litellm.BadRequestError:
+            return "bad_request"
+        finally:
+            if repr(body) != snapshot:
+                raise AssertionError("the caller's body was mutated")
+        report = out.get(md_key, {}).get("context_guard")
+        if not isinstance(report, dict) or "outcome" not in report:
+            raise AssertionError("the hook returned a body without the guard's report")
+        if report["outcome"] == "rejected":
+            raise AssertionError("a rejected body was forwarded")
+        _fits(self.engine, {k: v for k, v in out.items() if k not in (md_key, "litellm_call_id", "model_info")}, {**report, "dialect": "anthropic" if anthropic_body else "openai"})
+        return "fitted" if report["outcome"] == "fitted" else "unchanged"
+
+
+def make_engine(on_error: str = "open") -> Engine:
+    return Engine(
+        load_policy_set({"defaults": {"default_max_tokens": 512, "safety_margin_tokens": 64, "on_error": on_error}}),
+        deployments={"fuzz": Deployment("fuzz", "gpt-4o", {"max_input_tokens": 4096, "max_output_tokens": 1024})},
+        model_map=None,
+    )
+
+
+_TARGETS: dict[str, tuple[Engine, HookTarget | None]] = {}
+
+
+def _targets(target: str) -> tuple[Engine, HookTarget | None]:
+    """One engine (and hook) per worker process, kept across its slices: memory that grows with
+    the number of bodies would show in the peak RSS printed per slice."""
+    if target not in _TARGETS:
+        engine = make_engine(on_error="closed")
+        _TARGETS[target] = (engine, HookTarget(engine) if target in ("hook", "both") else None)
+    return _TARGETS[target]
+
+
+def run_slice(job: tuple[int, int, int, str, float]) -> dict[str, Any]:
+    """Bodies [start, stop) of a seed through a target; the tallies of this slice."""
+    seed, start, stop, target, huge_rate = job
+    global HUGE_RATE
+    HUGE_RATE = huge_rate
+    engine, hook = _targets(target)
+    outcomes: Counter[str] = Counter()
+    traits: Counter[str] = Counter()
+    errors: list[str] = []
+    slowest = (0.0, -1, "")
+    for i in range(start, stop):
+        body, kinds = make(random.Random(seed * 1_000_003 + i))
+        traits.update(set(kinds))
+        for name in ("engine", "hook"):
+            if target not in (name, "both"):
+                continue
+            t = time.perf_counter()
+            try:
+                outcome = check(engine, body) if name == "engine" else hook.check(body, i)  # type: ignore[union-attr]
+            except Exception as e:  # any other exception is a bug
+                outcome = "FAILED"
+                if len(errors) < 5:
+                    errors.append(f"body {i} (seed {seed}, {name}): {type(e).__name__}: {str(e)[:200]}\n{traceback.format_exc(limit=4)}")
+            slowest = max(slowest, (time.perf_counter() - t, i, name))
+            outcomes[f"{name}:{outcome}"] += 1
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"outcomes": outcomes, "traits": traits, "errors": errors, "slowest": slowest, "rss_mb": rss_mb}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--bodies", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--target", choices=["engine", "hook", "both"], default="engine")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--huge-rate", type=float, default=HUGE_RATE, help="share of texts that are one 20k-200k char run")
+    parser.add_argument("--chunk", type=int, default=2_000, help="bodies per job handed to a worker")
     args = parser.parse_args(argv)
-    engine = Engine(
-        load_policy_set({"defaults": {"default_max_tokens": 512, "safety_margin_tokens": 64}}),
-        deployments={"fuzz": Deployment("fuzz", "gpt-4o", {"max_input_tokens": 4096, "max_output_tokens": 1024})},
-        model_map=None,
-    )
-    counts: dict[str, int] = {}
-    failures = 0
-    slowest = (0.0, -1)
+    jobs = [(args.seed, a, min(a + args.chunk, args.bodies), args.target, args.huge_rate) for a in range(0, args.bodies, args.chunk)]
     start = time.perf_counter()
-    for i in range(args.bodies):
-        rng = random.Random(args.seed * 1_000_003 + i)
-        body = make(rng)
-        t = time.perf_counter()
-        try:
-            outcome = check(engine, body)
-        except Exception as e:  # any other exception is a bug
-            failures += 1
-            outcome = "FAILED"
-            if failures <= 5:
-                print(f"body {i} (seed {args.seed}): {type(e).__name__}: {str(e)[:200]}")
-                traceback.print_exc(limit=4)
-        slowest = max(slowest, (time.perf_counter() - t, i))
-        counts[outcome] = counts.get(outcome, 0) + 1
+    outcomes: Counter[str] = Counter()
+    traits: Counter[str] = Counter()
+    errors: list[str] = []
+    slowest = (0.0, -1, "")
+    rss: list[float] = []
+    done = 0
+    if args.workers > 1:
+        pool = multiprocessing.get_context("fork").Pool(args.workers)
+        results = pool.imap_unordered(run_slice, jobs)
+    else:
+        pool, results = None, map(run_slice, jobs)
+    for r in results:
+        outcomes.update(r["outcomes"])
+        traits.update(r["traits"])
+        errors += r["errors"]
+        slowest = max(slowest, r["slowest"])
+        rss.append(r["rss_mb"])
+        done += sum(r["traits"][k] for k in ("openai", "anthropic"))
+        if args.bodies >= 50_000 and len(rss) % 25 == 0:
+            print(f"  {done:,} bodies, {time.perf_counter() - start:.0f} s, failures so far {sum(v for k, v in outcomes.items() if k.endswith('FAILED'))}", flush=True)
+    if pool is not None:
+        pool.close()
+        pool.join()
     took = time.perf_counter() - start
-    print(f"{args.bodies:,} bodies in {took:.0f} s: " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())))
-    print(f"slowest body: #{slowest[1]} in {slowest[0] * 1000:.0f} ms; unhandled exceptions: {failures}")
+    failures = sum(v for k, v in outcomes.items() if k.endswith("FAILED"))
+    for e in errors[:5]:
+        print(e)
+    print(f"{args.bodies:,} bodies (seed {args.seed}, target {args.target}, huge-rate {args.huge_rate}) in {took:.0f} s on {args.workers} worker(s)")
+    print("outcomes: " + ", ".join(f"{k} {v:,}" for k, v in sorted(outcomes.items())))
+    print("bodies with: " + ", ".join(f"{k} {v:,}" for k, v in sorted(traits.items())))
+    first, last = rss[: max(1, len(rss) // 10)], rss[-max(1, len(rss) // 10):]
+    print(f"slowest body: #{slowest[1]} ({slowest[2]}) in {slowest[0] * 1000:.0f} ms")
+    print(f"peak RSS of a worker: {max(first):.0f} MB after its first slices, {max(last):.0f} MB at the end ({len(rss)} slices of {args.chunk:,})")
+    print(f"unhandled exceptions: {failures}")
     return 1 if failures else 0
 
 

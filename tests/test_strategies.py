@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from guard.config import Deployment
 from guard.engine import Engine
@@ -162,3 +163,28 @@ def test_a_failing_summarizer_degrades_to_the_deterministic_path():
     assert fitted.report.fits
     assert [(s.kind, s.reason) for s in fitted.report.skipped] == [("summarize", "no_summary")]
     assert kinds(fitted.report) == ["drop_oldest_turns"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 400), min_size=2, max_size=40), st.data())
+def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data):
+    """Giving dropped turns back is computed incrementally (10,000-message requests stay linear);
+    every total must equal the one of the conversation rebuilt with its markers."""
+    from guard.conversation import Context, Conversation
+    from guard.dialects import OPENAI
+    from guard.strategies import drop
+
+    e = engine(100_000)
+    policy = e.policy_for("m")
+    counter, _ = e.counter_for("m", policy)
+    msgs = [{"role": "user" if i % 2 else "assistant", "content": words(n, i)} for i, n in enumerate(sizes)]
+    conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, keep_recent_groups=0, keep_first_user_turn=False)
+    ctx = Context(counter=counter, policy=policy, stop_at=0)
+    chosen = set(data.draw(st.sets(st.integers(0, len(sizes) - 1), min_size=1)))
+    runs = drop._Runs(conv, ctx, chosen)
+    assert runs.total == drop._without(conv, ctx, chosen).total
+    for i in data.draw(st.permutations(sorted(chosen))):
+        total = runs.total_without([i])
+        chosen = chosen - {i}
+        assert total == drop._without(conv, ctx, chosen).total
+        runs.give_back([i], total)

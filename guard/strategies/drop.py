@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import bisect
+
 from guard.conversation import Context, Conversation
 from guard.dialects import MARKER_PREFIX
 
@@ -43,18 +45,71 @@ def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: 
     if not chosen:
         return chosen
     limit = max(ctx.stop_at, ctx.target)
-    slack = limit - _without(conv, ctx, chosen).total
+    runs = _Runs(conv, ctx, chosen)
     for group in reversed(groups):
         if not chosen.issuperset(group):
             continue
         size = sum(conv.counts[i] for i in group)
-        if size > slack:
+        if size > limit - runs.total:
             continue
-        trial = chosen - set(group)
-        kept = _without(conv, ctx, trial)
-        if kept.total <= limit:
-            chosen, slack = trial, limit - kept.total
+        total = runs.total_without(group)
+        if total is None:  # a group that is not one contiguous block: build the candidate
+            trial = chosen - set(group)
+            if _without(conv, ctx, trial).total <= limit:
+                chosen = trial
+                runs = _Runs(conv, ctx, chosen)
+        elif total <= limit:
+            chosen = chosen - set(group)
+            runs.give_back(group, total)
     return chosen
+
+
+class _Runs:
+    """The runs of dropped messages (each becomes one marker) and the total they leave, updated
+    as groups are given back: the total `_without(conv, ctx, chosen)` would have, without
+    rebuilding the conversation for every candidate (10,000-message requests stay linear)."""
+
+    def __init__(self, conv: Conversation, ctx: Context, chosen: set[int]) -> None:
+        self.conv, self.ctx = conv, ctx
+        self.prefix = [0]
+        for n in conv.counts:
+            self.prefix.append(self.prefix[-1] + n)
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for i in sorted(chosen):
+            if self.ends and self.ends[-1] == i - 1:
+                self.ends[-1] = i
+            else:
+                self.starts.append(i)
+                self.ends.append(i)
+        self.total = conv.total - sum(self._tokens(a, b) - self._marker(a, b) for a, b in zip(self.starts, self.ends))
+
+    def _tokens(self, a: int, b: int) -> int:
+        return self.prefix[b + 1] - self.prefix[a]
+
+    def _marker(self, a: int, b: int) -> int:
+        if a > b:
+            return 0
+        msg = self.conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1, n=self._tokens(a, b)))
+        return self.ctx.counter.message(self.conv.dialect, msg)
+
+    def total_without(self, group: list[int]) -> int | None:
+        """The total once `group` (dropped now) is given back; None if it is not contiguous."""
+        lo, hi = group[0], group[-1]
+        if group != list(range(lo, hi + 1)):
+            return None
+        k = bisect.bisect_right(self.starts, lo) - 1
+        a, b = self.starts[k], self.ends[k]
+        return self.total + self._tokens(lo, hi) - self._marker(a, b) + self._marker(a, lo - 1) + self._marker(hi + 1, b)
+
+    def give_back(self, group: list[int], total: int) -> None:
+        lo, hi = group[0], group[-1]
+        k = bisect.bisect_right(self.starts, lo) - 1
+        a, b = self.starts[k], self.ends[k]
+        parts = [(x, y) for x, y in ((a, lo - 1), (hi + 1, b)) if x <= y]
+        self.starts[k : k + 1] = [x for x, _ in parts]
+        self.ends[k : k + 1] = [y for _, y in parts]
+        self.total = total
 
 
 def _oldest_first(conv: Conversation, ctx: Context, groups: list[list[int]], *, skip_overshoot: bool) -> set[int]:
