@@ -138,6 +138,7 @@ class ContextGuard(CustomLogger):
         )
         self._summarize_call = summarize_call
         self._summarizer: Summarizer | None = None
+        self._misses: dict[str, None] = {}  # call ids already counted as counting misses
         if engine is None and (config is not None or policies is not None):
             self._build()
         elif engine is not None:
@@ -223,6 +224,29 @@ class ContextGuard(CustomLogger):
             if isinstance(md, Mapping) and isinstance(md.get(STATE_KEY), Mapping) and "outcome" in md[STATE_KEY]:
                 return telemetry.headers(md[STATE_KEY])
         return None
+
+    async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self._failed(kwargs)
+
+    def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self._failed(kwargs)
+
+    def _failed(self, kwargs: Any) -> None:
+        """A provider call failed. A context-window error on a request the guard counted as
+        fitting is a counting miss: counted once per call, logged with numbers only."""
+        try:
+            if not isinstance(kwargs, Mapping) or not isinstance(kwargs.get("exception"), litellm.ContextWindowExceededError):
+                return
+            report = _report_in(kwargs)
+            if report is None or report.get("outcome") not in ("fitted", "unchanged"):
+                return  # not checked by the guard, or let through on purpose (context_window_fallbacks)
+            call = str(kwargs.get("litellm_call_id") or id(kwargs))
+            if call in self._misses:
+                return
+            _remember(self._misses, call)
+            telemetry.counting_miss(report)
+        except Exception as e:  # telemetry must never fail a request
+            telemetry.log.error("context-guard failure hook: %s", type(e).__name__)
 
     # -- the work ---------------------------------------------------------------------------
     async def _guard(
@@ -373,6 +397,24 @@ def _md_key(data: Mapping[str, Any], dialect: Dialect) -> str:
     if "litellm_metadata" in data or (dialect is ANTHROPIC and "metadata" not in data):
         return "litellm_metadata"
     return "metadata"
+
+
+def _report_in(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The guard's report in a logging event's kwargs (wherever LiteLLM keeps the metadata)."""
+    params = kwargs.get("litellm_params")
+    places = [kwargs.get("metadata"), kwargs.get("litellm_metadata")]
+    if isinstance(params, Mapping):
+        places += [params.get("metadata"), params.get("litellm_metadata")]
+    for md in places:
+        if isinstance(md, Mapping) and isinstance(md.get(STATE_KEY), Mapping) and "outcome" in md[STATE_KEY]:
+            return md[STATE_KEY]
+    return None
+
+
+def _remember(seen: dict[str, None], key: str, limit: int = 4096) -> None:
+    if len(seen) >= limit:
+        seen.pop(next(iter(seen)))
+    seen[key] = None
 
 
 def _store(data: dict, md_key: str, md: dict, report: dict[str, Any]) -> None:

@@ -25,6 +25,11 @@ SUMMARIES = Counter(
 )
 SUMMARIZER_CALLS = Counter("context_guard_summarizer_calls", "LLM calls made for summaries", ["outcome"])
 CACHE = Counter("context_guard_summary_cache", "Summary cache operations", ["op", "result"])
+COUNTING_MISSES = Counter(
+    "context_guard_counting_misses",
+    "Requests the guard counted as fitting that the provider still refused as too long",
+    ["model"],
+)
 LATENCY = Histogram(
     "context_guard_latency_seconds",
     "Time the guard added to a request",
@@ -95,4 +100,22 @@ def observe(report: Mapping[str, Any], route: str, seconds: float) -> None:
         report.get("input_tokens_after"),
         report.get("max_tokens"),
         ",".join(a["kind"] for a in report.get("actions", [])) or "none",
+    )
+
+
+def counting_miss(report: Mapping[str, Any]) -> None:
+    """The provider refused as too long a request the guard counted as fitting: its count (or the
+    model's limits) were low. Counted, and logged with the numbers the guard used, for calibration."""
+    model = str(report.get("model"))
+    COUNTING_MISSES.labels(model).inc()
+    log.warning(
+        "context-guard counting miss: the provider refused model=%s as too long; the guard counted "
+        "input=%s + max_tokens=%s + margin=%s <= window=%s (exact_count=%s, calibration=%s)",
+        model,
+        report.get("input_tokens_after"),
+        report.get("max_tokens"),
+        report.get("safety_margin_tokens"),
+        report.get("context_window"),
+        report.get("exact_count"),
+        report.get("calibration_factor"),
     )

@@ -109,3 +109,31 @@ def test_a_guard_failure_is_logged_without_request_text(monkeypatch, caplog):
         run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
     logged = "\n".join(r.getMessage() + str(r.exc_info or "") for r in caplog.records)
     assert "ValueError" in logged and "question" not in logged
+
+
+def test_counting_misses_are_counted_once_per_call_and_only_for_what_the_guard_let_through(caplog):
+    from guard import telemetry
+
+    g = guard()
+    fitted = g.fit_kwargs(body())
+    report = fitted["metadata"][STATE_KEY]
+    assert report["outcome"] == "fitted"
+    error = litellm.ContextWindowExceededError(message="too long", model="m", llm_provider="openai")
+    metric = telemetry.COUNTING_MISSES.labels(report["model"])
+    start = metric._value.get()
+    event = {"exception": error, "litellm_call_id": "call-1", "litellm_params": {"metadata": fitted["metadata"]}}
+    with caplog.at_level("WARNING", logger="context_guard"):
+        run(g.async_log_failure_event(event, None, None, None))
+        g.log_failure_event(event, None, None, None)  # the same call reported twice: counted once
+    assert metric._value.get() == start + 1
+    assert "counting miss" in caplog.text and "question" not in caplog.text and "lorem" not in caplog.text
+    others = [
+        {**event, "litellm_call_id": "call-2", "exception": litellm.BadRequestError(message="x", model="m", llm_provider="openai")},
+        {**event, "litellm_call_id": "call-3", "litellm_params": {"metadata": {}}},  # not checked by the guard
+        {**event, "litellm_call_id": "call-4", "litellm_params": {"metadata": {STATE_KEY: {**report, "outcome": "rejected"}}}},
+        {"exception": error},  # no metadata at all
+        "not a mapping",
+    ]
+    for other in others:
+        run(g.async_log_failure_event(other, None, None, None))
+    assert metric._value.get() == start + 1

@@ -10,6 +10,14 @@ def test_a_share_of_the_fuzz_run_has_no_unhandled_exception(capsys):
     assert "unhandled exceptions: 0" in capsys.readouterr().out
 
 
+def test_a_share_through_the_proxy_hook_has_no_unhandled_exception(capsys):
+    """The proxy's path (pre-call hook with a real UserAPIKeyAuth, then the deployment hook):
+    a returned body that fits, the proxy's 400 rejection, or a 400 bad request, nothing else."""
+    assert fuzz.main(["--bodies", "400", "--seed", "2", "--target", "hook"]) == 0
+    out = capsys.readouterr().out
+    assert "unhandled exceptions: 0" in out and "hook:rejected" in out and "hook:bad_request" in out
+
+
 def test_deeply_nested_json_is_treated_as_text():
     deep = "[" * 3000 + "1" + "]" * 3000
     assert jsontext.parse(deep) is None

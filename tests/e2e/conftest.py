@@ -17,7 +17,9 @@ from tests.e2e.upstream import Upstream, serve
 
 ROOT = Path(__file__).resolve().parents[2]
 LITELLM = Path(sys.executable).parent / "litellm"
-WINDOWS = {"gpt-4o-8k": 8192, "gpt-4o-32k": 32768, "gpt-4o-2k": 2048, "claude-8k": 8192}
+# "gpt-4o-undersized" is configured in the proxy with an 8k window the upstream does not honour:
+# the guard's count is right but its limits are wrong, so the provider refuses (a counting miss)
+WINDOWS = {"gpt-4o-8k": 8192, "gpt-4o-32k": 32768, "gpt-4o-2k": 2048, "claude-8k": 8192, "gpt-4o-undersized": 3000}
 
 
 def free_port() -> int:
@@ -41,6 +43,9 @@ model_list:
     model_info: {{max_input_tokens: 2048, max_output_tokens: 512}}
   - model_name: claude-small
     litellm_params: {{model: anthropic/claude-8k, api_base: "{base}", api_key: dummy}}
+    model_info: {{max_input_tokens: 8192, max_output_tokens: 2048}}
+  - model_name: undersized
+    litellm_params: {{model: openai/gpt-4o-undersized, api_base: "{base}/v1", api_key: dummy}}
     model_info: {{max_input_tokens: 8192, max_output_tokens: 2048}}
 litellm_settings:
   callbacks: [guard.proxy.context_guard, tests.e2e.recorder.recorder]

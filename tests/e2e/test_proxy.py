@@ -209,3 +209,31 @@ def test_bad_bodies_get_a_clear_400_and_the_proxy_keeps_serving(proxy, body):
     assert proxy.received == []
     ok = client(proxy).chat.completions.create(model="small", messages=[{"role": "user", "content": "still there?"}])
     assert ok.choices[0].message.content.startswith("ok")
+
+
+def _misses(proxy) -> float:
+    text = httpx.get(proxy.url + "/metrics/", headers={"authorization": "Bearer sk-master"}, timeout=10).text
+    lines = [x for x in text.splitlines() if x.startswith('context_guard_counting_misses_total{model="undersized"}')]
+    return float(lines[0].split()[-1]) if lines else 0.0
+
+
+def test_a_provider_refusing_what_the_guard_counted_as_fitting_is_a_counting_miss(proxy):
+    """The guard's limits for `undersized` are wrong (8k configured, the upstream enforces 3,000):
+    the client gets the provider's context error, the proxy keeps serving, and each such request
+    is counted once in context_guard_counting_misses_total, logged with numbers only."""
+    proxy.reset()
+    before = _misses(proxy)
+    messages = [{"role": "user", "content": f"{CANARY} " + "word " * 4000}]
+    for _ in range(2):
+        with pytest.raises(openai.BadRequestError) as err:
+            client(proxy).chat.completions.create(model="undersized", messages=messages, max_tokens=100)
+        assert "context" in str(err.value).lower() or "maximum" in str(err.value).lower()
+    assert [r["input_tokens"] for r in proxy.received] and all(r["input_tokens"] + 100 > 3000 for r in proxy.received)
+    deadline = time.time() + 10  # failure callbacks run after the response
+    while _misses(proxy) < before + 2 and time.time() < deadline:
+        time.sleep(0.2)
+    assert _misses(proxy) == before + 2
+    ok = client(proxy).chat.completions.create(model="undersized", messages=[{"role": "user", "content": "short"}], max_tokens=50)
+    assert ok.choices[0].message.content.startswith("ok")
+    log = proxy.log.read_text()
+    assert "counting miss" in log and CANARY not in log
