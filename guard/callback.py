@@ -288,9 +288,10 @@ class ContextGuard(CustomLogger):
             )
             fitted = await _drive(make, summarizer, identity.tenant, threaded=big)
         except ContextWindowExceeded as e:
-            report = _merge(md.get(STATE_KEY), e.report.to_dict(), layers)
+            own = e.report.to_dict()
+            report = _merge(md.get(STATE_KEY), own, layers)
             _store(data, md_key, md, report)
-            telemetry.observe(report, route, time.perf_counter() - start)
+            telemetry.observe(own, route, time.perf_counter() - start, first_pass=report["passes"] == 1)
             if not reject:
                 return data  # the Router's context_window_fallbacks get their chance after routing
             if route == "proxy":
@@ -309,13 +310,14 @@ class ContextGuard(CustomLogger):
             if self._fail_open(name):
                 return data
             raise
-        report = _merge(md.get(STATE_KEY), fitted.report.to_dict(), layers)
+        own = fitted.report.to_dict()
+        report = _merge(md.get(STATE_KEY), own, layers)
         others = coexistence.detect(data, litellm.callbacks)
         if others:
             report["other_context_managers"] = others
         out = fitted.body
         _store(out, md_key, md, report)
-        telemetry.observe(report, route, time.perf_counter() - start)
+        telemetry.observe(own, route, time.perf_counter() - start, first_pass=report["passes"] == 1)
         return out
 
     def _fail_open(self, model: str) -> bool:

@@ -79,10 +79,14 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
     return {HEADER_PREFIX + k: v for k, v in out.items()}
 
 
-def observe(report: Mapping[str, Any], route: str, seconds: float) -> None:
+def observe(report: Mapping[str, Any], route: str, seconds: float, *, first_pass: bool = True) -> None:
+    """Metrics of one pass, from that pass's own report. The proxy runs the guard twice per
+    request (before routing and per deployment): a later pass that changes nothing is not
+    counted as another request, and no pass counts the savings or summary of an earlier one."""
     model = str(report.get("model"))
     outcome = str(report.get("outcome"))
-    REQUESTS.labels(model, outcome).inc()
+    if first_pass or outcome != "unchanged":
+        REQUESTS.labels(model, outcome).inc()
     if outcome == "rejected":
         REJECTIONS.labels(model).inc()
     for action in report.get("actions", []):

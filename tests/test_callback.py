@@ -31,9 +31,18 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def _sample(metric, **labels) -> float:
+    return sum(s.value for m in metric.collect() for s in m.samples
+               if s.name.endswith("_total") and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
 def test_proxy_then_deployment_hook_report_once():
+    from guard import telemetry
+
     g = guard(default_max_tokens=200)
     data = body()
+    saved_before = _sample(telemetry.TOKENS_SAVED)
+    requests_before = _sample(telemetry.REQUESTS)
     first = run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
     report = first["metadata"][STATE_KEY]
     assert report["outcome"] == "fitted" and report["passes"] == 1
@@ -42,6 +51,9 @@ def test_proxy_then_deployment_hook_report_once():
     again = second["metadata"][STATE_KEY]
     assert again["passes"] == 2 and again["actions"] == report["actions"]  # nothing counted twice
     assert second["messages"] == first["messages"]
+    # nor in the metrics: one request, its savings once
+    assert _sample(telemetry.TOKENS_SAVED) - saved_before == sum(a["tokens_saved"] for a in report["actions"])
+    assert _sample(telemetry.REQUESTS) - requests_before == 1
     assert data["metadata"] == {"tags": ["x"]}  # the caller's metadata dict was not touched
 
 

@@ -6,7 +6,10 @@ window, exactly as a real provider would. It records every body it receives.
 
     python -m tests.e2e.upstream --port 8099 --windows strict-8k=8192,strict-32k=32768
 
-GET /_requests returns the recorded bodies; DELETE /_requests clears them.
+GET /_requests returns the recorded bodies; DELETE /_requests clears them. GET /_stats returns
+counts (requests, context refusals and summary calls per model) even with `--no-record`; POST
+/_control sets `fail_summaries` (answer the guard's summary calls with a 500) and `summary_delay`
+(seconds to wait before answering them: a summarizer timeout).
 """
 
 from __future__ import annotations
@@ -85,12 +88,15 @@ def is_summary_call(body: dict[str, Any]) -> bool:
 
 
 class Upstream:
-    def __init__(self, windows: dict[str, int], delay: float = 0.0) -> None:
+    def __init__(self, windows: dict[str, int], delay: float = 0.0, record: bool = True) -> None:
         self.windows = windows
         self.delay = delay
+        self.record = record
         self.requests: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.fail_summaries = False  # answer the guard's summary calls with a 500
+        self.summary_delay = 0.0  # wait this long before answering a summary call
+        self.stats: dict[str, Any] = {"requests": 0, "refused_too_long": {}, "summary_calls": 0}
 
     def window(self, model: str) -> int:
         return self.windows.get(model.rsplit("/", 1)[-1], 1_000_000)
@@ -112,7 +118,10 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
 
         def do_GET(self) -> None:
-            if self.path.startswith("/_requests"):
+            if self.path.startswith("/_stats"):
+                with state.lock:
+                    self._send(200, state.stats)
+            elif self.path.startswith("/_requests"):
                 with state.lock:
                     self._send(200, state.requests)
             else:
@@ -126,15 +135,30 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", 0))
             body = json.loads(self.rfile.read(length) or b"{}")
+            if self.path.startswith("/_control"):
+                with state.lock:
+                    state.fail_summaries = bool(body.get("fail_summaries", state.fail_summaries))
+                    state.summary_delay = float(body.get("summary_delay", state.summary_delay))
+                return self._send(200, {"fail_summaries": state.fail_summaries, "summary_delay": state.summary_delay})
             anthropic = self.path.rstrip("/").endswith("/messages")
             n = input_tokens(body)
             out = body.get("max_completion_tokens") or body.get("max_tokens")
-            window = state.window(str(body.get("model", "")))
+            model = str(body.get("model", ""))
+            window = state.window(model)
+            summary_call = is_summary_call(body)
             with state.lock:
-                state.requests.append({"path": self.path, "body": body, "input_tokens": n, "window": window})
+                if state.record:
+                    state.requests.append({"path": self.path, "body": body, "input_tokens": n, "window": window})
+                state.stats["requests"] += 1
+                state.stats["summary_calls"] += summary_call
+                if n + (out or 0) > window:
+                    refused = state.stats["refused_too_long"]
+                    refused[model] = refused.get(model, 0) + 1
             if state.delay:
                 time.sleep(state.delay)
-            if state.fail_summaries and is_summary_call(body):
+            if summary_call and state.summary_delay:
+                time.sleep(state.summary_delay)
+            if state.fail_summaries and summary_call:
                 return self._send(500, {"error": {"message": "summarizer down", "type": "server_error"}})
             if n + (out or 0) > window:
                 if anthropic:
@@ -180,8 +204,8 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(port: int, windows: dict[str, int], delay: float = 0.0) -> tuple[ThreadingHTTPServer, Upstream]:
-    state = Upstream(windows, delay)
+def serve(port: int, windows: dict[str, int], delay: float = 0.0, record: bool = True) -> tuple[ThreadingHTTPServer, Upstream]:
+    state = Upstream(windows, delay, record)
     server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -193,9 +217,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8099)
     parser.add_argument("--windows", default="strict-8k=8192")
     parser.add_argument("--delay", type=float, default=0.0)
+    parser.add_argument("--no-record", action="store_true", help="keep counts only (long load runs)")
     args = parser.parse_args()
     windows = {k: int(v) for k, v in (item.split("=") for item in args.windows.split(","))}
-    server, _ = serve(args.port, windows, args.delay)
+    server, _ = serve(args.port, windows, args.delay, record=not args.no_record)
     try:
         threading.Event().wait()
     except KeyboardInterrupt:
