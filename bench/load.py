@@ -239,6 +239,36 @@ def faults(cluster: Cluster, seconds: float, log: list[str]) -> threading.Thread
     return thread
 
 
+async def drive(url: str, clients: dict[str, int], seconds: float) -> dict[str, dict[str, Any]]:
+    """A Python stand-in for wrk (for CI, where wrk may be missing): `clients[name]` concurrent
+    clients per class, each posting that class's bodies in turn for `seconds`. Per class: status
+    counts, transport errors (any exception: connection, timeout) and latencies."""
+    import asyncio
+
+    bodies = {c.name: [json.dumps(b) for b in c.bodies()] for c in CLASSES if clients.get(c.name)}
+    results = {name: {"statuses": {}, "errors": 0, "latencies": []} for name in bodies}
+    stop = time.monotonic() + seconds
+    headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+
+    async def client(http: httpx.AsyncClient, name: str, k: int) -> None:
+        r, i = results[name], k
+        while time.monotonic() < stop:
+            payload = bodies[name][i % len(bodies[name])]
+            i += 1
+            t = time.perf_counter()
+            try:
+                resp = await http.post(url + "/chat/completions", content=payload, headers=headers)
+                r["statuses"][resp.status_code] = r["statuses"].get(resp.status_code, 0) + 1
+            except Exception:  # a request not answered: what the run must never see
+                r["errors"] += 1
+            r["latencies"].append(time.perf_counter() - t)
+
+    limits = httpx.Limits(max_connections=sum(clients.values()) + 5)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as http:
+        await asyncio.gather(*(client(http, name, k) for name in bodies for k in range(clients[name])))
+    return results
+
+
 def parse(out: str) -> dict[str, Any]:
     statuses = {int(a): int(b) for a, b in re.findall(r"^STATUS (\d+) (\d+)$", out, re.M)}
     lat = [int(x) for x in re.search(r"^LATENCY (\d+) (\d+) (\d+) (\d+) (\d+)$", out, re.M).groups()]  # type: ignore[union-attr]
