@@ -16,8 +16,9 @@ latency percentiles) post a mix for `--seconds`:
 |             |         | behind an 8k `model_info`: the guard's limits are wrong       |                 |
 
 The upstream (`tests/e2e/upstream.py`, its own process) counts every request with tiktoken and
-refuses what exceeds its window. The summary cache has no in-memory layer here
-(`memory_entries: 0`), so every compaction request goes through Redis.
+refuses what exceeds its window. The summary cache runs with its defaults (an in-memory LRU in
+front of Redis); with `--faults` it has no in-memory layer (`memory_entries: 0`), so every
+compaction request goes through Redis while Redis is killed and restarted.
 
 With `--faults`, during the run: Redis is killed at 25% of the run and restarted at 50%; the
 summarizer answers 500 from 55% to 70% and is slower than its 2 s timeout from 70% to 85%.
@@ -60,7 +61,7 @@ PIN_PROXY = ["taskset", "-c", "0"] if _PIN else []
 PIN_LOAD = ["taskset", "-c", "1"] if _PIN else []
 
 
-def config(upstream_port: int, redis_port: int) -> str:
+def config(upstream_port: int, redis_port: int, memory_entries: int | None = None) -> str:
     base = f"http://127.0.0.1:{upstream_port}/v1"
     return f"""
 model_list:
@@ -92,9 +93,8 @@ context_guard:
     failure_threshold: 3
     cooldown_seconds: 3
   cache:
-    memory_entries: 0
     cooldown_seconds: 2
-"""
+""" + (f"    memory_entries: {memory_entries}\n" if memory_entries is not None else "")
 
 
 @dataclass(frozen=True)
@@ -187,7 +187,7 @@ class Redis:
 class Cluster:
     """The upstream (own process, counts only), redis-server and one proxy with the guard."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, memory_entries: int | None = 0) -> None:
         self.workdir = workdir
         self.upstream_port = free_port()
         self.upstream = subprocess.Popen(
@@ -196,7 +196,9 @@ class Cluster:
         )
         self.redis = Redis(workdir)
         self.redis.start()
-        self.proxy, self.url, self.log = start_proxy(config(self.upstream_port, self.redis.port), workdir, prefix=PIN_PROXY)
+        self.proxy, self.url, self.log = start_proxy(
+            config(self.upstream_port, self.redis.port, memory_entries), workdir, prefix=PIN_PROXY
+        )
 
     def upstream_stats(self) -> dict[str, Any]:
         return httpx.get(f"http://127.0.0.1:{self.upstream_port}/_stats", timeout=10).json()
@@ -292,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{tool} not found: apt-get install {tool}", file=sys.stderr)
             return 1
     work = Path(tempfile.mkdtemp(prefix="guard-load-"))
-    cluster = Cluster(work)
+    cluster = Cluster(work, memory_entries=0 if args.faults else None)
     events: list[str] = []
     try:
         scripts = {}
@@ -317,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         stats = cluster.upstream_stats()
         misses = cluster.metric("context_guard_counting_misses_total") - misses_before
         cache_errors = cluster.metric('context_guard_summary_cache_total{op="get",result="error"}')
+        cache_timeouts = cluster.metric('context_guard_summary_cache_total{op="get",result="timeout"}')
         summaries = {k: v for k, v in _labelled(cluster, "context_guard_summaries_total").items()}
     finally:
         cluster.close()
@@ -342,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"upstream: {stats['requests']:,} requests ({stats['summary_calls']} summary calls); over the window: "
           f"{sum(over.values())} {over or ''}; miscount model refused {refused_miscount}")
     print(f"counting misses in the guard's metrics: {misses:.0f} (the upstream refused {refused_miscount})")
-    print(f"summaries: {summaries}; summary cache read errors: {cache_errors:.0f}")
+    print(f"summaries: {summaries}; summary cache reads failed: {cache_errors:.0f}, timed out: {cache_timeouts:.0f}")
     ok &= not over and misses == refused_miscount
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1

@@ -30,6 +30,8 @@ from guard.config import CacheSettings
 class SharedStore(Protocol):
     async def get(self, key: str) -> Any: ...
 
+    async def mget(self, keys: list[str]) -> Any: ...
+
     async def set(self, key: str, value: str, ex: int) -> Any: ...
 
 
@@ -61,10 +63,10 @@ class SummaryCache:
 
     async def _ask(self, op: str, coro: Any) -> Any:
         try:
-            return await asyncio.wait_for(coro, self.settings.redis_timeout_seconds)
+            return await _within(coro, self.settings.redis_timeout_seconds)
         except Exception as e:  # down, slow, or refusing: a miss, never an error for the request
             self.breaker.failure()
-            telemetry.CACHE.labels(op, "error").inc()
+            telemetry.CACHE.labels(op, "timeout" if isinstance(e, asyncio.TimeoutError) else "error").inc()
             telemetry.log.warning("context-guard summary cache: redis %s failed (%s)", op, type(e).__name__)
             return _FAILED
 
@@ -91,6 +93,42 @@ class SummaryCache:
         telemetry.CACHE.labels("get", "redis_hit").inc()
         return value
 
+    async def get_many(self, keys: list[str]) -> list[str | None]:
+        """`get` of each key, with one Redis round trip (MGET) for those not in memory: a plan
+        looks up all its candidate spans at once, and one connection per request (not one per
+        span) keeps a busy proxy from exhausting the Redis connection pool."""
+        out: list[str | None] = []
+        with self._lock:
+            for key in keys:
+                out.append(self._memory.get(key) if self._memory is not None else None)
+        for value in out:
+            if value is not None:
+                telemetry.CACHE.labels("get", "memory_hit").inc()
+        missing = [i for i, v in enumerate(out) if v is None]
+        if not missing:
+            return out
+        store = self.shared()
+        if store is None or not self.breaker.allow():
+            for _ in missing:
+                telemetry.CACHE.labels("get", "miss").inc()
+            return out
+        names = [keys[i] for i in missing]
+        # a Redis Cluster client cannot MGET keys of different slots in one command
+        mget = getattr(store, "mget_nonatomic", None) or store.mget
+        raws = await self._ask("get", mget(names))
+        if raws is _FAILED or not isinstance(raws, (list, tuple)) or len(raws) != len(names):
+            return out
+        self.breaker.success()
+        for i, key, raw in zip(missing, names, raws):
+            if raw is None:
+                telemetry.CACHE.labels("get", "miss").inc()
+                continue
+            value = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+            self._remember(key, value)
+            telemetry.CACHE.labels("get", "redis_hit").inc()
+            out[i] = value
+        return out
+
     async def set(self, key: str, value: str) -> None:
         self._remember(key, value)
         store = self.shared()
@@ -111,6 +149,24 @@ class SummaryCache:
 
 
 _FAILED = object()
+_GRACE_STEPS = 5
+
+
+async def _within(coro: Any, seconds: float) -> Any:
+    """`coro`'s result, or TimeoutError after `seconds`, without blaming Redis for the event
+    loop's lag: on a saturated proxy the reply and the timer are seen in the same loop iteration
+    (and `wait_for` lets the timer win). On timeout the task gets a few more iterations to
+    deliver a reply that has already arrived before it is cancelled."""
+    task = asyncio.ensure_future(coro)
+    done, _ = await asyncio.wait({task}, timeout=seconds)
+    for _ in range(_GRACE_STEPS):
+        if done or task.done():
+            return task.result()
+        await asyncio.sleep(0)
+    if task.done():
+        return task.result()
+    task.cancel()
+    raise asyncio.TimeoutError
 
 
 def _proxy_redis() -> SharedStore | None:

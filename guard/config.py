@@ -48,7 +48,9 @@ class CacheSettings(BaseModel):
     redis_url: str | None = Field(
         None, description="shared store in SDK mode; the proxy uses its coordination Redis when it has one"
     )
-    redis_timeout_seconds: float = Field(0.25, gt=0)
+    redis_timeout_seconds: float = Field(
+        1.0, gt=0, description="a slower answer is a miss; on a saturated proxy the event loop's own lag counts too"
+    )
     failure_threshold: int = Field(3, ge=1, description="Redis errors in a row that pause it")
     cooldown_seconds: float = Field(10.0, ge=0)
 

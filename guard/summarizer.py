@@ -88,7 +88,7 @@ class Summarizer:
             keys = summary.span_keys(tenant, self.settings.model, budgets.pop(), [self._lines(r) for r in requests])
         else:
             keys = [self._key(r, tenant, cap)[0] for r in requests]
-        return tuple(await asyncio.gather(*(self.cache.get(key) for key in keys)))
+        return tuple(await self.cache.get_many(keys))
 
     async def summarize(self, request: SummaryRequest, tenant: str) -> SummaryAnswer:
         room, cap, counter = self.budget()
