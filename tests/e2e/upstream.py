@@ -204,9 +204,13 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 512  # the default listen backlog (5) resets connections under load
+
+
 def serve(port: int, windows: dict[str, int], delay: float = 0.0, record: bool = True) -> tuple[ThreadingHTTPServer, Upstream]:
     state = Upstream(windows, delay, record)
-    server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
+    server = _Server(("127.0.0.1", port), make_handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, state
