@@ -107,6 +107,10 @@ def identity_from_metadata(md: Mapping[str, Any]) -> Identity:
     )
 
 
+class GuardFailed(RuntimeError):
+    """A bug in the guard refused the request (`on_error: closed`); a server error, never text."""
+
+
 class ContextGuard(CustomLogger):
     """Fit every chat request to its model before LiteLLM sends it.
 
@@ -309,7 +313,8 @@ class ContextGuard(CustomLogger):
             telemetry.log.error("context-guard failed on model=%s: %s at %s", name, type(e).__name__, where)
             if self._fail_open(name):
                 return data
-            raise
+            # refused: with the exception's type only (its message could quote the request)
+            raise GuardFailed(f"context-guard failed ({type(e).__name__}) and on_error is closed: request refused") from None
         own = fitted.report.to_dict()
         report = _merge(md.get(STATE_KEY), own, layers)
         others = coexistence.detect(data, litellm.callbacks)

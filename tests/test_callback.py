@@ -9,7 +9,7 @@ import litellm
 import pytest
 from litellm.proxy._types import UserAPIKeyAuth
 
-from guard.callback import STATE_KEY, ContextGuard
+from guard.callback import STATE_KEY, ContextGuard, GuardFailed
 from guard.config import Deployment
 from guard.engine import Engine
 from guard.policy import load_policy_set
@@ -72,7 +72,7 @@ def test_guard_bugs_fail_open_or_closed_per_policy(monkeypatch):
         data = body(2)
         snapshot = copy.deepcopy(data)
         if expect_raise:
-            with pytest.raises(ZeroDivisionError):
+            with pytest.raises(GuardFailed, match="ZeroDivisionError"):
                 run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
         else:
             assert run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion")) == snapshot
