@@ -64,16 +64,22 @@ class Budget:
         return replace(self, reserved_output=reserved_output)
 
 
+OUTPUT_KEYS = ("max_tokens", "max_completion_tokens")  # OpenAI's two names for the output limit
+
+
 def requested_output(body: Mapping[str, Any], key: str) -> int | None:
-    """The output limit the client asked for under `key`, validated."""
-    value = body.get(key)
-    if value is None and key == "max_completion_tokens":
-        value = body.get("max_tokens")
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadRequest(f"{key} must be a positive integer")
-    return value
+    """The output limit the client asked for, validated. With both OpenAI names present, the
+    larger counts: a provider may honour either, so the budget must hold for both."""
+    keys = OUTPUT_KEYS if key in OUTPUT_KEYS else (key,)
+    values = []
+    for name in keys:
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadRequest(f"{name} must be a positive integer")
+        values.append(value)
+    return max(values) if values else None
 
 
 def make_budget(limits: ModelLimits, policy: Policy, requested: int | None) -> tuple[Budget, str]:

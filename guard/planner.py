@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Callable, Generator
 
-from guard.budget import Budget, make_budget, requested_output
+from guard.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation
 from guard.dialects import MARKER_PREFIX, Dialect
 from guard import relevance, summary
@@ -147,6 +147,9 @@ def plan(
         out["messages"] = list(conv.messages)
         report.fitted_messages_sha256 = _sha256(out["messages"])
     out[key] = budget.reserved_output
+    for other in OUTPUT_KEYS:  # every output limit the body carries says the same: the reserved one
+        if other != key and out.get(other) is not None:
+            out[other] = budget.reserved_output
     return Fitted(out, report)
 
 

@@ -64,3 +64,18 @@ def test_growing_conversations_get_the_same_cut_within_a_band(room, total, growt
     cut_a, cut_b = a - budget.stop_at(a), b - budget.stop_at(b)
     assert cut_b >= cut_a and (cut_b - cut_a) % band == 0
     assert cut_b - cut_a <= growth + band
+
+
+def test_both_openai_output_names_are_read_and_both_are_clamped():
+    from guard.config import Deployment
+    from guard.engine import Engine
+    from guard.policy import PolicySet
+
+    assert requested_output({"max_tokens": 10, "max_completion_tokens": 5000}, "max_completion_tokens") == 5000
+    assert requested_output({"max_tokens": 5000, "max_completion_tokens": 10}, "max_completion_tokens") == 5000
+    with pytest.raises(BadRequest, match="max_tokens"):
+        requested_output({"max_tokens": "lots", "max_completion_tokens": 10}, "max_completion_tokens")
+    engine = Engine(PolicySet(defaults=Policy(max_output_tokens=64)), deployments={"m": Deployment("m", "gpt-4o", {"max_input_tokens": 8000, "max_output_tokens": 4000})}, model_map={})
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5000, "max_completion_tokens": 5000}
+    out = engine.fit(body).body
+    assert out["max_tokens"] == out["max_completion_tokens"] == 64  # neither name lifts the cap
