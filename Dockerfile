@@ -14,7 +14,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 # a guard/ folder next to the config (LiteLLM would load that file as a second copy of the module).
 COPY pyproject.toml README.md /tmp/src/
 COPY guard /tmp/src/guard
-RUN pip install "/tmp/src[proxy]" && rm -rf /tmp/src \
+RUN pip install "/tmp/src[proxy,exact]" && rm -rf /tmp/src \
     && useradd --create-home --uid 10001 guard
 
 COPY proxy_config.yaml /etc/context-guard/proxy_config.yaml

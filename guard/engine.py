@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 from guard.config import Deployment, GuardConfig, load_config
 from guard.dialects import Dialect, by_name, detect
-from guard.encodings import get_encoding
+from guard.encodings import exact_available, get_vocab
 from guard.errors import BadRequest
 from guard.limits import ModelLimits, resolve_limits
 from guard.modelmap import bundled_model_map
@@ -32,7 +32,7 @@ class Engine:
         *,
         deployments: Mapping[str, Deployment] | None = None,
         model_map: Mapping[str, Any] | None = None,
-        encoding_loader: Callable[[str], Encoding] = get_encoding,
+        encoding_loader: Callable[[str], Encoding] = get_vocab,
     ) -> None:
         self.policies = policies or PolicySet()
         self.deployments = dict(deployments or {})
@@ -74,14 +74,17 @@ class Engine:
     def counter_for(self, model: str, policy: Policy, underlying: str | None = None) -> tuple[TokenCounter, bool]:
         """The shared counter for a model and whether its counts are exact."""
         prof = profile(underlying or self.underlying(model))
-        factor = policy.calibration.get(prof.family, prof.default_factor)
-        key = (prof.encoding, factor, prof.image_formula)
+        # an open-model family counts exactly when its tokenizer package is installed
+        exact_vocab = prof.exact_encoding if prof.exact_encoding and exact_available(prof.exact_encoding) else None
+        encoding = exact_vocab or prof.encoding
+        factor = policy.calibration.get(prof.family, 1.0 if exact_vocab else prof.default_factor)
+        key = (encoding, factor, prof.image_formula)
         with self._lock:
             counter = self._counters.get(key)
             if counter is None:
-                counter = TokenCounter(self._load_encoding(prof.encoding), factor=factor, image_formula=prof.image_formula)
+                counter = TokenCounter(self._load_encoding(encoding), factor=factor, image_formula=prof.image_formula)
                 self._counters[key] = counter
-        return counter, prof.exact and factor == 1.0
+        return counter, (prof.exact or exact_vocab is not None) and factor == 1.0
 
     # -- fitting ----------------------------------------------------------------------------
     def plan(

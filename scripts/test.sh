@@ -10,6 +10,6 @@ if ! command -v redis-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null) \
     || echo "warning: could not install redis-server; the Redis tests will be skipped" >&2
 fi
-./scripts/setup.sh "${GUARD_EXTRAS:-proxy,test,local-llm}"
+./scripts/setup.sh "${GUARD_EXTRAS:-proxy,test,local-llm,exact}"
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" -q "$@"

