@@ -163,22 +163,24 @@ def array_items(value: Any) -> list[Any]:
     return out
 
 
-def _shrunk(value: Any, scale: float, min_chars: int) -> Any:
+def _shrunk(value: Any, scale: float, min_chars: int, text_scale: float | None = None) -> Any:
+    """`value` with its lists, objects and strings cut to `scale` of their size (strings to
+    `text_scale` when given)."""
     if isinstance(value, str):
-        keep = max(min_chars, math.ceil(len(value) * scale))
+        keep = max(min_chars, math.ceil(len(value) * (scale if text_scale is None else text_scale)))
         if keep + 30 >= len(value):
             return value
         return value[:keep] + "…" + TRIM_MARK.format(n=len(value) - keep, what="chars")
     if isinstance(value, list):
         keep = max(1, math.ceil(len(value) * scale))
-        items = [_shrunk(x, scale, min_chars) for x in value[:keep]]
+        items = [_shrunk(x, scale, min_chars, text_scale) for x in value[:keep]]
         if keep < len(value):
             items.append(TRIM_MARK.format(n=len(value) - keep, what="items"))
         return items
     if isinstance(value, dict):
         keys = list(value)
         keep = max(8, math.ceil(len(keys) * scale))
-        out = {k: _shrunk(value[k], scale, min_chars) for k in keys[:keep]}
+        out = {k: _shrunk(value[k], scale, min_chars, text_scale) for k in keys[:keep]}
         if keep < len(keys):
             out["context-guard"] = TRIM_MARK.format(n=len(keys) - keep, what="keys")
         return out
@@ -207,12 +209,34 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
         candidate = compact_json(_shrunk(value, scale, 24))
         tokens_now = count(candidate)
         if tokens_now <= max_tokens:
-            return candidate
+            return _closer(value, scale, candidate, tokens_now, max_tokens, count)
         if last is not None and tokens_now >= last:
             break  # at the floor of the structure (one item per list, short strings): cut text
         last = tokens_now
         scale *= 0.9 * max_tokens / tokens_now
     return head_tail(compact_json(value), max_tokens, count)
+
+
+def _closer(value: Any, scale: float, best: str, tokens: int, max_tokens: int, count: Callable[[str], int]) -> str:
+    """Structure does not shrink evenly (list items and strings are cut in steps): a cut that
+    fits may land far below its budget. Bisect the scale upward a few times, keeping the largest
+    rendering that still fits."""
+    for text_only in (False, True):  # first the whole structure, then the kept items' strings only
+        lo, hi = scale, min(1.0, scale * max_tokens / max(1, tokens))
+        for _ in range(4):
+            if tokens >= 0.9 * max_tokens or hi <= lo * 1.01:
+                break
+            mid = (lo + hi) / 2 if hi < 1.0 else hi
+            candidate = compact_json(_shrunk(value, scale, 24, mid) if text_only else _shrunk(value, mid, 24))
+            n = count(candidate)
+            if n <= max_tokens:
+                best, tokens, lo = candidate, n, mid
+                if not text_only:
+                    scale = mid
+                hi = min(1.0, max(hi, mid * max_tokens / max(1, n)))
+            else:
+                hi = mid
+    return best
 
 
 def head_tail(text: str, max_tokens: int, count: Callable[[str], int], tokens: int | None = None) -> str:
