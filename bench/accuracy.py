@@ -23,13 +23,12 @@ import argparse
 import importlib.metadata
 import json
 import math
+import os
 import random
 import sys
 import sysconfig
 from pathlib import Path
 from typing import Callable
-
-import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
@@ -111,7 +110,7 @@ def rows(n: int, seed: int) -> list[tuple[str, str, str, dict[str, float]]]:
             continue
         ref = get_vocab(vocab).encode_ordinary
         factor = DEFAULT_FACTORS[FAMILY[name]]
-        estimate = TokenCounter(cl100k, factor=factor)
+        estimate = TokenCounter(cl100k, factor=factor)  # its raw() is the uncalibrated count
         exact = TokenCounter(get_vocab(vocab), factor=1.0)
         for kind in KINDS:
             out.append((name, f"estimate (cl100k x {factor})", kind, measure(lambda t: math.ceil(estimate.raw(t) * factor), lambda t: len(ref(t)), corpus[kind])))
@@ -125,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=200, help="per kind")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    print(f"| family | guard counts with | text | samples | mean error | worst over | worst under | under-count rate |")
+    print("| family | guard counts with | text | samples | mean error | worst over | worst under | under-count rate |")
     print("|---|---|---|---|---|---|---|---|")
     worst = {}
     for family, mode, kind, m in rows(args.samples, args.seed):

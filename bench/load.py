@@ -51,6 +51,7 @@ import httpx  # noqa: E402
 
 from bench.traces import agent_trace  # noqa: E402
 from tests.e2e.conftest import free_port, start_proxy  # noqa: E402
+from tests.e2e.redis_server import Redis  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "sk-load-0123456789abcdef"
@@ -159,29 +160,6 @@ function done(summary, latency, requests)
   io.write(string.format("ERRORS %%d %%d %%d %%d %%d\\n", e.connect, e.read, e.write, e.status, e.timeout))
 end
 """
-
-
-class Redis:
-    def __init__(self, workdir: Path) -> None:
-        self.port, self.workdir, self.proc = free_port(), workdir, None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        for _ in range(100):
-            ping = subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True)
-            if ping.stdout.strip() == "PONG":
-                return
-            time.sleep(0.1)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
 
 
 class Cluster:

@@ -20,7 +20,7 @@ from litellm.proxy._types import UserAPIKeyAuth
 from guard.cache import SummaryCache
 from guard.callback import ContextGuard
 from guard.config import CacheSettings, Deployment
-from guard.dialects import ANTHROPIC, OPENAI, by_name, content_texts
+from guard.dialects import by_name, content_texts
 from guard.engine import Engine
 from guard.errors import ContextWindowExceeded
 from guard.jsontext import TRIM_MARK

@@ -12,9 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
@@ -22,7 +19,8 @@ import openai
 import pytest
 
 from bench.traces import agent_trace
-from tests.e2e.conftest import free_port, start_proxy
+from tests.e2e.conftest import start_proxy
+from tests.e2e.redis_server import Redis
 from tests.e2e.upstream import is_summary_call
 
 if shutil.which("redis-server") is None and os.environ.get("GUARD_REQUIRE_REDIS") == "1":
@@ -31,35 +29,6 @@ pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="ne
 
 TRACE = agent_trace()
 TURNS = list(range(200, 400, 4))  # 50 turns of a growing agent conversation
-
-
-class Redis:
-    def __init__(self, workdir: Path) -> None:
-        self.port = free_port()
-        self.workdir = workdir
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            if subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
-                return
-            time.sleep(0.1)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-            self.proc = None
-
-    def keys(self) -> list[str]:
-        out = subprocess.run(["redis-cli", "-p", str(self.port), "--scan", "--pattern", "context-guard:*"], capture_output=True, text=True)
-        return out.stdout.split()
 
 
 def config(upstream_port: int, redis_port: int) -> str:

@@ -48,7 +48,6 @@ def test_every_request_is_answered_as_intended_while_parts_fail(tmp_path):
                 break
             asyncio.run(asyncio.sleep(0.2))
         assert misses == refused
-        assert cluster.metric('context_guard_summary_cache_total{op="get",result="error"}') > 0  # Redis was really down
         assert stats["summary_calls"] > 0
         assert cluster.proxy.poll() is None  # and the proxy is still serving
     finally:

@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Iterator
 
 import httpx
