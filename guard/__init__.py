@@ -18,6 +18,7 @@ from guard.report import Action, Report, Skipped
 
 _SHELL = {
     "ContextGuard": "guard.callback",
+    "GuardFailed": "guard.callback",
     "SummaryCache": "guard.cache",
     "Summarizer": "guard.summarizer",
     "completion": "guard.callback",
@@ -43,6 +44,7 @@ __all__ = [
     "Fitted",
     "GuardConfig",
     "GuardError",
+    "GuardFailed",
     "ModelLimits",
     "Policy",
     "PolicyError",

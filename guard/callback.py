@@ -33,6 +33,7 @@ from guard.cache import SummaryCache
 from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config, parse_model_list
 from guard.dialects import ANTHROPIC, OPENAI, Dialect
 from guard.engine import Engine
+from guard.jsontext import bounded_put
 from guard.errors import ContextWindowExceeded, GuardError
 from guard.planner import CachedSummaries, Fitted, Plan
 from guard.policy import Policy, PolicySet, load_policy_set
@@ -247,7 +248,7 @@ class ContextGuard(CustomLogger):
             call = str(kwargs.get("litellm_call_id") or id(kwargs))
             if call in self._misses:
                 return
-            _remember(self._misses, call)
+            bounded_put(self._misses, call, None, 4096)
             telemetry.counting_miss(report)
         except Exception as e:  # telemetry must never fail a request
             telemetry.log.error("context-guard failure hook: %s", type(e).__name__)
@@ -416,12 +417,6 @@ def _report_in(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if isinstance(md, Mapping) and isinstance(md.get(STATE_KEY), Mapping) and "outcome" in md[STATE_KEY]:
             return md[STATE_KEY]
     return None
-
-
-def _remember(seen: dict[str, None], key: str, limit: int = 4096) -> None:
-    if len(seen) >= limit:
-        seen.pop(next(iter(seen)))
-    seen[key] = None
 
 
 def _store(data: dict, md_key: str, md: dict, report: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Callable, Sequence
@@ -76,12 +77,42 @@ def transcript(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[
             continue
         if line is None:
             line = _line(dialect, msg)
-            jsontext.bounded_put(_LINES, key, line, 8192)
+            _remember_line(key, line)
         out.append(line)
     return out
 
 
-_LINES: dict[tuple[Any, ...], str] = {}
+class _SizedMemo:
+    """A FIFO memo bounded by the characters it keeps alive, not by its number of entries: the
+    texts of agent loops range from a word to 100 kB."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget, self.size = budget, 0
+        self.store: dict[Any, Any] = {}
+        self.sizes: dict[Any, int] = {}
+        self.lock = threading.Lock()
+
+    def get(self, key: Any) -> Any:
+        return self.store.get(key)
+
+    def put(self, key: Any, value: Any, size: int) -> None:
+        if size > self.budget // 64:
+            return  # a huge text: not worth pinning in memory
+        with self.lock:
+            while self.store and self.size + size > self.budget:
+                old = next(iter(self.store))
+                del self.store[old]
+                self.size -= self.sizes.pop(old)
+            if key not in self.store:
+                self.store[key], self.sizes[key] = value, size
+                self.size += size
+
+
+_LINES = _SizedMemo(16_000_000)  # characters: content + line
+
+
+def _remember_line(key: tuple[Any, ...], line: str) -> None:
+    _LINES.put(key, line, len(key[-1]) + len(line))
 
 
 def _line(dialect: Dialect, msg: Mapping[str, Any]) -> str:
@@ -187,14 +218,14 @@ def span_keys(tenant: str, model: str, max_tokens: int, spans: Sequence[Sequence
     return keys
 
 
-_DIGESTS: dict[str, bytes] = {}
+_DIGESTS = _SizedMemo(16_000_000)  # characters of the lines kept as keys
 
 
 def _line_digest(line: str) -> bytes:
     hit = _DIGESTS.get(line)
     if hit is None:
         hit = hashlib.sha256(line.encode("utf-8", "surrogatepass")).digest()
-        jsontext.bounded_put(_DIGESTS, line, hit, 8192)
+        _DIGESTS.put(line, hit, len(line))
     return hit
 
 

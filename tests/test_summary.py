@@ -116,3 +116,12 @@ def test_the_prompt_asks_for_what_agents_need():
     for need in ("task", "decisions", "file paths", "identifiers", "numbers", "error", "open items"):
         assert need in prompt
     assert str(summary.words_for(1000)) in prompt
+
+
+def test_the_transcript_memos_are_bounded_by_characters():
+    memo = summary._SizedMemo(6400)
+    for i in range(300):
+        memo.put(i, "x", 30)
+    assert memo.size <= 6400 and len(memo.store) == 6400 // 30 and memo.get(299) == "x" and memo.get(0) is None
+    memo.put("huge", "y", 500)  # more than 1/64 of the budget: not kept
+    assert memo.get("huge") is None and memo.size <= 6400
