@@ -6,7 +6,7 @@ The core (engine, policy, errors, report) never imports LiteLLM; the LiteLLM ada
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config
 from guard.engine import Engine
@@ -15,6 +15,11 @@ from guard.limits import ModelLimits
 from guard.planner import Fitted, SummaryAnswer, SummaryRequest
 from guard.policy import Policy, PolicySet, load_policy_set
 from guard.report import Action, Report, Skipped
+
+if TYPE_CHECKING:  # visible to type checkers; loaded lazily at run time (they import LiteLLM)
+    from guard.cache import SummaryCache
+    from guard.callback import ContextGuard, GuardFailed, completion
+    from guard.summarizer import Summarizer
 
 _SHELL = {
     "ContextGuard": "guard.callback",

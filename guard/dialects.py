@@ -62,7 +62,13 @@ class Dialect:
         return msg.get("role") in ("system", "developer")
 
     def is_user_turn(self, msg: Message) -> bool:
-        """A message a person wrote: role user and not only tool results."""
+        """A message a person wrote: role user and no tool results.
+
+        Anthropic clients put text next to the tool results it follows in one user message
+        (Claude Code appends a system reminder to every tool-result message; a user who interrupts
+        adds their words there). Such a message is a tool-result message: its results are cut like
+        any other, and its text blocks are never edited (strategies only rewrite tool results), so
+        the turn the user really typed stays the pinned "last user turn"."""
         if msg.get("role") != "user":
             return False
         if self.name == "openai":
@@ -70,7 +76,7 @@ class Dialect:
         content = msg.get("content")
         if not isinstance(content, list):
             return True
-        return any(not (isinstance(b, Mapping) and b.get("type") == "tool_result") for b in content)
+        return not any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
 
     def tool_call_ids(self, msg: Message) -> list[str]:
         if msg.get("role") != "assistant":

@@ -107,8 +107,12 @@ class Engine:
         d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
         policy = policy or self.policy_for(name)
         limits = self.limits_for(name, policy, deployment)
-        counter, exact = self.counter_for(name, policy, deployment.model if deployment else None)
-        return plan(body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize)
+        real = deployment.model if deployment else self.underlying(name)
+        counter, exact = self.counter_for(name, policy, real)
+        return plan(
+            body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,
+            family=profile(real).family,
+        )
 
     def fit(
         self,

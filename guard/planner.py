@@ -18,7 +18,7 @@ from typing import Any, Callable, Generator
 from guard.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation
 from guard.dialects import MARKER_PREFIX, Dialect
-from guard import relevance, summary
+from guard import reasoning, relevance, summary
 from guard.errors import ContextWindowExceeded, Shortfall
 from guard.limits import ModelLimits
 from guard.policy import STRATEGY_ORDER, Policy
@@ -80,11 +80,17 @@ def plan(
     counter: TokenCounter,
     exact: bool,
     can_summarize: bool = False,
+    family: str = "other",
 ) -> Plan:
     messages = dialect.messages(body)
     key = dialect.output_key(body, limits.model)
     requested = requested_output(body, key)
     budget, source = make_budget(limits, policy, requested)
+    # a cap that leaves no room for the body's thinking budget is refused before any work
+    reasoning.fit_reasoning(
+        body, family=family, model=limits.model, max_tokens=budget.reserved_output, requested=requested,
+        without_room=policy.thinking_without_room,
+    )
     counts = counter.messages(dialect, messages)
     fixed = counter.fixed(dialect, body)
     before = fixed + sum(counts)
@@ -97,7 +103,7 @@ def plan(
 
     if not budget.fits(before):
         conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
-        budget = _clamp_output(budget, before, policy, ctx)
+        budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family))
         ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
         start = conv
         spans = _spans(conv, ctx) if can_summarize and policy.allows("summarize") else []
@@ -109,6 +115,15 @@ def plan(
     after = conv.total
     fitted = budget.fits(after)
     changed = conv.messages != tuple(messages)
+    by_policy = any(a.kind == "clamp_output" for a in ctx.actions)
+    if requested is not None and budget.reserved_output < requested and not by_policy:
+        ctx.record("clamp_output", 0, 1)  # lowered to a model or policy cap: an action, not "unchanged"
+    updates, thinking = reasoning.fit_reasoning(
+        body, family=family, model=limits.model, max_tokens=budget.reserved_output, requested=requested,
+        without_room=policy.thinking_without_room,
+    )
+    if thinking:
+        ctx.record("clamp_thinking", 0, len(thinking))
     report = Report(
         model=limits.model,
         dialect=dialect.name,
@@ -121,7 +136,7 @@ def plan(
         input_tokens_after=after,
         max_tokens=budget.reserved_output,
         max_tokens_requested=requested,
-        max_tokens_source=source if not any(a.kind == "clamp_output" for a in ctx.actions) else "clamped_by_policy",
+        max_tokens_source="clamped_by_policy" if by_policy else source,
         output_key=key,
         safety_margin_tokens=budget.margin,
         room=budget.room,
@@ -136,6 +151,7 @@ def plan(
         skipped=ctx.skipped,
         breakdown=_breakdown(conv, counter, body),
         summary=ctx.summary,
+        reasoning=[c.to_dict() for c in thinking],
     )
     if not fitted:
         report.outcome = "rejected"
@@ -147,6 +163,7 @@ def plan(
         out["messages"] = list(conv.messages)
         report.fitted_messages_sha256 = _sha256(out["messages"])
     out[key] = budget.reserved_output
+    reasoning.apply(out, updates)
     for other in OUTPUT_KEYS:  # every output limit the body carries says the same: the reserved one
         if other != key and out.get(other) is not None:
             out[other] = budget.reserved_output
@@ -250,9 +267,12 @@ def _drained(gen: Generator[Any, Any, Conversation]) -> Conversation:
         return stop.value
 
 
-def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context) -> Budget:
-    """Lower the reserved output toward the policy floor (shared windows only, if allowed)."""
+def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context, reasoning_floor: int = 0) -> Budget:
+    """Lower the reserved output toward the policy floor (shared windows only, if allowed), never
+    below what the body's thinking budget needs to stay valid."""
     floor = policy.min_output_tokens
+    if floor is not None:
+        floor = max(floor, reasoning_floor)
     if (
         not policy.allows("clamp_output")
         or floor is None

@@ -94,6 +94,10 @@ class Policy(BaseModel):
     )
     metadata_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_METADATA_KEYS))
     citation_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_CITATION_KEYS))
+    thinking_without_room: Literal["refuse", "disable"] = Field(
+        "refuse",
+        description="when the output cap leaves no room for a valid thinking budget: refuse (400) or turn thinking off",
+    )
     on_error: Literal["open", "closed"] = Field(
         "open", description="if the guard itself fails: forward unchanged (open) or refuse (closed)"
     )

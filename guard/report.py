@@ -53,6 +53,7 @@ class Report:
     reason: str | None = None
     fitted_messages_sha256: str | None = None
     summary: dict[str, Any] | None = None  # source (cache/llm), calls, span and summary sizes
+    reasoning: list[dict[str, Any]] = field(default_factory=list)  # thinking fields lowered with the output
 
     @property
     def tokens_saved(self) -> int:
