@@ -17,7 +17,7 @@ from guard.config import Deployment, GuardConfig, load_config
 from guard.dialects import Dialect, by_name, detect
 from guard.encodings import exact_available, get_vocab
 from guard.errors import BadRequest
-from guard.limits import ModelLimits, resolve_limits
+from guard.limits import ModelLimits, lookup, resolve_limits
 from guard.modelmap import bundled_model_map
 from guard.models import profile
 from guard.planner import Fitted, Plan, SummaryRequest, plan, run
@@ -111,8 +111,13 @@ class Engine:
         counter, exact = self.counter_for(name, policy, real)
         return plan(
             body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,
-            family=profile(real).family,
+            family=profile(real).family, adaptive_thinking=self._adaptive_thinking(real),
         )
+
+    def _adaptive_thinking(self, model: str) -> bool:
+        """Whether LiteLLM maps reasoning_effort to adaptive thinking (no budget) for this model."""
+        entry = lookup(self.model_map, model)
+        return bool(entry and entry.get("supports_adaptive_thinking"))
 
     def fit(
         self,

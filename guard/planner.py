@@ -81,6 +81,7 @@ def plan(
     exact: bool,
     can_summarize: bool = False,
     family: str = "other",
+    adaptive_thinking: bool = False,
 ) -> Plan:
     messages = dialect.messages(body)
     key = dialect.output_key(body, limits.model)
@@ -89,7 +90,7 @@ def plan(
     # a cap that leaves no room for the body's thinking budget is refused before any work
     reasoning.fit_reasoning(
         body, family=family, model=limits.model, max_tokens=budget.reserved_output, requested=requested,
-        without_room=policy.thinking_without_room,
+        without_room=policy.thinking_without_room, adaptive=adaptive_thinking,
     )
     counts = counter.messages(dialect, messages)
     fixed = counter.fixed(dialect, body)
@@ -103,7 +104,7 @@ def plan(
 
     if not budget.fits(before):
         conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
-        budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family))
+        budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
         ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
         start = conv
         spans = _spans(conv, ctx) if can_summarize and policy.allows("summarize") else []
@@ -120,7 +121,7 @@ def plan(
         ctx.record("clamp_output", 0, 1)  # lowered to a model or policy cap: an action, not "unchanged"
     updates, thinking = reasoning.fit_reasoning(
         body, family=family, model=limits.model, max_tokens=budget.reserved_output, requested=requested,
-        without_room=policy.thinking_without_room,
+        without_room=policy.thinking_without_room, adaptive=adaptive_thinking,
     )
     if thinking:
         ctx.record("clamp_thinking", 0, len(thinking))

@@ -3,9 +3,10 @@
 A reasoning model spends part of its output limit thinking, and providers check the two together:
 - Anthropic extended thinking (`thinking: {type: enabled, budget_tokens: B}`, on `/v1/messages`
   and, through LiteLLM, on chat completions): `1024 <= B < max_tokens`, or the request is refused.
-- LiteLLM maps chat `reasoning_effort` to such a budget for Claude (`low`/`minimal` 1024,
-  `medium` 2048, `high` 4096: `litellm/constants.py` DEFAULT_REASONING_EFFORT_*_THINKING_BUDGET)
-  and to `thinkingConfig.thinkingBudget` for Gemini, which counts inside `maxOutputTokens`.
+- LiteLLM maps chat `reasoning_effort` to such a budget for Claude (`minimal`/`low` 1024,
+  `medium` 2048, `high` 4096, `xhigh` 8192, `max` 16384: `litellm/constants.py`
+  DEFAULT_REASONING_EFFORT_*_THINKING_BUDGET; models with adaptive thinking get no budget) and to
+  `thinkingConfig.thinkingBudget` for Gemini, which counts inside `maxOutputTokens`.
 
 So whenever the guard lowers `max_tokens` (a model or policy cap, or the clamp step), it lowers the
 thinking budget with it: the client's answer room (`max_tokens - budget`) is kept where possible,
@@ -25,10 +26,11 @@ from typing import Any
 from guard.errors import BadRequest
 
 ANTHROPIC_MIN_BUDGET = 1024  # Anthropic refuses budget_tokens below this
+GEMINI_MIN_BUDGET = 128  # Gemini 2.5 Pro's least thinkingBudget (Flash accepts less)
 # LiteLLM 1.106's reasoning_effort -> thinking budget for Claude (and Gemini's thinkingBudget),
-# strongest first; "minimal" maps to the same budget as "low" for Claude
-EFFORT_BUDGETS: dict[str, int] = {"high": 4096, "medium": 2048, "low": 1024, "minimal": 1024}
-_EFFORT_ORDER = ("high", "medium", "low", "minimal")
+# strongest first; "minimal" is max(128, 1024) for Claude and 1-512 for Gemini models
+EFFORT_BUDGETS: dict[str, int] = {"max": 16384, "xhigh": 8192, "high": 4096, "medium": 2048, "low": 1024, "minimal": 1024}
+_EFFORT_ORDER = tuple(EFFORT_BUDGETS)
 _THINKING_FAMILIES = ("anthropic", "gemini")  # where LiteLLM turns reasoning into a budget
 
 
@@ -57,7 +59,13 @@ class ThinkingWithoutRoom(BadRequest):
 
 
 def minimum_budget(family: str) -> int:
-    return ANTHROPIC_MIN_BUDGET if family == "anthropic" else 1
+    return {"anthropic": ANTHROPIC_MIN_BUDGET, "gemini": GEMINI_MIN_BUDGET}.get(family, 1)
+
+
+def _effort_budget(effort: str, family: str) -> int:
+    if effort == "minimal" and family == "gemini":
+        return GEMINI_MIN_BUDGET
+    return EFFORT_BUDGETS[effort]
 
 
 def _budget_of(body: Mapping[str, Any]) -> int | None:
@@ -70,20 +78,23 @@ def _budget_of(body: Mapping[str, Any]) -> int | None:
     return budget
 
 
-def _effort(body: Mapping[str, Any], family: str) -> str | None:
+def _effort(body: Mapping[str, Any], family: str, adaptive: bool) -> str | None:
+    """The body's reasoning_effort where LiteLLM turns it into a thinking budget."""
     effort = body.get("reasoning_effort")
-    if family not in _THINKING_FAMILIES or not isinstance(effort, str) or effort not in EFFORT_BUDGETS:
+    if isinstance(effort, Mapping):  # {"effort": "low", "summary": ...}: LiteLLM reads the effort
+        effort = effort.get("effort")
+    if adaptive or family not in _THINKING_FAMILIES or not isinstance(effort, str) or effort not in EFFORT_BUDGETS:
         return None
     return effort
 
 
-def output_floor(body: Mapping[str, Any], family: str) -> int:
+def output_floor(body: Mapping[str, Any], family: str, adaptive: bool = False) -> int:
     """The least output limit that keeps the body's reasoning valid (0: no reasoning budget):
     the clamp step never goes below it."""
     if _budget_of(body) is not None:
         return minimum_budget(family) + 1
-    if _effort(body, family) is not None:
-        return min(EFFORT_BUDGETS.values()) + 1
+    if _effort(body, family, adaptive) is not None:
+        return _effort_budget("minimal", family) + 1
     return 0
 
 
@@ -95,6 +106,7 @@ def fit_reasoning(
     max_tokens: int,
     requested: int | None,
     without_room: str = "refuse",
+    adaptive: bool = False,
 ) -> tuple[dict[str, Any], list[ReasoningChange]]:
     """The top-level fields to set (a value of None: remove the key) so the body's reasoning fits
     under `max_tokens`, and what changed. Raises ThinkingWithoutRoom when nothing valid fits and
@@ -115,18 +127,19 @@ def fit_reasoning(
             changes.append(ReasoningChange("thinking", "enabled", None))
         else:
             raise ThinkingWithoutRoom(model, max_tokens, minimum, f"a thinking budget ({budget} requested)")
-    effort = _effort(body, family)
-    if effort is not None and EFFORT_BUDGETS[effort] >= max_tokens:
-        lower = [e for e in _EFFORT_ORDER[_EFFORT_ORDER.index(effort) :] if EFFORT_BUDGETS[e] < max_tokens]
+    effort = _effort(body, family, adaptive)
+    if effort is not None and _effort_budget(effort, family) >= max_tokens:
+        lower = [e for e in _EFFORT_ORDER[_EFFORT_ORDER.index(effort) :] if _effort_budget(e, family) < max_tokens]
         if lower:
-            updates["reasoning_effort"] = lower[0]
+            raw = body["reasoning_effort"]
+            updates["reasoning_effort"] = {**raw, "effort": lower[0]} if isinstance(raw, Mapping) else lower[0]
             changes.append(ReasoningChange("reasoning_effort", effort, lower[0]))
         elif without_room == "disable":
             updates["reasoning_effort"] = None
             changes.append(ReasoningChange("reasoning_effort", effort, None))
         else:
             raise ThinkingWithoutRoom(
-                model, max_tokens, min(EFFORT_BUDGETS.values()), f"reasoning_effort={effort!r} (a thinking budget)"
+                model, max_tokens, _effort_budget("minimal", family), f"reasoning_effort={effort!r} (a thinking budget)"
             )
     return updates, changes
 
