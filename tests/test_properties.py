@@ -322,3 +322,56 @@ def test_with_summaries_from_the_cache_the_fit_is_deterministic_and_idempotent(c
     again = _fit_compacting(first.body, settings, summaries)
     assert not isinstance(again, ContextWindowExceeded) and again.report.outcome == "unchanged"
     assert json.dumps(again.body) == json.dumps(first.body)
+
+
+# -- Anthropic clients put text next to tool results (issue 14, item 6) ------------------------
+
+REMINDER = {"type": "text", "text": "<system-reminder>the user may see your todo list</system-reminder>"}
+# The cutting heuristics are not monotonic to the token: marker texts carry token counts (a digit
+# more is a token more) and relevance scores see the extra text, so the two shapes may end a few
+# tokens apart. The defect this guards against (a whole tool-result message pinned) is hundreds.
+SLACK = 24
+
+
+def _with_reminders(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same conversation as Claude Code sends it: a text block after every tool-result block run."""
+    out = []
+    for m in messages:
+        if m["role"] == "user" and isinstance(m["content"], list) and any(b.get("type") == "tool_result" for b in m["content"]):
+            m = {**m, "content": [*m["content"], dict(REMINDER)]}
+        out.append(m)
+    return out
+
+
+def _extra_tokens(engine: Engine, plain: list[dict[str, Any]], mixed: list[dict[str, Any]]) -> int:
+    counter, _ = engine.counter_for("tiny", engine.policy_for("tiny"))
+    d = by_name("anthropic")
+    return sum(counter.message(d, b) - counter.message(d, a) for a, b in zip(plain, mixed))
+
+
+@given(request_body())
+def test_tool_results_with_text_blocks_fit_as_readily_as_without(case):
+    body, settings = case
+    if settings["dialect"] != "anthropic":
+        return
+    mixed_body = {**body, "messages": _with_reminders(body["messages"])}
+    extra = _extra_tokens(_engine(settings), body["messages"], mixed_body["messages"])
+    plain = _fit(body, settings)
+    # with room for its extra text, the mixed shape fits whenever the plain one does ...
+    roomy = _fit(mixed_body, {**settings, "window": settings["window"] + extra + SLACK})
+    if not isinstance(plain, ContextWindowExceeded):
+        assert not isinstance(roomy, ContextWindowExceeded), "text next to tool results made a fitting request refused"
+    # ... and the plain shape fits whenever the mixed one does in the same window
+    same = _fit(mixed_body, settings)
+    if not isinstance(same, ContextWindowExceeded):
+        assert not isinstance(_fit(body, {**settings, "window": settings["window"] + SLACK}), ContextWindowExceeded)
+    for result in (roomy, same):
+        if isinstance(result, ContextWindowExceeded):
+            continue
+        # the user's text blocks are never edited: every kept text block is byte-identical
+        originals = {m["x_id"]: m for m in mixed_body["messages"]}
+        for m in result.body["messages"]:
+            if "x_id" not in m or m["role"] != "user" or not isinstance(m["content"], list):
+                continue
+            before = [b for b in originals[m["x_id"]]["content"] if b.get("type") == "text"]
+            assert [b for b in m["content"] if b.get("type") == "text"] == before

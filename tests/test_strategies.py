@@ -188,3 +188,28 @@ def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data)
         chosen = chosen - {i}
         assert total == drop._without(conv, ctx, chosen).total
         runs.give_back([i], total)
+
+
+def test_a_big_tool_result_next_to_a_text_block_is_cut_like_any_other():
+    """Claude Code appends a text block to tool-result messages: its results are still cut."""
+    huge = words(30_000)
+
+    def body(text_block: bool) -> dict[str, Any]:
+        results: list[dict[str, Any]] = [{"type": "tool_result", "tool_use_id": "t1", "content": huge}]
+        if text_block:
+            results.append({"type": "text", "text": "<system-reminder>keep going</system-reminder>"})
+        return {
+            "model": "m", "max_tokens": 1000, "system": "sys",
+            "messages": [
+                {"role": "user", "content": "read the log"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
+                {"role": "user", "content": results},
+            ],
+        }
+
+    for text_block in (False, True):
+        fitted = engine(16_384).fit(body(text_block), dialect="anthropic")
+        assert fitted.report.fits and fitted.report.input_tokens_after <= 16_384 - 1000
+        assert fitted.body["messages"][0] == {"role": "user", "content": "read the log"}
+        if text_block:
+            assert fitted.body["messages"][2]["content"][1] == body(True)["messages"][2]["content"][1]
