@@ -18,12 +18,24 @@ from guard.report import Action, Report, Skipped
 
 if TYPE_CHECKING:  # visible to type checkers; loaded lazily at run time (they import LiteLLM)
     from guard.cache import SummaryCache
-    from guard.callback import ContextGuard, GuardFailed, completion
+    from guard.callback import (
+        ContextGuard,
+        ContextWindowExceededError,
+        GuardFailed,
+        completion,
+        instrument,
+        report_of,
+        uninstrument,
+    )
     from guard.summarizer import Summarizer
 
 _SHELL = {
     "ContextGuard": "guard.callback",
+    "ContextWindowExceededError": "guard.callback",
     "GuardFailed": "guard.callback",
+    "instrument": "guard.callback",
+    "report_of": "guard.callback",
+    "uninstrument": "guard.callback",
     "SummaryCache": "guard.cache",
     "Summarizer": "guard.summarizer",
     "completion": "guard.callback",
@@ -44,6 +56,7 @@ __all__ = [
     "CacheSettings",
     "ContextGuard",
     "ContextWindowExceeded",
+    "ContextWindowExceededError",
     "Deployment",
     "Engine",
     "Fitted",
@@ -64,6 +77,9 @@ __all__ = [
     "SummaryRequest",
     "UnknownModel",
     "completion",
+    "instrument",
     "load_config",
     "load_policy_set",
+    "report_of",
+    "uninstrument",
 ]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from contextvars import ContextVar
 import functools
 import sys
 import time
@@ -28,7 +29,7 @@ from typing import Any, Callable, Mapping
 import litellm
 from litellm.integrations.custom_logger import CustomLogger
 
-from guard import coexistence, telemetry
+from guard import coexistence, routing, telemetry
 from guard.cache import SummaryCache
 from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config, parse_model_list
 from guard.dialects import ANTHROPIC, OPENAI, Dialect
@@ -37,6 +38,7 @@ from guard.jsontext import bounded_put
 from guard.errors import ContextWindowExceeded, GuardError
 from guard.planner import CachedSummaries, Fitted, Plan
 from guard.policy import Policy, PolicySet, load_policy_set
+from guard.report import Report
 from guard.summarizer import Call, Summarizer, internal_call
 
 STATE_KEY = "context_guard"  # our report, in request metadata
@@ -44,6 +46,38 @@ CLIENT_POLICY_KEY = "context_guard_policy"  # a client's hints: may only tighten
 _THREAD_THRESHOLD = 64  # messages; bigger bodies are fitted off the event loop
 _CHAT_CALLS = {"completion", "acompletion"}
 _ANTHROPIC_CALLS = {"anthropic_messages"}
+# call types that send a prompt to a model: one of these reaching a provider unfitted is a bypass
+_PROMPT_CALL_WORDS = ("completion", "responses", "messages", "generate_content")
+_REPORTS: dict[str, Mapping[str, Any]] = {}  # litellm_call_id -> the report of its latest pass
+_COUNTED: dict[str, None] = {}  # call ids whose request was counted in the metrics
+_BOUND = 8192
+
+
+class ContextWindowExceededError(litellm.ContextWindowExceededError, ContextWindowExceeded):
+    """What the guard raises through LiteLLM: LiteLLM's own context-window error (a 400 in the
+    proxy, `context_window_fallbacks` in the Router) that is also `guard.ContextWindowExceeded`,
+    with `.report` and `.shortfall`. `except guard.ContextWindowExceeded as e: e.report` works for
+    `acompletion`, the Router and the sync wrapper alike."""
+
+    def __init__(self, cause: ContextWindowExceeded, *, model: str, llm_provider: str, message: str | None = None) -> None:
+        litellm.ContextWindowExceededError.__init__(
+            self, message=message or cause.render(), model=model, llm_provider=llm_provider
+        )
+        self.shortfall, self.report = cause.shortfall, cause.report
+        self.param = "messages"  # the proxy copies it into OpenAI's error body
+
+
+def report_of(response: Any) -> Mapping[str, Any] | None:
+    """The guard's report of the request that produced `response` (a LiteLLM response from
+    `acompletion`, `Router.acompletion` or the sync wrapper), or None if the guard did not see it."""
+    hidden = getattr(response, "_hidden_params", None)
+    if not isinstance(hidden, Mapping):
+        return None
+    report = hidden.get(STATE_KEY)
+    if isinstance(report, Mapping):
+        return report
+    call = hidden.get("litellm_call_id")
+    return _REPORTS.get(call) if isinstance(call, str) else None
 
 
 @dataclass(frozen=True)
@@ -129,8 +163,10 @@ class ContextGuard(CustomLogger):
         summarizer: SummarizerSettings | Mapping[str, Any] | None = None,
         cache: SummaryCache | CacheSettings | Mapping[str, Any] | None = None,
         summarize_call: Call | None = None,
+        router: Any = None,
     ) -> None:
         super().__init__()
+        self._router = router
         self._config_path = config
         self._engine = engine
         self._policies = policies if isinstance(policies, PolicySet) or policies is None else load_policy_set(policies)
@@ -174,6 +210,14 @@ class ContextGuard(CustomLogger):
         assert self._engine is not None
         return self._engine
 
+    def router(self) -> Any:
+        """The LiteLLM Router whose groups and context_window_fallbacks the guard routes with: the
+        one given to the constructor (`router=`) or to `wrap`/`instrument`, else the proxy's."""
+        return self._router if self._router is not None else _proxy_router()
+
+    def use_router(self, router: Any) -> None:
+        self._router = router
+
     @property
     def summarizer(self) -> Summarizer | None:
         self.engine  # noqa: B018 - built with the engine
@@ -185,15 +229,60 @@ class ContextGuard(CustomLogger):
         if dialect is None or not isinstance(data, dict) or "messages" not in data:
             return data
         alias = data.get("model")
+        identity = identity_from_auth(user_api_key_dict)
+        router = self.router()
+        group = routing.deployments(router, alias) if isinstance(alias, str) else []
+        chain = routing.context_fallbacks(router, alias if isinstance(alias, str) else None)
+        if chain or len({routing.limits_key(d) for d in group}) > 1:
+            # the router may send this to deployments (or fallbacks) of different sizes: refuse only
+            # what none of them can take; each attempt is fitted to its own deployment after routing
+            return await self._check_candidates(data, dialect, identity, str(alias), group, chain)
         return await self._guard(
             data,
             dialect,
             route="proxy",
-            identity=identity_from_auth(user_api_key_dict),
-            deployment=_router_deployment(alias),
-            reject=not _has_context_fallbacks(alias),
+            identity=identity,
+            deployment=_router_deployment(alias, router),
+            reject=True,
             fresh=True,
         )
+
+    async def async_filter_deployments(
+        self,
+        model: str,
+        healthy_deployments: list,
+        messages: list | None,
+        request_kwargs: dict | None = None,
+        parent_otel_span: Any = None,
+    ) -> list:
+        """Window-aware routing: of a group's healthy deployments, keep those that take the request
+        whole if any do, else those that can after the allowed steps (all, if none can: the
+        deployment hook then refuses with the numbers, which triggers context_window_fallbacks)."""
+        kwargs = request_kwargs if isinstance(request_kwargs, dict) else {}
+        if internal_call.get(False) or len(healthy_deployments) < 2 or not isinstance(kwargs.get("messages", messages), list):
+            return healthy_deployments
+        entries = [d for d in healthy_deployments if isinstance(d, Mapping)]
+        if len({routing.limits_key(d) for d in routing.deployments(_ListRouter(entries), model)}) < 2:
+            return healthy_deployments
+        body = {**kwargs, "messages": kwargs.get("messages", messages), "model": model}
+        dialect = ANTHROPIC if "system" in body or _md_key(body, OPENAI) == "litellm_metadata" else OPENAI
+        md = body.get(_md_key(body, dialect)) or {}
+        identity = identity_from_metadata(md) if isinstance(md, Mapping) else Identity()
+        try:
+            verdicts = await asyncio.to_thread(self._verdicts, body, dialect, identity, model, entries)
+        except Exception as e:  # routing must never fail because of the guard
+            telemetry.log.error("context-guard routing filter: %s", type(e).__name__)
+            return healthy_deployments
+        chosen = {id(v.deployment) for v in routing.best(verdicts)}
+        kept = [entry for entry, v in zip(entries, verdicts) if id(v.deployment) in chosen]
+        return kept or healthy_deployments
+
+    def _verdicts(self, body: dict, dialect: Dialect, identity: Identity, group: str, entries: list) -> list[routing.Verdict]:
+        out = []
+        for d in routing.deployments(_ListRouter(entries), group):
+            policy, _ = self._policy(group, d.model, identity, body, dialect)
+            out.append(routing.tier(self.engine, body, d, policy, dialect))
+        return out
 
     async def async_pre_call_deployment_hook(self, kwargs: dict, call_type: Any) -> Any:
         dialect = _dialect(call_type)
@@ -206,6 +295,7 @@ class ContextGuard(CustomLogger):
             info = kwargs.get("model_info")
             deployment = Deployment(model, model, dict(info) if isinstance(info, Mapping) else {})
         alias = md.get("model_group") if isinstance(md, Mapping) else None
+        alias = alias if isinstance(alias, str) else None
         return await self._guard(
             kwargs,
             dialect,
@@ -213,7 +303,8 @@ class ContextGuard(CustomLogger):
             identity=identity_from_metadata(md) if isinstance(md, Mapping) else Identity(),
             deployment=deployment,
             reject=True,
-            alias=alias if isinstance(alias, str) else None,
+            alias=alias,
+            chain=routing.context_fallbacks(self.router(), alias),
         )
 
     async def async_post_call_response_headers_hook(
@@ -224,11 +315,36 @@ class ContextGuard(CustomLogger):
         request_headers: dict[str, str] | None = None,
         litellm_call_info: dict[str, object] | None = None,
     ) -> dict[str, str] | None:
-        for key in ("metadata", "litellm_metadata"):
-            md = data.get(key) if isinstance(data, dict) else None
-            if isinstance(md, Mapping) and isinstance(md.get(STATE_KEY), Mapping) and "outcome" in md[STATE_KEY]:
-                return telemetry.headers(md[STATE_KEY])
-        return None
+        # the latest pass of this request (after a fallback, the attempt that served it), else the
+        # report in the proxy's own copy of the metadata
+        call = data.get("litellm_call_id") if isinstance(data, dict) else None
+        report = _REPORTS.get(call) if isinstance(call, str) else None
+        if report is None and isinstance(data, dict):
+            report = _report_in(data)
+        return telemetry.headers(report) if report is not None else None
+
+    async def async_post_call_success_deployment_hook(self, request_data: dict, response: Any, call_type: Any) -> Any:
+        """SDK callers: the report rides on the response (`guard.report_of(response)`)."""
+        report = _report_in(request_data) if isinstance(request_data, Mapping) else None
+        hidden = getattr(response, "_hidden_params", None)
+        if report is not None and isinstance(hidden, dict):
+            hidden[STATE_KEY] = report
+        return response
+
+    def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
+        """No silent bypass: a prompt reaching a provider without having been fitted (sync
+        completion without the wrapper, a call type the guard does not handle yet) is logged once
+        per call type, naming the guarded alternative, and counted. LiteLLM swallows exceptions
+        from this hook, so it cannot stop the call."""
+        try:
+            if internal_call.get(False) or not isinstance(kwargs, Mapping):
+                return
+            call_type = str(kwargs.get("call_type") or "unknown")
+            if not any(word in call_type for word in _PROMPT_CALL_WORDS) or _report_in(kwargs) is not None:
+                return
+            telemetry.unguarded(call_type)
+        except Exception as e:  # telemetry must never fail a request
+            telemetry.log.error("context-guard bypass check: %s", type(e).__name__)
 
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._failed(kwargs)
@@ -254,6 +370,17 @@ class ContextGuard(CustomLogger):
             telemetry.log.error("context-guard failure hook: %s", type(e).__name__)
 
     # -- the work ---------------------------------------------------------------------------
+    def _policy(self, name: str, real: str, identity: Identity, data: Mapping[str, Any], dialect: Dialect) -> tuple[Policy, list[str]]:
+        md = data.get(_md_key(data, dialect))
+        client = md.get(CLIENT_POLICY_KEY) if isinstance(md, Mapping) else None
+        return self.engine.policies.resolve(
+            (name, real),
+            team=identity.team,
+            key=identity.key,
+            trusted=identity.trusted,
+            client=client if isinstance(client, Mapping) else None,
+        )
+
     async def _guard(
         self,
         data: dict,
@@ -265,6 +392,7 @@ class ContextGuard(CustomLogger):
         reject: bool,
         fresh: bool = False,
         alias: str | None = None,
+        chain: list[str] | None = None,
     ) -> dict:
         start = time.perf_counter()
         md_key = _md_key(data, dialect)
@@ -273,37 +401,45 @@ class ContextGuard(CustomLogger):
         if fresh:
             md.pop(STATE_KEY, None)  # the proxy's first pass: a client cannot plant a report
         name = alias or str(data.get("model"))
+        call = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+        layers: list[str] = []
         try:
             engine = self.engine
             real = deployment.model if deployment else name
-            client = md.get(CLIENT_POLICY_KEY)
-            policy, layers = engine.policies.resolve(
-                (name, real),
-                team=identity.team,
-                key=identity.key,
-                trusted=identity.trusted,
-                client=client if isinstance(client, Mapping) else None,
-            )
-            summarizer = self.summarizer if policy.allows("summarize") else None
+            policy, layers = self._policy(name, real, identity, data, dialect)
             messages = data.get("messages")
             big = isinstance(messages, list) and len(messages) >= _THREAD_THRESHOLD
+            if chain and policy.context_fallbacks == "before_cutting":
+                target = await _maybe_thread(big, self._whole_elsewhere, data, dialect, identity, name, deployment, policy, chain)
+                if target is not None:  # a fallback takes it whole: let the router send it there uncut
+                    raise _FallBack(target)
+            summarizer = self.summarizer if policy.allows("summarize") else None
             make = functools.partial(
                 engine.plan, data, model=name, dialect=dialect, policy=policy, deployment=deployment,
                 can_summarize=summarizer is not None,
             )
             fitted = await _drive(make, summarizer, identity.tenant, threaded=big)
+        except _FallBack as fb:
+            telemetry.fallback(name, fb.target, "before_cutting")
+            message = (
+                f"context-guard: {name} would have to cut this request; context_window_fallbacks "
+                f"model {fb.target!r} takes it whole"
+            )
+            raise litellm.ContextWindowExceededError(message=message, model=name, llm_provider=_provider(deployment)) from None
         except ContextWindowExceeded as e:
             own = e.report.to_dict()
             report = _merge(md.get(STATE_KEY), own, layers)
-            _store(data, md_key, md, report)
-            telemetry.observe(own, route, time.perf_counter() - start, first_pass=report["passes"] == 1)
+            _store(data, md_key, md, report, call)
+            final = reject and not chain
+            count = final and _first_count(call)
+            telemetry.observe(own, route, time.perf_counter() - start, first_pass=count)
+            if chain:
+                telemetry.fallback(name, chain[0], "too_long")
             if not reject:
-                return data  # the Router's context_window_fallbacks get their chance after routing
+                return data
             if route == "proxy":
-                raise _proxy_rejection(e.render()) from None
-            error = litellm.ContextWindowExceededError(message=e.render(), model=name, llm_provider=_provider(deployment))
-            error.param = "messages"  # the proxy copies it into OpenAI's error body
-            raise error from None
+                raise _proxy_rejection(e, dialect) from None
+            raise ContextWindowExceededError(e, model=name, llm_provider=_provider(deployment)) from None
         except GuardError as e:  # bad body, unknown model, bad policy: a clear 400, never a silent pass
             telemetry.ERRORS.labels(type(e).__name__).inc()
             raise litellm.BadRequestError(message=str(e), model=name, llm_provider=_provider(deployment)) from None
@@ -322,9 +458,74 @@ class ContextGuard(CustomLogger):
         if others:
             report["other_context_managers"] = others
         out = fitted.body
-        _store(out, md_key, md, report)
-        telemetry.observe(own, route, time.perf_counter() - start, first_pass=report["passes"] == 1)
+        _store(out, md_key, md, report, call)
+        telemetry.observe(own, route, time.perf_counter() - start, first_pass=_first_count(call, report["passes"] == 1))
         return out
+
+    def _whole_elsewhere(
+        self, data: dict, dialect: Dialect, identity: Identity, name: str, deployment: Deployment | None,
+        policy: Policy, chain: list[str],
+    ) -> str | None:
+        """The first fallback group that takes the body whole, if this deployment cannot."""
+        here = deployment or Deployment(name, name, {})
+        if routing.tier(self.engine, data, here, policy, dialect).tier == routing.WHOLE:
+            return None
+        router = self.router()
+        for group in chain:
+            for d in routing.deployments(router, group):
+                p, _ = self._policy(group, d.model, identity, data, dialect)
+                if routing.tier(self.engine, data, d, p, dialect).tier == routing.WHOLE:
+                    return group
+        return None
+
+    async def _check_candidates(
+        self, data: dict, dialect: Dialect, identity: Identity, alias: str, group: list[Deployment], chain: list[str]
+    ) -> dict:
+        """Before routing, for a group of mixed windows or with context fallbacks: refuse what no
+        deployment of the group or its fallbacks can take; leave the rest to each attempt."""
+        md_key = _md_key(data, dialect)
+        md = data.get(md_key)
+        if isinstance(md, Mapping) and STATE_KEY in md:
+            data[md_key] = {k: v for k, v in md.items() if k != STATE_KEY}  # a client cannot plant a report
+        router = self.router()
+        candidates = [(alias, d) for d in group] + [(g, d) for g in chain for d in routing.deployments(router, g)]
+        if not candidates:
+            return data
+        start = time.perf_counter()
+        messages = data.get("messages")
+        big = isinstance(messages, list) and len(messages) >= _THREAD_THRESHOLD
+
+        def verdicts() -> list[tuple[str, routing.Verdict]]:
+            out = []
+            for name, d in candidates:
+                policy, _ = self._policy(name, d.model, identity, data, dialect)
+                v = routing.tier(self.engine, data, Deployment(name, d.model, d.model_info), policy, dialect)
+                if v.tier != routing.NONE:
+                    return [(name, v)]
+                out.append((name, v))
+            return out
+
+        try:
+            found = await _maybe_thread(big, verdicts)
+        except GuardError as e:
+            telemetry.ERRORS.labels(type(e).__name__).inc()
+            raise litellm.BadRequestError(message=str(e), model=alias, llm_provider="openai") from None
+        if any(v.tier != routing.NONE for _, v in found):
+            return data
+        errors = [(name, v.error) for name, v in found if v.error is not None]
+        if not errors:
+            return data  # none could even be resolved: the deployment hook says why
+        first = errors[0][1]
+        report = first.report.to_dict()
+        report["models_tried"] = [name for name, _ in errors]
+        md = dict(data.get(md_key) or {})
+        call = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+        report["policy_layers"], report["passes"] = [], 1
+        _store(data, md_key, md, report, call)
+        telemetry.observe(first.report.to_dict(), "proxy", time.perf_counter() - start, first_pass=_first_count(call))
+        also = "; ".join(f"{name}: needs {e.shortfall.requested} > {e.shortfall.limit}" for name, e in errors[1:])
+        suffix = f" No model this request may be routed to can take it (also tried {also})." if also else ""
+        raise _proxy_rejection(first, dialect, suffix, {"models_tried": report["models_tried"]}) from None
 
     def _fail_open(self, model: str) -> bool:
         try:
@@ -334,26 +535,141 @@ class ContextGuard(CustomLogger):
 
     # -- sync calls ---------------------------------------------------------------------------
     def fit_kwargs(self, kwargs: Mapping[str, Any], *, router: Any = None) -> dict[str, Any]:
-        """The kwargs of a chat call, fitted (raises litellm.ContextWindowExceededError)."""
+        """The kwargs of a sync chat call, fitted as the deployment hook fits an async one (raises
+        `guard.ContextWindowExceededError`, which is LiteLLM's context-window error). Called by a
+        Router (through `instrument` or `wrap(router.completion, router=...)`), the kwargs name the
+        deployment (`model`, `model_info`) and its group (`metadata.model_group`)."""
         model = kwargs.get("model")
-        deployment = _router_deployment(model, router) if router is not None else None
         md = kwargs.get("metadata") if isinstance(kwargs.get("metadata"), Mapping) else {}
-        coro = self._guard(dict(kwargs), OPENAI, route="sdk_sync", identity=identity_from_metadata(md), deployment=deployment, reject=True)
+        alias = md.get("model_group") if isinstance(md.get("model_group"), str) else None
+        info = kwargs.get("model_info")
+        if alias is not None and isinstance(model, str):
+            deployment: Deployment | None = Deployment(alias, model, dict(info) if isinstance(info, Mapping) else {})
+        else:
+            deployment = _router_deployment(model, router or self._router) if (router or self._router) is not None else None
+        coro = self._guard(
+            dict(kwargs), OPENAI, route="sdk_sync", identity=identity_from_metadata(md), deployment=deployment,
+            reject=True, alias=alias, chain=routing.context_fallbacks(router or self.router(), alias),
+        )
         return _run_sync(coro)
 
     def wrap(self, fn: Callable[..., Any], *, router: Any = None) -> Callable[..., Any]:
-        """`fn` (e.g. litellm.completion or router.completion) with its kwargs fitted first."""
+        """`fn` with its requests fitted: `wrap(litellm.completion)` fits the kwargs first;
+        `wrap(router.completion, router=router)` fits each attempt to the deployment the Router picks,
+        so window-aware fallbacks (`context_window_fallbacks`) work as in the async Router."""
+        if router is not None:
+            if self._router is None:
+                self._router = router
+            _install()
+
+            @functools.wraps(fn)
+            def routed(*args: Any, **kwargs: Any) -> Any:
+                token = _SCOPE.set(self)
+                try:
+                    return fn(*args, **kwargs)
+                finally:
+                    _SCOPE.reset(token)
+
+            return routed
 
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             if args:
                 kwargs = {**dict(zip(("model", "messages"), args)), **kwargs}
-            return fn(**self.fit_kwargs(kwargs, router=router))
+            fitted = self.fit_kwargs(kwargs)
+            return _attach(fn(**fitted), fitted)
 
         return guarded
 
 
+# -- instrumentation of LiteLLM's sync entry points ---------------------------------------------
+
+_ORIGINAL: dict[str, Any] = {}
+_INSTRUMENTED: list[ContextGuard] = []  # the guard that fits every sync call (instrument())
+_SCOPE: ContextVar[ContextGuard | None] = ContextVar("context_guard_sync_scope", default=None)
+
+
+def _completion_entry(*args: Any, **kwargs: Any) -> Any:
+    """`litellm.completion` while instrumented: fitted first, as `acompletion` is by the hook."""
+    original = _ORIGINAL.get("completion") or _litellm_completion
+    guard = _SCOPE.get() or (_INSTRUMENTED[0] if _INSTRUMENTED else None)
+    if guard is None or internal_call.get(False):
+        return original(*args, **kwargs)
+    if args:
+        kwargs = {**dict(zip(("model", "messages"), args)), **kwargs}
+    fitted = guard.fit_kwargs(kwargs)
+    return _attach(original(**fitted), fitted)
+
+
+def _install() -> None:
+    if "completion" not in _ORIGINAL:
+        _ORIGINAL["completion"] = litellm.completion
+        litellm.completion = _completion_entry
+
+
+def instrument(guard: ContextGuard | None = None, *, router: Any = None) -> ContextGuard:
+    """Fit every sync `litellm.completion` call, including those a sync `Router.completion` makes
+    per attempt (fallbacks included), like their async forms. Idempotent; `uninstrument()` puts
+    LiteLLM's own function back. Returns the guard in use (the registered one by default)."""
+    g = guard or _guard_instance()
+    if router is not None:
+        g.use_router(router)
+    _INSTRUMENTED[:] = [g]
+    _install()
+    return g
+
+
+def uninstrument() -> None:
+    """Undo `instrument()`: LiteLLM's own `completion` again."""
+    _INSTRUMENTED.clear()
+    original = _ORIGINAL.pop("completion", None)
+    if original is not None:
+        litellm.completion = original
+
+
+def is_instrumented() -> bool:
+    return bool(_INSTRUMENTED) and "completion" in _ORIGINAL
+
+
+def _attach(response: Any, fitted: Mapping[str, Any]) -> Any:
+    """Put the report on a sync response, where `report_of` finds it."""
+    report = _report_in(fitted)
+    hidden = getattr(response, "_hidden_params", None)
+    if report is not None and isinstance(hidden, dict):
+        hidden[STATE_KEY] = report
+    return response
+
+
 # -- helpers -------------------------------------------------------------------------------------
+
+
+class _FallBack(Exception):
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+
+class _ListRouter:
+    """A router stand-in over a list of model_list entries (what the filter hook is handed)."""
+
+    def __init__(self, entries: list) -> None:
+        self.entries = entries
+
+    def get_model_list(self, model_name: str | None = None) -> list:
+        return self.entries
+
+
+async def _maybe_thread(threaded: bool, fn: Callable[..., Any], *args: Any) -> Any:
+    return await asyncio.to_thread(fn, *args) if threaded else fn(*args)
+
+
+def _first_count(call: str | None, default: bool = True) -> bool:
+    """Whether this pass should count the request in the metrics: once per call id."""
+    if call is None:
+        return default
+    if call in _COUNTED:
+        return False
+    bounded_put(_COUNTED, call, None, _BOUND)
+    return True
 
 
 async def _drive(make: Callable[[], Plan], summarizer: Summarizer | None, tenant: str, *, threaded: bool) -> Fitted:
@@ -419,7 +735,9 @@ def _report_in(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def _store(data: dict, md_key: str, md: dict, report: dict[str, Any]) -> None:
+def _store(data: dict, md_key: str, md: dict, report: dict[str, Any], call: str | None = None) -> None:
+    if call is not None:
+        bounded_put(_REPORTS, call, report, _BOUND)
     spend = md.get("spend_logs_metadata")
     md[STATE_KEY] = report
     md["spend_logs_metadata"] = {**(spend if isinstance(spend, Mapping) else {}), STATE_KEY: telemetry.summary(report)}
@@ -453,9 +771,12 @@ def _merge(previous: Any, report: dict[str, Any], layers: list[str]) -> dict[str
 _ProxyRejection: Any = None
 
 
-def _proxy_rejection(message: str) -> Exception:
+def _proxy_rejection(
+    e: ContextWindowExceeded, dialect: Dialect, suffix: str = "", extra: Mapping[str, Any] | None = None
+) -> Exception:
     """The proxy's own error type, rendering OpenAI's `code: context_length_exceeded` (LiteLLM
-    1.106 writes the HTTP status into `code` for every other error, its own CWE included)."""
+    1.106 writes the HTTP status into `code` for every other error, its own CWE included); on
+    /v1/messages the message starts in Anthropic's words (`prompt is too long: N tokens > M maximum`)."""
     global _ProxyRejection
     if _ProxyRejection is None:
         from litellm.proxy._types import ProxyException
@@ -465,7 +786,11 @@ def _proxy_rejection(message: str) -> Exception:
                 return {**super().to_dict(), "code": "context_length_exceeded"}
 
         _ProxyRejection = ContextLengthExceeded
-    return _ProxyRejection(message=message, type="invalid_request_error", param="messages", code=400)
+    message = (e.render_anthropic() if dialect is ANTHROPIC else e.render()) + suffix
+    # the headers ride on the exception: /v1/messages answers errors from it without the headers hook
+    report = e.report.to_dict() if isinstance(e.report, Report) else e.report
+    headers = telemetry.headers({**report, **(extra or {})}) if isinstance(report, Mapping) else {}
+    return _ProxyRejection(message=message, type="invalid_request_error", param="messages", code=400, headers=headers)
 
 
 def _provider(deployment: Deployment | None) -> str:
@@ -496,14 +821,6 @@ def _router_deployment(alias: Any, router: Any = None) -> Deployment | None:
     return parse_model_list([e for e in entries if isinstance(e, Mapping)]).get(alias)
 
 
-def _has_context_fallbacks(alias: Any) -> bool:
-    router = _proxy_router()
-    fallbacks = getattr(router, "context_window_fallbacks", None) if router else None
-    if not fallbacks or not isinstance(alias, str):
-        return False
-    return any(isinstance(f, Mapping) and alias in f for f in fallbacks)
-
-
 _default_guard: ContextGuard | None = None
 
 
@@ -520,7 +837,21 @@ def _guard_instance() -> ContextGuard:
 def completion(*args: Any, **kwargs: Any) -> Any:
     """`litellm.completion` with the request fitted first, by the ContextGuard registered in
     `litellm.callbacks` (or a default one). Same signature and return value."""
-    return _guard_instance().wrap(litellm.completion)(*args, **kwargs)
+    return _guard_instance().wrap(_ORIGINAL.get("completion") or litellm.completion)(*args, **kwargs)
 
 
-__all__ = ["ContextGuard", "Identity", "completion", "identity_from_auth", "identity_from_metadata", "Policy"]
+_litellm_completion = litellm.completion  # LiteLLM's own, whatever is patched later
+
+__all__ = [
+    "ContextGuard",
+    "ContextWindowExceededError",
+    "Identity",
+    "Policy",
+    "completion",
+    "identity_from_auth",
+    "identity_from_metadata",
+    "instrument",
+    "is_instrumented",
+    "report_of",
+    "uninstrument",
+]

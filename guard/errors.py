@@ -40,12 +40,22 @@ class Shortfall:
     input_tokens: int
     reserved_output: int
     safety_margin: int
+    trimmed: bool = True  # whether any step cut the input before giving up
+    fixed_tokens: int = 0  # tool schemas and framing: input no step can cut
 
     @property
     def requested(self) -> int:
         if self.rule == "shared":
             return self.input_tokens + self.reserved_output + self.safety_margin
         return self.input_tokens + self.safety_margin
+
+    @property
+    def over(self) -> str:
+        """What is over: the part no step can cut, if that alone does not fit, else the messages."""
+        uncut = self.fixed_tokens + self.safety_margin + (self.reserved_output if self.rule == "shared" else 0)
+        if self.fixed_tokens and uncut > self.limit:
+            return "tools"
+        return "messages"
 
 
 class ContextWindowExceeded(GuardError):
@@ -56,22 +66,34 @@ class ContextWindowExceeded(GuardError):
         self.report = report
         super().__init__(self.render())
 
+    def _advice(self) -> str:
+        s = self.shortfall
+        if s.over == "tools":
+            lower = " or lower max_tokens" if s.rule == "shared" else ""
+            return f"The tool schemas and framing alone take {s.fixed_tokens} tokens: send fewer or smaller tools{lower}."
+        return "Shorten the messages or lower max_tokens." if s.rule == "shared" else "Shorten the messages."
+
     def render(self) -> str:
         s = self.shortfall
+        after = " after trimming" if s.trimmed else ""
         if s.rule == "shared":
             return (
                 f"context-guard: this model's maximum context length is {s.limit} tokens ({s.model}), "
-                f"but the request needs {s.requested} ({s.input_tokens} input after trimming + "
+                f"but the request needs {s.requested} ({s.input_tokens} input{after} + "
                 f"{s.reserved_output} reserved output + {s.safety_margin} safety margin: "
-                f"{s.input_tokens} + {s.reserved_output} + {s.safety_margin} > {s.limit}). "
-                "Shorten the messages or lower max_tokens."
+                f"{s.input_tokens} + {s.reserved_output} + {s.safety_margin} > {s.limit}). " + self._advice()
             )
         return (
             f"context-guard: model {s.model!r} accepts at most {s.limit} input tokens, "
-            f"but the request has {s.input_tokens} input tokens after trimming plus a "
-            f"{s.safety_margin}-token safety margin ({s.input_tokens} + {s.safety_margin} > {s.limit}). "
-            "Shorten the messages."
+            f"but the request has {s.input_tokens} input tokens{after} plus a "
+            f"{s.safety_margin}-token safety margin ({s.input_tokens} + {s.safety_margin} > {s.limit}). " + self._advice()
         )
+
+    def render_anthropic(self) -> str:
+        """In Anthropic's own words first (`prompt is too long: N tokens > M maximum`), which agent
+        clients such as Claude Code parse to compact by N - M; then the guard's numbers."""
+        s = self.shortfall
+        return f"prompt is too long: {s.requested} tokens > {s.limit} maximum ({self.render()})"
 
     def openai_error(self) -> dict[str, Any]:
         """The body of OpenAI's 400 for an over-long request."""
@@ -86,7 +108,4 @@ class ContextWindowExceeded(GuardError):
 
     def anthropic_error(self) -> dict[str, Any]:
         """The body of Anthropic's 400 for an over-long request."""
-        return {
-            "type": "error",
-            "error": {"type": "invalid_request_error", "message": "prompt is too long: " + self.render()},
-        }
+        return {"type": "error", "error": {"type": "invalid_request_error", "message": self.render_anthropic()}}

@@ -157,7 +157,10 @@ def plan(
     if not fitted:
         report.outcome = "rejected"
         report.reason = "no allowed strategy brings the input within the room"
-        shortfall = Shortfall(limits.model, limits.rule, limits.max_input_tokens, after, budget.reserved_output, budget.margin)
+        shortfall = Shortfall(
+            limits.model, limits.rule, limits.max_input_tokens, after, budget.reserved_output, budget.margin,
+            trimmed=after < before, fixed_tokens=conv.fixed,
+        )
         raise ContextWindowExceeded(shortfall, report)
     out = dict(body)
     if changed:

@@ -94,6 +94,11 @@ class Policy(BaseModel):
     )
     metadata_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_METADATA_KEYS))
     citation_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_CITATION_KEYS))
+    context_fallbacks: Literal["before_cutting", "after_cutting"] = Field(
+        "before_cutting",
+        description="with context_window_fallbacks: try the fallback models before any lossy step "
+        "(before_cutting), or cut on the requested model first (after_cutting: cost over completeness)",
+    )
     thinking_without_room: Literal["refuse", "disable"] = Field(
         "refuse",
         description="when the output cap leaves no room for a valid thinking budget: refuse (400) or turn thinking off",

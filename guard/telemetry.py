@@ -30,6 +30,16 @@ COUNTING_MISSES = Counter(
     "Requests the guard counted as fitting that the provider still refused as too long",
     ["model"],
 )
+FALLBACKS = Counter(
+    "context_guard_fallbacks",
+    "Requests the guard handed to a context_window_fallbacks model instead of cutting or refusing them",
+    ["model", "to", "reason"],
+)
+UNGUARDED = Counter(
+    "context_guard_unguarded_calls",
+    "Prompts that reached a provider without being fitted while the guard was registered",
+    ["call_type"],
+)
 LATENCY = Histogram(
     "context_guard_latency_seconds",
     "Time the guard added to a request",
@@ -56,6 +66,8 @@ def summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "fitted_messages_sha256": report.get("fitted_messages_sha256"),
         "summary": report.get("summary"),
         "other_context_managers": report.get("other_context_managers", []),
+        "reasoning": report.get("reasoning", []),
+        "models_tried": report.get("models_tried", []),
     }
 
 
@@ -66,6 +78,7 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
         "tokens-after": str(report.get("input_tokens_after")),
         "max-tokens": str(report.get("max_tokens")),
         "window": str(report.get("context_window")),
+        "model": str(report.get("model")),
         "actions": ";".join(f"{a['kind']}={a['tokens_saved']}" for a in report.get("actions", [])) or "none",
     }
     if report.get("other_context_managers"):
@@ -73,22 +86,56 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
     summary = report.get("summary")
     if isinstance(summary, Mapping):
         out["summary"] = f"{summary.get('source')};calls={summary.get('calls')}"
+    reasoning = report.get("reasoning")
+    if reasoning:
+        out["reasoning"] = ";".join(f"{r['field']}={r['before']}->{r['after']}" for r in reasoning)
+    if report.get("models_tried"):
+        out["models-tried"] = ",".join(report["models_tried"])
     layers = report.get("policy_layers")
     if layers:
         out["policy"] = ",".join(layers)
     return {HEADER_PREFIX + k: v for k, v in out.items()}
 
 
+_GUARDED_ALTERNATIVE = {
+    "completion": "guard.completion(...) or guard.instrument()",
+    "text_completion": "chat completions through guard.completion(...)",
+    "responses": "chat completions (the Responses API is not fitted by this version)",
+    "aresponses": "chat completions (the Responses API is not fitted by this version)",
+}
+_warned: set[str] = set()
+
+
+def unguarded(call_type: str) -> None:
+    """A prompt reached a provider unfitted: counted, and logged once per call type."""
+    UNGUARDED.labels(call_type).inc()
+    if call_type in _warned:
+        return
+    _warned.add(call_type)
+    alternative = _GUARDED_ALTERNATIVE.get(call_type, "litellm.acompletion, the Router's async methods or the proxy")
+    log.warning(
+        "context-guard: a %s call reached the provider without being fitted (LiteLLM has no hook that can "
+        "rewrite it); use %s. Counted in context_guard_unguarded_calls_total.",
+        call_type,
+        alternative,
+    )
+
+
+def fallback(model: str, to: str, reason: str) -> None:
+    FALLBACKS.labels(model, to, reason).inc()
+
+
 def observe(report: Mapping[str, Any], route: str, seconds: float, *, first_pass: bool = True) -> None:
     """Metrics of one pass, from that pass's own report. The proxy runs the guard twice per
-    request (before routing and per deployment): a later pass that changes nothing is not
-    counted as another request, and no pass counts the savings or summary of an earlier one."""
+    request (before routing and per deployment attempt): the request is counted once (`first_pass`:
+    the caller's decision, once per call id; a refusal only when it is final, not when a fallback
+    takes over), and no pass counts the savings or summary of an earlier one."""
     model = str(report.get("model"))
     outcome = str(report.get("outcome"))
-    if first_pass or outcome != "unchanged":
+    if first_pass:
         REQUESTS.labels(model, outcome).inc()
-    if outcome == "rejected":
-        REJECTIONS.labels(model).inc()
+        if outcome == "rejected":
+            REJECTIONS.labels(model).inc()
     for action in report.get("actions", []):
         TOKENS_SAVED.labels(model, action["kind"]).inc(action["tokens_saved"])
     summary = report.get("summary")

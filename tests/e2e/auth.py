@@ -10,6 +10,8 @@ KEYS = {
     "sk-team-a": dict(key_alias="alice", team_id="team-a", team_alias="Team A"),
     # a team whose admin-set metadata caps its output (trusted: it comes from the key record)
     "sk-team-b": dict(key_alias="bob", team_id="team-b", team_metadata={"context_guard": {"max_output_tokens": 64}}),
+    "sk-team-c": dict(key_alias="carol", team_id="team-c"),
+    "sk-team-trim": dict(key_alias="dan", team_id="team-trim"),
 }
 
 

@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parents[2]
 LITELLM = Path(sys.executable).parent / "litellm"
 # "gpt-4o-undersized" is configured in the proxy with an 8k window the upstream does not honour:
 # the guard's count is right but its limits are wrong, so the provider refuses (a counting miss)
-WINDOWS = {"gpt-4o-8k": 8192, "gpt-4o-32k": 32768, "gpt-4o-2k": 2048, "claude-8k": 8192, "gpt-4o-undersized": 3000}
+WINDOWS = {
+    "gpt-4o-8k": 8192, "gpt-4o-32k": 32768, "gpt-4o-2k": 2048, "claude-8k": 8192, "gpt-4o-undersized": 3000,
+    "gpt-4o-16k": 16384, "gpt-4o-131k": 131072, "claude-cap": 200_000,
+}
 
 
 def free_port() -> int:

@@ -87,6 +87,19 @@ def is_summary_call(body: dict[str, Any]) -> bool:
     return isinstance(text, str) and text.startswith(("You compact the earlier part", "You merge partial summaries"))
 
 
+def invalid_thinking(body: dict[str, Any]) -> str | None:
+    """Anthropic refuses a thinking budget below 1024 or not below max_tokens."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+        return None
+    budget, out = thinking.get("budget_tokens"), body.get("max_tokens")
+    if not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if not isinstance(out, int) or budget >= out:
+        return "`max_tokens` must be greater than `thinking.budget_tokens`"
+    return None
+
+
 class Upstream:
     def __init__(self, windows: dict[str, int], delay: float = 0.0, record: bool = True) -> None:
         self.windows = windows
@@ -160,6 +173,11 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                 time.sleep(state.summary_delay)
             if state.fail_summaries and summary_call:
                 return self._send(500, {"error": {"message": "summarizer down", "type": "server_error"}})
+            thinking_error = invalid_thinking(body)
+            if thinking_error:  # Anthropic's rule for extended thinking
+                with state.lock:
+                    state.stats["refused_thinking"] = state.stats.get("refused_thinking", 0) + 1
+                return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": thinking_error}})
             if n + (out or 0) > window:
                 if anthropic:
                     msg = f"prompt is too long: {n} tokens + {out} > {window} maximum"

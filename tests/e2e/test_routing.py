@@ -1,0 +1,216 @@
+"""Issue 14 through a real proxy: thinking budgets under caps, mixed-window groups, context-window
+fallbacks before lossy cuts, and reports that describe the attempt that served the reply.
+
+The upstream enforces Anthropic's thinking rule (1024 <= budget_tokens < max_tokens) besides every
+model's window, so a request the guard leaves invalid comes back as the provider's 400.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any, Iterator
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from bench.traces import agent_trace
+from tests.e2e.conftest import Proxy, start_proxy
+
+
+def routing_config(port: int) -> str:
+    base = f"http://127.0.0.1:{port}"
+    return f"""
+model_list:
+  - model_name: claude-cap
+    litellm_params: {{model: anthropic/claude-sonnet-4-5, api_base: "{base}", api_key: dummy}}
+    model_info: {{max_input_tokens: 200000, max_output_tokens: 8192}}
+  - model_name: mixed
+    litellm_params: {{model: openai/gpt-4o-16k, api_base: "{base}/v1", api_key: dummy}}
+    model_info: {{max_input_tokens: 16384, max_output_tokens: 4096}}
+  - model_name: mixed
+    litellm_params: {{model: openai/gpt-4o-131k, api_base: "{base}/v1", api_key: dummy}}
+    model_info: {{max_input_tokens: 131072, max_output_tokens: 4096}}
+  - model_name: small
+    litellm_params: {{model: openai/gpt-4o-16k, api_base: "{base}/v1", api_key: dummy}}
+    model_info: {{max_input_tokens: 16384, max_output_tokens: 4096}}
+  - model_name: big
+    litellm_params: {{model: openai/gpt-4o-131k, api_base: "{base}/v1", api_key: dummy}}
+    model_info: {{max_input_tokens: 131072, max_output_tokens: 4096}}
+litellm_settings:
+  callbacks: [guard.proxy.context_guard]
+  num_retries: 0
+  context_window_fallbacks: [{{"small": ["big"]}}]
+general_settings:
+  master_key: sk-master
+  custom_auth: tests.e2e.auth.user_api_key_auth
+context_guard:
+  defaults:
+    default_max_tokens: 512
+    keep_recent_groups: 2
+  teams:
+    team-a: {{max_output_tokens: 128}}
+    team-c: {{max_output_tokens: 2048}}
+    team-trim: {{context_fallbacks: after_cutting}}
+"""
+
+
+@pytest.fixture(scope="module")
+def rproxy(upstream, tmp_path_factory) -> Iterator[Proxy]:
+    workdir = tmp_path_factory.mktemp("routing")
+    proc, url, log = start_proxy(routing_config(upstream.port), workdir)  # type: ignore[attr-defined]
+    yield Proxy(url, upstream, log, workdir / "none")
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def oai(p: Proxy, key: str = "sk-master") -> openai.OpenAI:
+    return openai.OpenAI(base_url=p.url, api_key=key, max_retries=0, timeout=120)
+
+
+def anth(p: Proxy, key: str = "sk-master") -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=p.url, api_key=key, max_retries=0, timeout=120)
+
+
+def cc_messages() -> dict[str, Any]:
+    return dict(
+        model="claude-cap",
+        system=[{"type": "text", "text": "You are a coding agent."}],
+        messages=[{"role": "user", "content": [{"type": "text", "text": "fix the failing test"}]}],
+    )
+
+
+def metric(p: Proxy, name: str, **labels: str) -> float:
+    text = httpx.get(p.url + "/metrics/", headers={"authorization": "Bearer sk-master"}, timeout=10).text
+    total = 0.0
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        if all(f'{k}="{v}"' in line for k, v in labels.items()):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_claude_code_thinking_under_a_model_cap_reaches_the_provider_valid(rproxy, stream):
+    rproxy.reset()
+    kwargs = dict(**cc_messages(), max_tokens=32000, thinking={"type": "enabled", "budget_tokens": 31999})
+    if stream:
+        with anth(rproxy).messages.stream(**kwargs) as s:
+            s.get_final_message()
+    else:
+        resp = anth(rproxy).messages.with_raw_response.create(**kwargs)
+        assert resp.http_response.headers["x-context-guard-reasoning"] == "thinking.budget_tokens=31999->8191"
+        assert "clamp_thinking" in resp.http_response.headers["x-context-guard-actions"]
+    body = rproxy.received[-1]["body"]
+    assert body["max_tokens"] == 8192 and body["thinking"]["budget_tokens"] == 8191
+
+
+def test_thinking_under_a_team_cap_is_accepted(rproxy):
+    rproxy.reset()
+    anth(rproxy, "sk-team-c").messages.create(
+        **cc_messages(), max_tokens=4096, thinking={"type": "enabled", "budget_tokens": 3000}
+    )
+    body = rproxy.received[-1]["body"]
+    assert body["max_tokens"] == 2048 and body["thinking"]["budget_tokens"] == 1024
+
+
+def test_a_cap_with_no_room_for_thinking_is_the_guards_400_not_the_providers(rproxy):
+    rproxy.reset()
+    with pytest.raises(anthropic.BadRequestError) as err:
+        anth(rproxy, "sk-team-a").messages.create(
+            **cc_messages(), max_tokens=4096, thinking={"type": "enabled", "budget_tokens": 2000}
+        )
+    assert "capped at 128" in str(err.value) and "thinking budget" in str(err.value)
+    assert rproxy.received == []
+
+
+@pytest.mark.parametrize("effort", ["medium", "high"])
+def test_reasoning_effort_on_the_chat_route_under_a_2048_cap(rproxy, effort):
+    rproxy.reset()
+    resp = oai(rproxy, "sk-team-c").chat.completions.with_raw_response.create(
+        model="claude-cap", messages=[{"role": "user", "content": "think about it"}], max_tokens=8000,
+        reasoning_effort=effort,
+    )
+    assert resp.http_response.status_code == 200
+    body = rproxy.received[-1]["body"]
+    assert body["max_tokens"] == 2048 and 1024 <= body["thinking"]["budget_tokens"] < 2048
+
+
+def test_a_mixed_window_group_serves_what_its_big_deployment_can_take(rproxy):
+    big_question = "please review this log line by line: " + "error at pool.py:42 timeout waiting for connection\n" * 2600
+    for _ in range(4):  # the router load-balances: every try must land on the 131k deployment
+        rproxy.reset()
+        resp = oai(rproxy).chat.completions.with_raw_response.create(
+            model="mixed", messages=[{"role": "user", "content": big_question}], max_tokens=200
+        )
+        assert resp.http_response.status_code == 200
+        got = rproxy.received
+        assert [r["body"]["model"] for r in got] == ["gpt-4o-131k"]
+        assert got[0]["input_tokens"] > 20_000
+        assert resp.http_response.headers["x-context-guard-window"] == "131072"
+
+
+def _sent(m: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in m.items() if v is not None}  # LiteLLM drops `content: None` on the way
+
+
+def trace() -> list[dict[str, Any]]:
+    body = agent_trace(turns=60, seed=60, scale=0.3)
+    return body["messages"] + [{"role": "user", "content": "so what broke?"}]
+
+
+def test_fallbacks_come_before_lossy_cuts_and_reports_name_the_model_that_served(rproxy):
+    msgs = trace()
+    before_big = metric(rproxy, "context_guard_requests_total", model="big")
+    before_small_rejected = metric(rproxy, "context_guard_requests_total", model="small", outcome="rejected")
+    before_fb = metric(rproxy, "context_guard_fallbacks_total", model="small", to="big")
+    rproxy.reset()
+    resp = oai(rproxy).chat.completions.with_raw_response.create(model="small", messages=msgs, max_tokens=300)
+    got = rproxy.received
+    assert [r["body"]["model"] for r in got] == ["gpt-4o-131k"]
+    assert [_sent(m) for m in got[0]["body"]["messages"]] == [_sent(m) for m in msgs]  # every message, whole
+    headers = resp.http_response.headers
+    assert headers["x-context-guard-model"] == "big" and headers["x-context-guard-window"] == "131072"
+    assert headers["x-context-guard-outcome"] == "unchanged"
+    assert metric(rproxy, "context_guard_requests_total", model="big") == before_big + 1
+    assert metric(rproxy, "context_guard_requests_total", model="small", outcome="rejected") == before_small_rejected
+    assert metric(rproxy, "context_guard_fallbacks_total", model="small", to="big") == before_fb + 1
+
+
+def test_the_trim_first_policy_cuts_on_the_requested_model(rproxy):
+    msgs = trace()
+    rproxy.reset()
+    resp = oai(rproxy, "sk-team-trim").chat.completions.with_raw_response.create(model="small", messages=msgs, max_tokens=300)
+    got = rproxy.received
+    assert [r["body"]["model"] for r in got] == ["gpt-4o-16k"]
+    assert got[0]["input_tokens"] + 300 <= 16384 and len(got[0]["body"]["messages"]) < len(msgs)
+    assert resp.http_response.headers["x-context-guard-outcome"] == "fitted"
+    assert resp.http_response.headers["x-context-guard-model"] == "small"
+
+
+def test_a_hopeless_request_names_every_model_tried(rproxy):
+    rproxy.reset()
+    huge = "lorem ipsum dolor sit amet " * 40000  # ~160k tokens: more than either window
+    with pytest.raises(openai.BadRequestError) as err:
+        oai(rproxy).chat.completions.create(model="small", messages=[{"role": "user", "content": huge}], max_tokens=100)
+    message = str(err.value)
+    assert "16384" in message and "big: needs" in message and "> 131072" in message
+    assert err.value.response.headers["x-context-guard-models-tried"] == "small,big"
+    assert rproxy.received == []
+
+
+def test_messages_refusals_carry_headers_and_anthropics_words(rproxy):
+    rproxy.reset()
+    huge = "lorem ipsum dolor sit amet " * 50000
+    with pytest.raises(anthropic.BadRequestError) as err:
+        anth(rproxy).messages.create(model="claude-cap", max_tokens=1000, messages=[{"role": "user", "content": huge}])
+    message = err.value.body["error"]["message"]
+    assert message.startswith("prompt is too long: ") and " tokens > 200000 maximum" in message
+    headers = err.value.response.headers
+    assert headers["x-context-guard-outcome"] == "rejected" and headers["x-context-guard-window"] == "200000"
+    assert rproxy.received == []
