@@ -21,6 +21,7 @@ import hashlib
 from contextvars import ContextVar
 import functools
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -50,10 +51,11 @@ _ANTHROPIC_CALLS = {"anthropic_messages"}
 _PROMPT_CALL_WORDS = ("completion", "responses", "messages", "generate_content")
 _REPORTS: dict[str, Mapping[str, Any]] = {}  # litellm_call_id -> the report of its latest pass
 _COUNTED: dict[str, None] = {}  # call ids whose request was counted in the metrics
+_UNGUARDED_SEEN: dict[str, None] = {}  # call ids counted as unguarded
 _BOUND = 8192
 
 
-class ContextWindowExceededError(litellm.ContextWindowExceededError, ContextWindowExceeded):
+class ContextWindowExceededError(ContextWindowExceeded, litellm.ContextWindowExceededError):
     """What the guard raises through LiteLLM: LiteLLM's own context-window error (a 400 in the
     proxy, `context_window_fallbacks` in the Router) that is also `guard.ContextWindowExceeded`,
     with `.report` and `.shortfall`. `except guard.ContextWindowExceeded as e: e.report` works for
@@ -342,6 +344,10 @@ class ContextGuard(CustomLogger):
             call_type = str(kwargs.get("call_type") or "unknown")
             if not any(word in call_type for word in _PROMPT_CALL_WORDS) or _report_in(kwargs) is not None:
                 return
+            call = str(kwargs.get("litellm_call_id") or id(kwargs))
+            if call in _UNGUARDED_SEEN:  # one count per call, however many guards are registered
+                return
+            bounded_put(_UNGUARDED_SEEN, call, None, _BOUND)
             telemetry.unguarded(call_type)
         except Exception as e:  # telemetry must never fail a request
             telemetry.log.error("context-guard bypass check: %s", type(e).__name__)
@@ -540,7 +546,7 @@ class ContextGuard(CustomLogger):
         Router (through `instrument` or `wrap(router.completion, router=...)`), the kwargs name the
         deployment (`model`, `model_info`) and its group (`metadata.model_group`)."""
         model = kwargs.get("model")
-        md = kwargs.get("metadata") if isinstance(kwargs.get("metadata"), Mapping) else {}
+        md: Mapping[str, Any] = kwargs["metadata"] if isinstance(kwargs.get("metadata"), Mapping) else {}
         alias = md.get("model_group") if isinstance(md.get("model_group"), str) else None
         info = kwargs.get("model_info")
         if alias is not None and isinstance(model, str):
@@ -560,15 +566,16 @@ class ContextGuard(CustomLogger):
         if router is not None:
             if self._router is None:
                 self._router = router
-            _install()
 
             @functools.wraps(fn)
             def routed(*args: Any, **kwargs: Any) -> Any:
+                _acquire()  # LiteLLM's completion is wrapped only while such calls run
                 token = _SCOPE.set(self)
                 try:
                     return fn(*args, **kwargs)
                 finally:
                     _SCOPE.reset(token)
+                    _release()
 
             return routed
 
@@ -601,10 +608,33 @@ def _completion_entry(*args: Any, **kwargs: Any) -> Any:
     return _attach(original(**fitted), fitted)
 
 
+_PATCH_LOCK = threading.Lock()
+_USERS = [0]  # sync Router calls through `wrap(..., router=)` running now
+
+
 def _install() -> None:
     if "completion" not in _ORIGINAL:
         _ORIGINAL["completion"] = litellm.completion
         litellm.completion = _completion_entry
+
+
+def _restore() -> None:
+    original = _ORIGINAL.pop("completion", None)
+    if original is not None:
+        litellm.completion = original
+
+
+def _acquire() -> None:
+    with _PATCH_LOCK:
+        _USERS[0] += 1
+        _install()
+
+
+def _release() -> None:
+    with _PATCH_LOCK:
+        _USERS[0] -= 1
+        if _USERS[0] == 0 and not _INSTRUMENTED:
+            _restore()
 
 
 def instrument(guard: ContextGuard | None = None, *, router: Any = None) -> ContextGuard:
@@ -614,17 +644,18 @@ def instrument(guard: ContextGuard | None = None, *, router: Any = None) -> Cont
     g = guard or _guard_instance()
     if router is not None:
         g.use_router(router)
-    _INSTRUMENTED[:] = [g]
-    _install()
+    with _PATCH_LOCK:
+        _INSTRUMENTED[:] = [g]
+        _install()
     return g
 
 
 def uninstrument() -> None:
     """Undo `instrument()`: LiteLLM's own `completion` again."""
-    _INSTRUMENTED.clear()
-    original = _ORIGINAL.pop("completion", None)
-    if original is not None:
-        litellm.completion = original
+    with _PATCH_LOCK:
+        _INSTRUMENTED.clear()
+        if _USERS[0] == 0:
+            _restore()
 
 
 def is_instrumented() -> bool:
@@ -788,8 +819,7 @@ def _proxy_rejection(
         _ProxyRejection = ContextLengthExceeded
     message = (e.render_anthropic() if dialect is ANTHROPIC else e.render()) + suffix
     # the headers ride on the exception: /v1/messages answers errors from it without the headers hook
-    report = e.report.to_dict() if isinstance(e.report, Report) else e.report
-    headers = telemetry.headers({**report, **(extra or {})}) if isinstance(report, Mapping) else {}
+    headers = telemetry.headers({**e.report.to_dict(), **(extra or {})})
     return _ProxyRejection(message=message, type="invalid_request_error", param="messages", code=400, headers=headers)
 
 

@@ -78,7 +78,7 @@ def parse_model_list(model_list: Any) -> dict[str, Deployment]:
         info = entry.get("model_info") or {}
         if not isinstance(params, Mapping) or not isinstance(info, Mapping):
             raise PolicyError(f"model_list[{i}]: litellm_params and model_info must be mappings")
-        real = params.get("model") if isinstance(params.get("model"), str) else entry["model_name"]
+        real: str = params["model"] if isinstance(params.get("model"), str) else entry["model_name"]
         name = entry["model_name"]
         if name not in out:
             out[name] = Deployment(name, real, dict(info))

@@ -59,7 +59,7 @@ class Conversation:
 
     @property
     def total(self) -> int:
-        return self._total
+        return self._total  # type: ignore[attr-defined,no-any-return]  # set once in __post_init__
 
     def __post_init__(self) -> None:
         # strategies ask for the total before every candidate: compute it once per state
@@ -116,7 +116,7 @@ class Conversation:
                 yield i, slot, content
 
 
-_ORDER = {name: i for i, name in enumerate(STRATEGY_ORDER)}
+_ORDER: dict[str, int] = {name: i for i, name in enumerate(STRATEGY_ORDER)}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from guard.report import Report
 
 
 class GuardError(Exception):
@@ -61,7 +64,7 @@ class Shortfall:
 class ContextWindowExceeded(GuardError):
     """Nothing the policy allows makes the request fit; carries the numbers."""
 
-    def __init__(self, shortfall: Shortfall, report: Any = None) -> None:
+    def __init__(self, shortfall: Shortfall, report: Report) -> None:
         self.shortfall = shortfall
         self.report = report
         super().__init__(self.render())

@@ -100,18 +100,19 @@ def plan(
     ctx.transcript = functools.cache(functools.partial(summary.transcript, dialect, ctx.originals))
     if policy.relevance == "bm25":
         ctx.relevance = functools.partial(_relevant_origins, dialect, ctx.originals, ctx.transcript)
-    conv = _Unchanged(dialect, tuple(messages), tuple(counts), fixed)
+    conv: Conversation | _Unchanged = _Unchanged(dialect, tuple(messages), tuple(counts), fixed)
 
     if not budget.fits(before):
-        conv = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
+        conv = cut = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
         budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
         ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
-        start = conv
-        spans = _spans(conv, ctx) if can_summarize and policy.allows("summarize") else []
-        conv = yield from _rounds(conv, ctx, policy, can_summarize, spans)
+        start = cut
+        spans = _spans(cut, ctx) if can_summarize and policy.allows("summarize") else []
+        cut = yield from _rounds(cut, ctx, policy, can_summarize, spans)
         kinds = {a.kind for a in ctx.actions}
         if "drop_oldest_turns" in kinds and "summarize" not in kinds:
-            conv, ctx = _without_wasted_cuts(start, conv, ctx, policy)
+            cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
+        conv = cut
 
     after = conv.total
     fitted = budget.fits(after)

@@ -45,8 +45,8 @@ def deployments(router: Any, group: str) -> list[Deployment]:
             continue
         params = entry.get("litellm_params") or {}
         info = entry.get("model_info") or {}
-        real = params.get("model") if isinstance(params, Mapping) and isinstance(params.get("model"), str) else group
-        out.append(Deployment(group, real, dict(info) if isinstance(info, Mapping) else {}))
+        real = params.get("model") if isinstance(params, Mapping) else None
+        out.append(Deployment(group, real if isinstance(real, str) else group, dict(info) if isinstance(info, Mapping) else {}))
     return out
 
 

@@ -127,7 +127,7 @@ def _line(dialect: Dialect, msg: Mapping[str, Any]) -> str:
             parts.append(_text(content))
         for call in msg.get("tool_calls") or []:
             if isinstance(call, Mapping):
-                fn = call.get("function") if isinstance(call.get("function"), Mapping) else {}
+                fn: Mapping[str, Any] = call["function"] if isinstance(call.get("function"), Mapping) else {}
                 parts.append(f"(calls tool {fn.get('name')} with {fn.get('arguments')})")
         return f"[{role}] " + "\n".join(p for p in parts if p)
     if not isinstance(content, list):

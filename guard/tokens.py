@@ -117,7 +117,7 @@ def _message_key(msg: Mapping[str, Any]) -> Any:
     message of every request, so it avoids walking nested structures in Python where it can)."""
     if type(msg) is not dict:
         return freeze(msg)
-    parts = []
+    parts: list[tuple[Any, ...]] = []
     for k, v in msg.items():
         if type(v) is str or v is None:
             parts.append((k, v))

@@ -30,6 +30,7 @@ def _engine(settings: dict[str, Any]) -> Engine:
         safety_margin_ratio=0.0,
         truncated_tool_result_tokens=16,
         summary_max_tokens=64,
+        relevance=settings.get("relevance", "bm25"),
     )
     info = {"max_input_tokens": settings["window"], "max_output_tokens": settings["max_output"]}
     deployments = {"tiny": Deployment("tiny", UNDERLYING[settings["dialect"]], info)}
@@ -328,8 +329,9 @@ def test_with_summaries_from_the_cache_the_fit_is_deterministic_and_idempotent(c
 
 REMINDER = {"type": "text", "text": "<system-reminder>the user may see your todo list</system-reminder>"}
 # The cutting heuristics are not monotonic to the token: marker texts carry token counts (a digit
-# more is a token more) and relevance scores see the extra text, so the two shapes may end a few
-# tokens apart. The defect this guards against (a whole tool-result message pinned) is hundreds.
+# more is a token more), so the two shapes may end a few tokens apart; relevance ordering is off
+# here (BM25 sees the extra text and may pick another, equally valid, path). The defect this guards
+# against (a whole tool-result message pinned) is hundreds of tokens.
 SLACK = 24
 
 
@@ -354,6 +356,7 @@ def test_tool_results_with_text_blocks_fit_as_readily_as_without(case):
     body, settings = case
     if settings["dialect"] != "anthropic":
         return
+    settings = {**settings, "relevance": "off"}
     mixed_body = {**body, "messages": _with_reminders(body["messages"])}
     extra = _extra_tokens(_engine(settings), body["messages"], mixed_body["messages"])
     plain = _fit(body, settings)

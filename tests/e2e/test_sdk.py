@@ -103,3 +103,122 @@ def test_router_sync_completion_through_wrap(sdk, upstream):
     resp = completion(model="small", messages=conversation(), max_tokens=400)
     assert resp.choices[0].message.content.startswith("ok")
     assert_fitted(upstream, 400)
+
+
+# -- issue 14: routing, fallbacks, typed errors and reports, bypass warnings, instrumentation ------
+
+
+def _mixed_router(api_base: str, **extra) -> litellm.Router:
+    entry = lambda name, model, window: {  # noqa: E731
+        "model_name": name, "litellm_params": {"model": f"openai/{model}", "api_base": api_base, "api_key": "x"},
+        "model_info": {"max_input_tokens": window, "max_output_tokens": 4096},
+    }
+    return litellm.Router(
+        model_list=[entry("mixed", "gpt-4o-16k", 16384), entry("mixed", "gpt-4o-131k", 131072),
+                    entry("small", "gpt-4o-16k", 16384), entry("big", "gpt-4o-131k", 131072)],
+        context_window_fallbacks=[{"small": ["big"]}], num_retries=0, **extra,
+    )
+
+
+def _trace() -> list[dict]:
+    body = agent_trace(turns=60, seed=60, scale=0.3)
+    return body["messages"] + [{"role": "user", "content": "so what broke?"}]
+
+
+def _strip(m: dict) -> dict:
+    return {k: v for k, v in m.items() if v is not None}
+
+
+def test_async_router_serves_a_mixed_group_from_the_deployment_that_can_take_it(sdk, upstream):
+    router = _mixed_router(sdk)
+    big_question = [{"role": "user", "content": "review: " + "error at pool.py:42 timeout waiting\n" * 3000}]
+    for _ in range(4):
+        with upstream.lock:
+            upstream.requests.clear()
+        resp = asyncio.run(router.acompletion(model="mixed", messages=big_question, max_tokens=100))
+        assert [r["body"]["model"] for r in received(upstream)] == ["gpt-4o-131k"]
+        assert guard.report_of(resp)["context_window"] == 131072
+
+
+def test_async_router_falls_back_before_cutting_and_reports_the_model_that_served(sdk, upstream):
+    cb = litellm.callbacks[0]
+    router = _mixed_router(sdk)
+    cb.use_router(router)
+    msgs = _trace()
+    resp = asyncio.run(router.acompletion(model="small", messages=msgs, max_tokens=300))
+    got = received(upstream)
+    assert [r["body"]["model"] for r in got] == ["gpt-4o-131k"]
+    assert [_strip(m) for m in got[0]["body"]["messages"]] == [_strip(m) for m in msgs]
+    report = guard.report_of(resp)
+    assert report["model"] == "big" and report["outcome"] == "unchanged"
+
+
+def test_the_raised_error_is_the_guards_with_its_report(sdk, upstream):
+    huge = [{"role": "user", "content": "data " * 200_000}]
+    with pytest.raises(guard.ContextWindowExceeded) as err:
+        asyncio.run(litellm.acompletion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=huge, max_tokens=10))
+    assert isinstance(err.value, litellm.ContextWindowExceededError)
+    assert err.value.report.outcome == "rejected" and err.value.shortfall.limit == WINDOW
+    router = _mixed_router(sdk)
+    with pytest.raises(guard.ContextWindowExceeded) as err:
+        asyncio.run(router.acompletion(model="big", messages=huge, max_tokens=10))
+    assert err.value.report.context_window == 131072
+    with pytest.raises(guard.ContextWindowExceeded) as err:
+        guard.completion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=huge, max_tokens=10)
+    assert err.value.report.model == "openai/gpt-4o-8k"
+    assert received(upstream) == []
+
+
+def test_an_unguarded_sync_call_is_logged_and_counted(sdk, upstream, caplog):
+    from guard import telemetry
+
+    before = telemetry.UNGUARDED.labels("completion")._value.get()
+    telemetry._warned.discard("completion")
+    msgs = [{"role": "user", "content": "hello"}]
+    with caplog.at_level("WARNING", logger="context_guard"):
+        litellm.completion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=msgs)
+        litellm.completion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=msgs)
+    assert telemetry.UNGUARDED.labels("completion")._value.get() == before + 2
+    warnings = [r for r in caplog.records if "without being fitted" in r.getMessage()]
+    assert len(warnings) == 1 and "guard.instrument()" in warnings[0].getMessage()
+    assert "max_tokens" not in received(upstream)[0]["body"]  # what the bypass cost: no explicit output limit
+    with upstream.lock:
+        upstream.requests.clear()
+    asyncio.run(litellm.acompletion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=msgs))
+    assert telemetry.UNGUARDED.labels("completion")._value.get() == before + 2  # a fitted call is not counted
+
+
+def test_instrumentation_fits_sync_calls_and_sync_router_fallbacks_and_is_reversible(sdk, upstream):
+    original = guard.callback._litellm_completion  # LiteLLM's own
+    assert litellm.completion is original
+    router = _mixed_router(sdk)
+    guard.instrument(router=router)
+    guard.instrument(router=router)  # idempotent: wrapped once
+    try:
+        assert litellm.completion is not original
+        msgs = conversation()
+        resp = litellm.completion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=msgs, max_tokens=300)
+        assert_fitted(upstream, 300)
+        assert guard.report_of(resp)["outcome"] == "fitted"
+        with upstream.lock:
+            upstream.requests.clear()
+        trace = _trace()
+        resp = router.completion(model="small", messages=trace, max_tokens=300)
+        got = received(upstream)
+        assert [r["body"]["model"] for r in got] == ["gpt-4o-131k"]  # fell back whole, as the async Router does
+        assert [_strip(m) for m in got[0]["body"]["messages"]] == [_strip(m) for m in trace]
+        assert guard.report_of(resp)["model"] == "big"
+    finally:
+        guard.uninstrument()
+    assert litellm.completion is original
+    assert not guard.callback.is_instrumented()
+
+
+def test_sync_router_wrap_falls_back_like_the_async_router(sdk, upstream):
+    cb = litellm.callbacks[0]
+    router = _mixed_router(sdk)
+    completion = cb.wrap(router.completion, router=router)
+    trace = _trace()
+    completion(model="small", messages=trace, max_tokens=300)
+    assert [r["body"]["model"] for r in received(upstream)] == ["gpt-4o-131k"]
+    assert litellm.completion is guard.callback._litellm_completion  # patched only during the call
