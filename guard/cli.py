@@ -133,6 +133,9 @@ def _show(report: Report, error: str | None = None) -> None:
         for a in report.actions:
             table.add_row(a.kind, str(a.items), f"{a.tokens_saved:,}")
         console.print(table)
+    for r in report.reasoning:
+        after = "removed" if r["after"] is None else r["after"]
+        console.print(f"lowered with the output limit: {r['field']} {r['before']} → {after}")
     for s in report.skipped:
         console.print(f"skipped {s.kind}: {s.reason}")
     if error:

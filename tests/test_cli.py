@@ -64,3 +64,27 @@ def test_stdin_and_stdout(tmp_path):
                           capture_output=True, text=True, env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"})
     assert proc.returncode == 0
     assert json.loads(proc.stdout) == {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4096}
+
+
+def test_the_cli_lowers_a_thinking_budget_with_the_output_cap(tmp_path):
+    """Issue 14: `context-guard fit` on Claude Code's request shape under an 8,192 output cap."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("model_list:\n  - model_name: claude-cap\n    litellm_params: {model: anthropic/claude-sonnet-4-5}\n"
+                   "    model_info: {max_input_tokens: 200000, max_output_tokens: 8192}\n")
+    body = {"model": "claude-cap", "max_tokens": 32000, "thinking": {"type": "enabled", "budget_tokens": 31999},
+            "system": "s", "messages": [{"role": "user", "content": "fix it"}]}
+    status, out, err, fitted = run_cli("--config", str(cfg), body=body, tmp=tmp_path)
+    assert status == 0, err
+    assert fitted["max_tokens"] == 8192 and fitted["thinking"]["budget_tokens"] == 8191
+    assert "thinking.budget_tokens 31999 → 8191" in out
+
+
+def test_a_refusal_caused_by_tool_schemas_says_so(tmp_path):
+    tools = [{"type": "function", "function": {"name": f"t{i}", "description": "word " * 300, "parameters": {"type": "object"}}}
+             for i in range(10)]
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools, "max_tokens": 100}
+    status, out, _, _ = run_cli("--config", _config(tmp_path, 2500), "--json", body=body, tmp=tmp_path)
+    assert status == 2
+    error = json.loads(out)["error"]
+    assert "tool schemas and framing alone take" in error and "send fewer or smaller tools" in error
+    assert "after trimming" not in error  # nothing was trimmed

@@ -12,6 +12,7 @@ KEYS = {
     "sk-team-b": dict(key_alias="bob", team_id="team-b", team_metadata={"context_guard": {"max_output_tokens": 64}}),
     "sk-team-c": dict(key_alias="carol", team_id="team-c"),
     "sk-team-trim": dict(key_alias="dan", team_id="team-trim"),
+    "sk-team-clamp": dict(key_alias="erin", team_id="team-clamp"),
 }
 
 

@@ -26,6 +26,9 @@ model_list:
   - model_name: claude-cap
     litellm_params: {{model: anthropic/claude-sonnet-4-5, api_base: "{base}", api_key: dummy}}
     model_info: {{max_input_tokens: 200000, max_output_tokens: 8192}}
+  - model_name: claude-small
+    litellm_params: {{model: anthropic/claude-8k, api_base: "{base}", api_key: dummy}}
+    model_info: {{max_input_tokens: 8192, max_output_tokens: 8192}}
   - model_name: mixed
     litellm_params: {{model: openai/gpt-4o-16k, api_base: "{base}/v1", api_key: dummy}}
     model_info: {{max_input_tokens: 16384, max_output_tokens: 4096}}
@@ -53,6 +56,7 @@ context_guard:
     team-a: {{max_output_tokens: 128}}
     team-c: {{max_output_tokens: 2048}}
     team-trim: {{context_fallbacks: after_cutting}}
+    team-clamp: {{min_output_tokens: 1100}}
 """
 
 
@@ -127,6 +131,20 @@ def test_a_cap_with_no_room_for_thinking_is_the_guards_400_not_the_providers(rpr
         )
     assert "capped at 128" in str(err.value) and "thinking budget" in str(err.value)
     assert rproxy.received == []
+
+
+def test_thinking_survives_the_clamp_step(rproxy):
+    """The clamp step lowers max_tokens to make room for the input: the budget comes down with it."""
+    rproxy.reset()
+    text = "the pool timed out waiting for a connection " * 560  # ~5k tokens on an 8k window
+    anth(rproxy, "sk-team-clamp").messages.create(
+        model="claude-small", max_tokens=6000, thinking={"type": "enabled", "budget_tokens": 5000},
+        messages=[{"role": "user", "content": text}],
+    )
+    got = rproxy.received[-1]
+    body = got["body"]
+    assert 1100 <= body["max_tokens"] < 6000 and 1024 <= body["thinking"]["budget_tokens"] < body["max_tokens"]
+    assert got["input_tokens"] + body["max_tokens"] <= 8192
 
 
 @pytest.mark.parametrize("effort", ["medium", "high"])
