@@ -36,6 +36,10 @@ class SharedStore(Protocol):
 
 
 class SummaryCache:
+    """Where compaction summaries are kept: a bounded in-process TTL LRU in front of a shared
+    store (the proxy's coordination Redis, or `cache.redis_url` in SDK mode). A store failure is a
+    bounded miss behind its own circuit breaker, never an error."""
+
     def __init__(self, settings: CacheSettings | None = None, shared: SharedStore | None = None) -> None:
         self.settings = settings or CacheSettings()
         self._memory: TTLCache[str, str] | None = (

@@ -39,7 +39,6 @@ from guard.jsontext import bounded_put
 from guard.errors import ContextWindowExceeded, GuardError
 from guard.planner import CachedSummaries, Fitted, Plan
 from guard.policy import Policy, PolicySet, load_policy_set
-from guard.report import Report
 from guard.summarizer import Call, Summarizer, internal_call
 
 STATE_KEY = "context_guard"  # our report, in request metadata
@@ -445,7 +444,8 @@ class ContextGuard(CustomLogger):
                 return data
             if route == "proxy":
                 raise _proxy_rejection(e, dialect) from None
-            raise ContextWindowExceededError(e, model=name, llm_provider=_provider(deployment)) from None
+            anthropic_words = e.render_anthropic() if dialect is ANTHROPIC else None  # Anthropic clients parse them
+            raise ContextWindowExceededError(e, model=name, llm_provider=_provider(deployment), message=anthropic_words) from None
         except GuardError as e:  # bad body, unknown model, bad policy: a clear 400, never a silent pass
             telemetry.ERRORS.labels(type(e).__name__).inc()
             raise litellm.BadRequestError(message=str(e), model=name, llm_provider=_provider(deployment)) from None

@@ -57,6 +57,9 @@ class CacheSettings(BaseModel):
 
 @dataclass(frozen=True)
 class GuardConfig:
+    """What the guard reads from a LiteLLM config file: its policy set, the model_list deployments
+    (with their model_info limits), and the optional summarizer and cache sections."""
+
     policies: PolicySet
     deployments: Mapping[str, Deployment]
     summarizer: SummarizerSettings | None = None
@@ -119,6 +122,8 @@ def _env(value: Any) -> Any:
 
 
 def load_config(path: str | Path) -> GuardConfig:
+    """Read and validate a LiteLLM config file's `context_guard:` section and `model_list`
+    (raises PolicyError naming the bad field)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:

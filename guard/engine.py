@@ -26,6 +26,10 @@ from guard.tokens import Encoding, TokenCounter
 
 
 class Engine:
+    """The pure core in one object: resolves a request's model, policy, limits and token counter,
+    and fits it (`fit`) or hands out the planner generator (`plan`) for a shell that summarizes.
+    Never imports LiteLLM; safe to share across threads."""
+
     def __init__(
         self,
         policies: PolicySet | None = None,

@@ -55,6 +55,8 @@ class Shortfall:
     @property
     def over(self) -> str:
         """What is over: the part no step can cut, if that alone does not fit, else the messages."""
+        if self.rule == "shared" and self.reserved_output + self.safety_margin >= self.limit:
+            return "output"
         uncut = self.fixed_tokens + self.safety_margin + (self.reserved_output if self.rule == "shared" else 0)
         if self.fixed_tokens and uncut > self.limit:
             return "tools"
@@ -71,6 +73,8 @@ class ContextWindowExceeded(GuardError):
 
     def _advice(self) -> str:
         s = self.shortfall
+        if s.over == "output":
+            return f"The reserved output alone ({s.reserved_output}) leaves no room for input: lower max_tokens."
         if s.over == "tools":
             lower = " or lower max_tokens" if s.rule == "shared" else ""
             return f"The tool schemas and framing alone take {s.fixed_tokens} tokens: send fewer or smaller tools{lower}."

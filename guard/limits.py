@@ -24,6 +24,8 @@ from guard.policy import Policy
 
 @dataclass(frozen=True)
 class ModelLimits:
+    """A model's limits as the guard uses them, and where they came from."""
+
     model: str
     max_input_tokens: int  # the whole window under the shared rule
     max_output_tokens: int

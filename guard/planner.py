@@ -64,6 +64,8 @@ class SummaryAnswer:
 
 @dataclass(frozen=True)
 class Fitted:
+    """A fitted request body (a new object; the caller's is untouched) and the report of the fit."""
+
     body: dict[str, Any]
     report: Report
 

@@ -19,12 +19,18 @@ class Action:
 
 @dataclass(frozen=True)
 class Skipped:
+    """A step the planner could not run, and why (e.g. summarize: no_summarizer)."""
+
     kind: str
     reason: str
 
 
 @dataclass
 class Report:
+    """What the guard saw and did for one request: limits, counts before and after, the output
+    reserved, the actions with the tokens each saved, and the outcome. Counts, names and hashes
+    only: never message text."""
+
     model: str
     dialect: str
     window_rule: str

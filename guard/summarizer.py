@@ -43,6 +43,10 @@ class SummarizerFailed(Exception):
 
 
 class Summarizer:
+    """Answers the planner's summary requests with LLM calls through LiteLLM: each call budgeted
+    (explicit max_tokens, input within the summarizer's window, map-reduce beyond it), cached per
+    tenant, bounded by a timeout and a circuit breaker; any failure is "no summary", never an error."""
+
     def __init__(
         self,
         settings: SummarizerSettings,
