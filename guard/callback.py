@@ -68,6 +68,16 @@ class ContextWindowExceededError(ContextWindowExceeded, litellm.ContextWindowExc
         self.param = "messages"  # the proxy copies it into OpenAI's error body
 
 
+def litellm_model_info(model: str) -> Mapping[str, Any] | None:
+    """LiteLLM's own resolution of a model's limits (quietly: it prints a banner for unknown names)."""
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        info = litellm.get_model_info(model)
+    return dict(info) if info else None
+
+
 def report_of(response: Any) -> Mapping[str, Any] | None:
     """The guard's report of the request that produced `response` (a LiteLLM response from
     `acompletion`, `Router.acompletion` or the sync wrapper), or None if the guard did not see it."""
@@ -192,7 +202,9 @@ class ContextGuard(CustomLogger):
             cfg = load_config(self._config_path)
         else:
             cfg = GuardConfig(self._policies or PolicySet(), {})
-        self._engine = Engine(cfg.policies, deployments=cfg.deployments, model_map=litellm.model_cost)
+        self._engine = Engine(
+            cfg.policies, deployments=cfg.deployments, model_map=litellm.model_cost, resolver=litellm_model_info
+        )
         self._build_summarizer(cfg)
 
     def _build_summarizer(self, cfg: GuardConfig | None) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence
+from typing import Any, NoReturn, Sequence
 
 from guard.engine import Engine
 from guard.errors import ContextWindowExceeded, GuardError
@@ -53,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, UnicodeDecodeError) as e:
         return _fail(f"{args.request} is not valid JSON: {e}")
     try:
-        engine = Engine.from_config(args.config) if args.config else Engine()
+        engine = Engine.from_config(args.config, resolver=_litellm_resolver) if args.config else Engine(resolver=_litellm_resolver)
         fitted = engine.fit(body, model=args.model, dialect=args.dialect)
     except ContextWindowExceeded as e:
         report: Report = e.report
@@ -71,6 +72,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.out != "-":
         _show(fitted.report)
     return EXIT_FITS
+
+
+def _litellm_resolver(model: str) -> Any:
+    """LiteLLM's own model resolution, for names LiteLLM's map does not hold exactly; LiteLLM is
+    imported on first use only (a few seconds), so common names stay fast."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        from guard.callback import litellm_model_info
+    except ImportError:  # the core installed without LiteLLM: the raw map decides
+        return None
+    return litellm_model_info(model)
 
 
 def _fail(message: str) -> int:

@@ -17,7 +17,7 @@ from guard.config import Deployment, GuardConfig, load_config
 from guard.dialects import Dialect, by_name, detect
 from guard.encodings import exact_available, get_vocab
 from guard.errors import BadRequest
-from guard.limits import ModelLimits, lookup, resolve_limits
+from guard.limits import ModelLimits, Resolver, lookup, resolve_limits
 from guard.modelmap import bundled_model_map
 from guard.models import profile
 from guard.planner import Fitted, Plan, SummaryRequest, plan, run
@@ -37,10 +37,14 @@ class Engine:
         deployments: Mapping[str, Deployment] | None = None,
         model_map: Mapping[str, Any] | None = None,
         encoding_loader: Callable[[str], Encoding] = get_vocab,
+        resolver: Resolver | None = None,
     ) -> None:
+        """`resolver`: limits of a model name the map does not hold exactly (the shells pass
+        LiteLLM's `get_model_info`; the core never imports LiteLLM)."""
         self.policies = policies or PolicySet()
         self.deployments = dict(deployments or {})
         self._model_map = model_map
+        self.resolver = resolver
         self._load_encoding = encoding_loader
         self._counters: dict[tuple[str, float, str], TokenCounter] = {}
         self._lock = threading.Lock()
@@ -71,6 +75,7 @@ class Engine:
             model,
             policy,
             model_map=self.model_map,
+            resolver=self.resolver,
             model_info=deployment.model_info if deployment else None,
             underlying=deployment.model if deployment else model,
         )

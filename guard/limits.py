@@ -15,7 +15,7 @@ Window rules:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from guard.errors import PolicyError, UnknownModel
 from guard.models import WindowRule, profile
@@ -51,6 +51,9 @@ def _positive_int(value: Any) -> int | None:
     return None
 
 
+Resolver = Callable[[str], "Mapping[str, Any] | None"]  # a model name -> limits, e.g. LiteLLM's get_model_info
+
+
 def lookup(model_map: Mapping[str, Any], model: str) -> Mapping[str, Any] | None:
     """The map entry of a model name: exact, then without provider prefixes, then lowercased."""
     candidates = [model]
@@ -64,6 +67,18 @@ def lookup(model_map: Mapping[str, Any], model: str) -> Mapping[str, Any] | None
     return None
 
 
+def _resolve(resolver: Resolver | None, name: str) -> Mapping[str, Any] | None:
+    if resolver is None:
+        return None
+    try:
+        info = resolver(name)
+    except Exception:  # an unknown name: the raw map or the policy decide
+        return None
+    if isinstance(info, Mapping) and _positive_int(info.get("max_input_tokens") or info.get("max_tokens")):
+        return info
+    return None
+
+
 def _io(entry: Mapping[str, Any]) -> tuple[int | None, int | None]:
     max_in = _positive_int(entry.get("max_input_tokens"))
     max_out = _positive_int(entry.get("max_output_tokens"))
@@ -72,6 +87,10 @@ def _io(entry: Mapping[str, Any]) -> tuple[int | None, int | None]:
         max_out = legacy
     if max_in is None and max_out is None:
         max_in = legacy
+    if max_in is None and max_out is not None and legacy is not None:
+        # an entry with an output cap and no input limit (a few in LiteLLM's map): LiteLLM serves it,
+        # so the guard does too, within the only size it knows (the whole request inside the cap)
+        max_in = max_out
     return max_in, max_out
 
 
@@ -82,16 +101,30 @@ def resolve_limits(
     model_map: Mapping[str, Any] | None = None,
     model_info: Mapping[str, Any] | None = None,
     underlying: str | None = None,
+    resolver: Resolver | None = None,
 ) -> ModelLimits:
-    """Limits of `model` (a client-facing alias; `underlying` is the provider model behind it)."""
+    """Limits of `model` (a client-facing alias; `underlying` is the provider model behind it).
+
+    Map order: the map's entry under the exact name; else `resolver` (the shells pass LiteLLM's own
+    `get_model_info`, which knows provider routes, aliases and spellings the raw map does not); else
+    the raw map's entry without provider prefixes or lowercased."""
     real = underlying or model
     max_in = max_out = None
     source = "default"
-    if model_map:
-        entry = lookup(model_map, real) or (lookup(model_map, model) if real != model else None)
-        if entry is not None:
-            max_in, max_out = _io(entry)
-            source = "model_map"
+    exact = model_map.get(real) if model_map else None
+    if isinstance(exact, Mapping) and _positive_int(exact.get("max_input_tokens") or exact.get("max_tokens")):
+        max_in, max_out = _io(exact)
+        source = "model_map"
+    else:
+        resolved = _resolve(resolver, real) or (_resolve(resolver, model) if real != model else None)
+        if resolved is not None:
+            max_in, max_out = _io(resolved)
+            source = "litellm"
+        elif model_map:
+            entry = lookup(model_map, real) or (lookup(model_map, model) if real != model else None)
+            if entry is not None:
+                max_in, max_out = _io(entry)
+                source = "model_map"
     if model_info:
         info_in, info_out = _io(model_info)
         if info_in or info_out:

@@ -88,3 +88,12 @@ def test_a_refusal_caused_by_tool_schemas_says_so(tmp_path):
     error = json.loads(out)["error"]
     assert "tool schemas and framing alone take" in error and "send fewer or smaller tools" in error
     assert "after trimming" not in error  # nothing was trimmed
+
+
+def test_the_cli_resolves_models_as_litellm_does(tmp_path):
+    # the raw map's entry for the bare name is Bedrock's (1M); LiteLLM resolves the provider route to 200k
+    body = {"model": "bedrock_converse/us.anthropic.claude-opus-4-6-v1", "messages": [{"role": "user", "content": "hi"}]}
+    status, out, err, _ = run_cli("--json", body=body, tmp=tmp_path)
+    assert status == 0, err
+    report = json.loads(out)
+    assert report["context_window"] == 200_000 and report["limits_source"] == "litellm"

@@ -329,10 +329,11 @@ def test_with_summaries_from_the_cache_the_fit_is_deterministic_and_idempotent(c
 
 REMINDER = {"type": "text", "text": "<system-reminder>the user may see your todo list</system-reminder>"}
 # The cutting heuristics are not monotonic to the token: marker texts carry token counts (a digit
-# more is a token more), so the two shapes may end a few tokens apart; relevance ordering is off
-# here (BM25 sees the extra text and may pick another, equally valid, path). The defect this guards
+# more is a token more) and each group is bigger by its reminder, so drops around the band floor
+# may pick other groups; the two shapes can end a few tokens apart (at most 3 seen in 10,000
+# examples). Relevance ordering is off here (BM25 sees the extra text). The defect this guards
 # against (a whole tool-result message pinned) is hundreds of tokens.
-SLACK = 24
+SLACK = 48
 
 
 def _with_reminders(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

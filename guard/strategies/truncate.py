@@ -20,8 +20,14 @@ def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable) -> C
         if not texts:
             return content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
-        # the message count bounds the text's tokens from above: no need to encode it again
-        upper = math.ceil(result.message_tokens / factor)
+        blocks = conv.messages[result.index].get("content")
+        if result.slot is not None and isinstance(blocks, list) and len(blocks) > 1:
+            # other blocks share the message (more results, the client's text): its count would
+            # overstate this result and the cut would fall short, so count the text itself
+            upper = ctx.counter.raw(text)
+        else:
+            # the message count bounds the text's tokens from above: no need to encode it again
+            upper = math.ceil(result.message_tokens / factor)
         keep = max(floor, upper - math.ceil(result.over / factor))
         only_text = isinstance(content, str) or len(texts) == len(content)
         if upper <= keep and only_text:
