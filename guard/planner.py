@@ -27,6 +27,7 @@ from guard.strategies import STRATEGIES
 from guard.strategies.drop import drop_messages, droppable_groups
 from guard.tokens import TokenCounter
 
+_NEWEST_TURN_STEPS = frozenset({"truncate_recent_tool_results"})  # lossy steps inside keep_recent_groups
 SUMMARY_MARK = MARKER_PREFIX + " summary of {m} earlier messages ({n} tokens)]\n"
 
 
@@ -232,6 +233,16 @@ def _rounds(
                 elif estimate:
                     ctx.skipped.append(Skipped("summarize", "no_summarizer"))
                 continue
+            if name in _NEWEST_TURN_STEPS:
+                # the low-water mark is a target for older history only: the newest turns are cut
+                # just enough to fit the room, and only if nothing else could (judged on exact
+                # counts: round 1's estimates of lossless rewrites may overstate)
+                if estimate or conv.total <= ctx.room:
+                    continue
+                saved_stop, ctx.stop_at = ctx.stop_at, max(ctx.stop_at, ctx.room)
+                conv = STRATEGIES[name](conv, ctx)
+                ctx.stop_at = saved_stop
+                continue
             conv = STRATEGIES[name](conv, ctx)
         conv = conv.settled(ctx)
         if ctx.done(conv):
@@ -261,7 +272,8 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
     conv = drop_messages(start, again, dropped)
     again.exhausted.add("drop_oldest_turns")
     conv = _drained(_rounds(conv, again, policy, can_summarize=False))  # never yields: no summaries
-    if again.done(conv) and conv.total > fitted.total:
+    newest_cut = {a.kind for a in again.actions} & _NEWEST_TURN_STEPS - {a.kind for a in ctx.actions}
+    if again.done(conv) and conv.total > fitted.total and not newest_cut:  # never at the newest turns' cost
         return conv, again
     return fitted, ctx
 

@@ -379,3 +379,38 @@ def test_tool_results_with_text_blocks_fit_as_readily_as_without(case):
                 continue
             before = [b for b in originals[m["x_id"]]["content"] if b.get("type") == "text"]
             assert [b for b in m["content"] if b.get("type") == "text"] == before
+
+
+@given(request_body())
+def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
+    """Issue 10, item 3: the last resort (cutting inside keep_recent_groups) runs only when nothing
+    else can make the request fit; the low-water mark is a target for older history only."""
+    body, settings = case
+    engine = _engine(settings)
+    policy = engine.policy_for("tiny")
+    without = policy.model_copy(update={"strategies": [s for s in policy.strategies if s != "truncate_recent_tool_results"]})
+    try:
+        engine.fit(body, dialect=settings["dialect"], policy=without)
+    except ContextWindowExceeded:
+        return  # the newest turns had to give: nothing to check
+    result = _fit(body, settings)
+    assert not isinstance(result, ContextWindowExceeded)
+    assert "truncate_recent_tool_results" not in [a.kind for a in result.report.actions]
+
+
+def test_the_airline_case_keeps_the_newest_tool_result_whole():
+    """A fit with room to spare after the older history is cut leaves the newest result intact."""
+    booking = json.dumps({"reservation_id": "R1", "insurance": "yes", "total_baggages": 2, "nonfree_baggages": 1,
+                          "created_at": "2024-05-01", "flights": [{"n": i, "from": "SFO", "to": "JFK"} for i in range(30)]})
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "airline agent"}, {"role": "user", "content": "check my booking"}]
+    for i in range(12):
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "get", "arguments": "{}"}}]})
+        msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": booking.replace("R1", f"R{i}")})
+    body = {"model": "tiny", "messages": msgs, "max_tokens": 200}
+    for window in (2500, 3000, 4000, 6000):
+        settings = {"window": window, "max_output": 1024, "low_water_ratio": 0.9, "keep_recent_groups": 1,
+                    "min_output_tokens": None, "safety_margin_tokens": 0, "dialect": "openai"}
+        result = _fit(body, settings)
+        assert not isinstance(result, ContextWindowExceeded)
+        newest = result.body["messages"][-1]  # every field of the newest result (compact JSON at most)
+        assert newest["tool_call_id"] == "c11" and json.loads(newest["content"]) == json.loads(msgs[-1]["content"]), window

@@ -10,7 +10,7 @@ from guard.conversation import Context, Conversation, ToolResult, rewrite_tool_r
 from guard.dialects import Content, content_texts, replace_text
 
 
-def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable) -> Conversation:
+def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable, *, exact: bool = False) -> Conversation:
     floor = ctx.policy.truncated_tool_result_tokens
     factor = ctx.counter.factor
 
@@ -21,9 +21,10 @@ def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable) -> C
             return content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
         blocks = conv.messages[result.index].get("content")
-        if result.slot is not None and isinstance(blocks, list) and len(blocks) > 1:
-            # other blocks share the message (more results, the client's text): its count would
-            # overstate this result and the cut would fall short, so count the text itself
+        if exact or (result.slot is not None and isinstance(blocks, list) and len(blocks) > 1):
+            # the last resort must land exactly (a short cut there is a refusal), and other blocks
+            # sharing the message (more results, the client's text) would make its count overstate
+            # this result: count the text itself
             upper = ctx.counter.raw(text)
         else:
             # the message count bounds the text's tokens from above: no need to encode it again
@@ -48,4 +49,4 @@ def truncate_recent_tool_results(conv: Conversation, ctx: Context) -> Conversati
     """Last resort before rejecting: shrink tool results inside the newest turns too (never the
     system prompt or the last user message)."""
     slots = [s for s in conv.tool_slots(recent=True) if conv.recent[s[0]]]
-    return _truncate(conv, ctx, "truncate_recent_tool_results", slots)
+    return _truncate(conv, ctx, "truncate_recent_tool_results", slots, exact=True)
