@@ -363,6 +363,22 @@ class ContextGuard(CustomLogger):
         except Exception as e:  # telemetry must never fail a request
             telemetry.log.error("context-guard bypass check: %s", type(e).__name__)
 
+    async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        """What the provider's prompt cache did for a guarded request (streaming included: LiteLLM
+        logs the assembled response), from the usage it reported."""
+        try:
+            if internal_call.get(False) or not isinstance(kwargs, Mapping):
+                return
+            report = _report_in(kwargs)
+            if report is None:
+                return
+            usage = getattr(response_obj, "usage", None)
+            if usage is None and isinstance(response_obj, Mapping):
+                usage = response_obj.get("usage")
+            telemetry.prompt_cache(str(report.get("model")), usage)
+        except Exception as e:  # telemetry must never fail a request
+            telemetry.log.error("context-guard success hook: %s", type(e).__name__)
+
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._failed(kwargs)
 

@@ -40,6 +40,11 @@ UNGUARDED = Counter(
     "Prompts that reached a provider without being fitted while the guard was registered",
     ["call_type"],
 )
+PROMPT_CACHE = Counter(
+    "context_guard_prompt_cache_tokens",
+    "Input tokens by provider prompt-cache status, from the provider's own usage report",
+    ["model", "kind"],
+)
 LATENCY = Histogram(
     "context_guard_latency_seconds",
     "Time the guard added to a request",
@@ -79,6 +84,8 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
         "max-tokens": str(report.get("max_tokens")),
         "window": str(report.get("context_window")),
         "model": str(report.get("model")),
+        # what the next turn may add before the guard has to cut (negative: how far over it was)
+        "room-left": str(int(report.get("room") or 0) - int(report.get("input_tokens_after") or 0)),
         "actions": ";".join(f"{a['kind']}={a['tokens_saved']}" for a in report.get("actions", [])) or "none",
     }
     if report.get("other_context_managers"):
@@ -119,6 +126,29 @@ def unguarded(call_type: str) -> None:
         call_type,
         alternative,
     )
+
+
+def prompt_cache(model: str, usage: Any) -> dict[str, int] | None:
+    """Count a provider answer's input tokens by cache status: read (cached input), write (cache
+    creation, Anthropic) and uncached. LiteLLM normalizes usage: `prompt_tokens` includes both, and
+    `prompt_tokens_details.cached_tokens` / `cache_read_input_tokens` are the reads."""
+    def number(obj: Any, name: str) -> int:
+        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    if usage is None:
+        return None
+    prompt = number(usage, "prompt_tokens")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else getattr(usage, "prompt_tokens_details", None)
+    read = number(usage, "cache_read_input_tokens") or (number(details, "cached_tokens") if details is not None else 0)
+    write = number(usage, "cache_creation_input_tokens")
+    if not prompt:
+        return None
+    split = {"read": read, "write": write, "uncached": max(0, prompt - read - write)}
+    for kind, n in split.items():
+        if n:
+            PROMPT_CACHE.labels(model, kind).inc(n)
+    return split
 
 
 def fallback(model: str, to: str, reason: str) -> None:

@@ -8,6 +8,7 @@ model's window, so a request the guard leaves invalid comes back as the provider
 from __future__ import annotations
 
 import subprocess
+import time
 from typing import Any, Iterator
 
 import anthropic
@@ -232,3 +233,32 @@ def test_messages_refusals_carry_headers_and_anthropics_words(rproxy):
     headers = err.value.response.headers
     assert headers["x-context-guard-outcome"] == "rejected" and headers["x-context-guard-window"] == "200000"
     assert rproxy.received == []
+
+
+def test_prompt_cache_usage_and_room_left_are_reported(rproxy):
+    """Issue 10, item 4 (part): the provider's cache report reaches /metrics; every guarded response
+    tells the client how much room is left."""
+    from tests.e2e.upstream import cached_tokens
+
+    text = "the pool timed out waiting for a connection " * 400  # ~3.6k tokens
+    before = {k: metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind=k) for k in ("read", "uncached")}
+    rproxy.reset()
+    resp = oai(rproxy).chat.completions.with_raw_response.create(model="big", messages=[{"role": "user", "content": text}], max_tokens=100)
+    n = rproxy.received[-1]["input_tokens"]
+    headers = resp.http_response.headers
+    assert int(headers["x-context-guard-room-left"]) == 131072 - 100 - 1311 - int(headers["x-context-guard-tokens-after"])
+    for _ in range(50):  # the success callback runs after the response is sent
+        if metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind="read") > before["read"]:
+            break
+        time.sleep(0.1)
+    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind="read") == before["read"] + cached_tokens(n)
+    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind="uncached") == before["uncached"] + n - cached_tokens(n)
+    # Anthropic's own fields, through /v1/messages
+    rproxy.reset()
+    anth(rproxy).messages.create(model="claude-cap", max_tokens=100, messages=[{"role": "user", "content": text}])
+    n = rproxy.received[-1]["input_tokens"]
+    for _ in range(50):
+        if metric(rproxy, "context_guard_prompt_cache_tokens_total", model="claude-cap", kind="read") >= cached_tokens(n):
+            break
+        time.sleep(0.1)
+    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="claude-cap", kind="read") == cached_tokens(n)

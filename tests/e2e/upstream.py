@@ -87,6 +87,10 @@ def is_summary_call(body: dict[str, Any]) -> bool:
     return isinstance(text, str) and text.startswith(("You compact the earlier part", "You merge partial summaries"))
 
 
+def cached_tokens(n: int) -> int:
+    return max(0, (n // 1024 - 1) * 1024)
+
+
 def invalid_thinking(body: dict[str, Any]) -> str | None:
     """Anthropic refuses a thinking budget below 1024 or not below max_tokens."""
     thinking = body.get("thinking")
@@ -204,7 +208,9 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                 return self._send(200, {
                     "id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant", "model": body.get("model"),
                     "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                    "usage": {"input_tokens": n, "output_tokens": 5},
+                    # Anthropic reports cache reads apart from input_tokens
+                    "usage": {"input_tokens": n - cached_tokens(n), "cache_read_input_tokens": cached_tokens(n),
+                              "cache_creation_input_tokens": 0, "output_tokens": 5},
                 })
             if body.get("stream"):
                 chunk = {"id": "c1", "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model"),
@@ -216,7 +222,9 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                 "id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion", "created": int(time.time()),
                 "model": body.get("model"),
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": n, "completion_tokens": 5, "total_tokens": n + 5},
+                # a provider's prompt-cache report: every whole 1,024-token block but the last is "cached"
+                "usage": {"prompt_tokens": n, "completion_tokens": 5, "total_tokens": n + 5,
+                          "prompt_tokens_details": {"cached_tokens": cached_tokens(n)}},
             })
 
     return Handler
