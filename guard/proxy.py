@@ -8,6 +8,7 @@ the guard mounts the standard Prometheus exposition there.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from guard.callback import ContextGuard, _proxy_config_path
@@ -22,8 +23,15 @@ def _mount_metrics() -> None:
     app = getattr(module, "app", None) if module else None
     if app is None or any(getattr(r, "path", None) == "/metrics" for r in app.routes):
         return
-    from prometheus_client import make_asgi_app
+    from prometheus_client import CollectorRegistry, make_asgi_app, multiprocess
 
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # `litellm --num_workers N`: every worker writes its samples to that directory (LiteLLM's own
+        # multiprocess mode); whichever worker answers /metrics sums them all
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        app.mount("/metrics", make_asgi_app(registry))
+        return
     app.mount("/metrics", make_asgi_app())
 
 

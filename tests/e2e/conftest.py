@@ -84,7 +84,8 @@ class Proxy:
 
 
 def start_proxy(
-    config_text: str, workdir: Path, env_extra: dict[str, str] | None = None, prefix: list[str] | None = None
+    config_text: str, workdir: Path, env_extra: dict[str, str] | None = None, prefix: list[str] | None = None,
+    args: list[str] | None = None,
 ) -> tuple[subprocess.Popen, str, Path]:
     cfg = workdir / "proxy_config.yaml"
     cfg.write_text(config_text)
@@ -98,7 +99,7 @@ def start_proxy(
         **(env_extra or {}),
     }
     proc = subprocess.Popen(
-        [*(prefix or []), str(LITELLM), "--config", str(cfg), "--port", str(port), "--host", "127.0.0.1"],
+        [*(prefix or []), str(LITELLM), "--config", str(cfg), "--port", str(port), "--host", "127.0.0.1", *(args or [])],
         cwd=workdir, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"

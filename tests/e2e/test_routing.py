@@ -262,3 +262,28 @@ def test_prompt_cache_usage_and_room_left_are_reported(rproxy):
             break
         time.sleep(0.1)
     assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="claude-cap", kind="read") == cached_tokens(n)
+
+
+def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
+    """Issue 10, item 4 (part): with `--num_workers 2` and PROMETHEUS_MULTIPROC_DIR, /metrics counts
+    every request whichever worker served it (and whichever answers /metrics)."""
+    multiproc = tmp_path / "prom"
+    multiproc.mkdir()
+    proc, url, _ = start_proxy(
+        routing_config(upstream.port), tmp_path, {"PROMETHEUS_MULTIPROC_DIR": str(multiproc)}, args=["--num_workers", "2"]
+    )
+    try:
+        p = Proxy(url, upstream, tmp_path / "log", tmp_path / "none")
+        for i in range(12):  # a new connection each time, so the kernel spreads them over the workers
+            body = {"model": "big", "messages": [{"role": "user", "content": f"hello {i}"}], "max_tokens": 20}
+            r = httpx.post(url + "/chat/completions", json=body, headers={"authorization": "Bearer sk-master", "connection": "close"}, timeout=60)
+            assert r.status_code == 200
+        counts = [metric(p, "context_guard_requests_total", model="big") for _ in range(4)]
+        assert counts == [12.0] * 4
+        assert len({f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}) == 2  # both workers served
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
