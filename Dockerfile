@@ -15,7 +15,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 COPY pyproject.toml README.md /tmp/src/
 COPY guard /tmp/src/guard
 RUN pip install "/tmp/src[proxy,exact]" && rm -rf /tmp/src \
-    && useradd --create-home --uid 10001 guard
+    && useradd --create-home --uid 10001 guard \
+    && mkdir -p /var/lib/context-guard/metrics && chown guard /var/lib/context-guard/metrics
+
+# Prometheus multiprocess mode (LiteLLM's own): /metrics sums every worker's counts, so
+# `-e NUM_WORKERS=4` needs nothing else; LiteLLM empties the directory at start-up.
+ENV PROMETHEUS_MULTIPROC_DIR=/var/lib/context-guard/metrics
 
 COPY proxy_config.yaml /etc/context-guard/proxy_config.yaml
 

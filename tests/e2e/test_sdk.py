@@ -222,3 +222,17 @@ def test_sync_router_wrap_falls_back_like_the_async_router(sdk, upstream):
     completion(model="small", messages=trace, max_tokens=300)
     assert [r["body"]["model"] for r in received(upstream)] == ["gpt-4o-131k"]
     assert litellm.completion is guard.callback._litellm_completion  # patched only during the call
+
+
+def test_responses_calls_are_not_guarded_yet_and_say_so(sdk, upstream, caplog):
+    from guard import telemetry
+
+    before = telemetry.UNGUARDED.labels("responses")._value.get()
+    telemetry._warned.discard("responses")
+    with caplog.at_level("WARNING", logger="context_guard"):
+        try:
+            litellm.responses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input="hello")
+        except Exception:
+            pass  # the test upstream answers in chat shape; what matters is the warning before the call
+    assert telemetry.UNGUARDED.labels("responses")._value.get() == before + 1
+    assert any("a responses call reached the provider without being fitted" in r.getMessage() for r in caplog.records)
