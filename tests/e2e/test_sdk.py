@@ -236,3 +236,18 @@ def test_responses_calls_are_not_guarded_yet_and_say_so(sdk, upstream, caplog):
             pass  # the test upstream answers in chat shape; what matters is the warning before the call
     assert telemetry.UNGUARDED.labels("responses")._value.get() == before + 1
     assert any("a responses call reached the provider without being fitted" in r.getMessage() for r in caplog.records)
+
+
+def test_router_thinking_under_a_model_cap_reaches_the_provider_valid(sdk, upstream):
+    base = sdk.rsplit("/v1", 1)[0]
+    router = litellm.Router(
+        model_list=[{"model_name": "claude-cap", "litellm_params": {"model": "anthropic/claude-sonnet-4-5", "api_base": base, "api_key": "x"},
+                     "model_info": {"max_input_tokens": 200000, "max_output_tokens": 8192}}],
+        num_retries=0,
+    )
+    msgs = [{"role": "user", "content": "fix the failing test"}]
+    resp = asyncio.run(router.acompletion(model="claude-cap", messages=msgs, max_tokens=32000,
+                                          thinking={"type": "enabled", "budget_tokens": 31999}))
+    body = received(upstream)[-1]["body"]
+    assert body["max_tokens"] == 8192 and body["thinking"]["budget_tokens"] == 8191
+    assert guard.report_of(resp)["reasoning"] == [{"field": "thinking.budget_tokens", "before": 31999, "after": 8191}]
