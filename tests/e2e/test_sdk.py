@@ -240,8 +240,11 @@ def test_responses_calls_are_not_guarded_yet_and_say_so(sdk, upstream, caplog):
 
 def test_router_thinking_under_a_model_cap_reaches_the_provider_valid(sdk, upstream):
     base = sdk.rsplit("/v1", 1)[0]
+    # a test-only model: a Router registers its deployments' model_info in LiteLLM's global map
+    litellm.register_model({"anthropic/claude-cap": {"max_input_tokens": 200000, "max_output_tokens": 64000, "litellm_provider": "anthropic",
+                                                     "mode": "chat", "supports_reasoning": True}})
     router = litellm.Router(
-        model_list=[{"model_name": "claude-cap", "litellm_params": {"model": "anthropic/claude-sonnet-4-5", "api_base": base, "api_key": "x"},
+        model_list=[{"model_name": "claude-cap", "litellm_params": {"model": "anthropic/claude-cap", "api_base": base, "api_key": "x"},  # a test-only name: the Router registers its model_info globally
                      "model_info": {"max_input_tokens": 200000, "max_output_tokens": 8192}}],
         num_retries=0,
     )
