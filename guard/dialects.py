@@ -128,14 +128,37 @@ class Dialect:
         new["content"] = blocks
         return new
 
-    def marker(self, text: str) -> dict[str, Any]:
-        """A message the guard inserts; its text always starts with MARKER_PREFIX."""
+    def marker(self, text: str, cache_control: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A message the guard inserts; its text always starts with MARKER_PREFIX. With
+        `cache_control`, it carries the prompt-cache breakpoint of the messages it stands for."""
+        if cache_control is not None:
+            return {"role": "user", "content": [{"type": "text", "text": text, "cache_control": dict(cache_control)}]}
         return {"role": "user", "content": text}
 
 
 OPENAI = Dialect("openai")
 ANTHROPIC = Dialect("anthropic")
 _ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
+
+
+def cache_breakpoint(msg: Message) -> Mapping[str, Any] | None:
+    """The last prompt-cache breakpoint (`cache_control`) a message carries, on itself or a block."""
+    found = msg.get("cache_control") if isinstance(msg.get("cache_control"), Mapping) else None
+    for block in _blocks(msg):
+        if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping):
+            found = block["cache_control"]
+    return found
+
+
+def last_breakpoints(messages: Sequence[Message]) -> list[int]:
+    """Per index i, the index of the last message at or before i with a breakpoint (-1: none):
+    whether a run a..b of messages holds one is `last[b] >= a`, in constant time."""
+    out, last = [], -1
+    for i, m in enumerate(messages):
+        if cache_breakpoint(m) is not None:
+            last = i
+        out.append(last)
+    return out
 
 
 def detect(body: Mapping[str, Any]) -> Dialect:

@@ -17,7 +17,7 @@ from typing import Any, Callable, Generator
 
 from guard.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation
-from guard.dialects import MARKER_PREFIX, Dialect
+from guard.dialects import MARKER_PREFIX, Dialect, cache_breakpoint
 from guard import reasoning, relevance, summary
 from guard.errors import ContextWindowExceeded, Shortfall
 from guard.limits import ModelLimits
@@ -427,7 +427,9 @@ def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRe
     replaced = _covered(conv, ctx, span)
     if not replaced:
         return None
-    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=request.span_tokens) + text)
+    # a prompt-cache breakpoint among the summarized messages moves onto the summary
+    breakpoints = [bp for i in sorted(replaced) if (bp := cache_breakpoint(conv.messages[i])) is not None]
+    msg = conv.dialect.marker(SUMMARY_MARK.format(m=len(span), n=request.span_tokens) + text, breakpoints[-1] if breakpoints else None)
     count = ctx.counter.message(conv.dialect, msg)
     saved = sum(conv.counts[i] for i in replaced) - count
     if saved <= 0:

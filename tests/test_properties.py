@@ -6,11 +6,11 @@ import copy
 import json
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, strategies as st
 
 from guard import jsontext
 from guard.config import Deployment
-from guard.dialects import MARKER_PREFIX, by_name, content_texts, group_messages
+from guard.dialects import MARKER_PREFIX, by_name, cache_breakpoint, content_texts, group_messages
 from guard.engine import Engine
 from guard.errors import ContextWindowExceeded
 from guard.planner import CachedSummaries, Fitted, SummaryAnswer
@@ -414,3 +414,45 @@ def test_the_airline_case_keeps_the_newest_tool_result_whole():
         assert not isinstance(result, ContextWindowExceeded)
         newest = result.body["messages"][-1]  # every field of the newest result (compact JSON at most)
         assert newest["tool_call_id"] == "c11" and json.loads(newest["content"]) == json.loads(msgs[-1]["content"]), window
+
+
+# -- prompt-cache breakpoints survive a cut (issue 10, item 2) -----------------------------------
+
+
+def _breakpoints(body: dict[str, Any]) -> int:
+    n = 0
+    system = body.get("system")
+    for part in system if isinstance(system, list) else []:
+        n += isinstance(part, dict) and "cache_control" in part
+    for m in body["messages"]:
+        n += "cache_control" in m
+        for b in m["content"] if isinstance(m.get("content"), list) else []:
+            n += isinstance(b, dict) and "cache_control" in b
+    return n
+
+
+@given(request_body(), st.lists(st.integers(0, 60), max_size=3), st.booleans())
+def test_cache_breakpoints_move_onto_markers_and_never_multiply(case, marks, system_mark):
+    body, settings = case
+    if settings["dialect"] != "anthropic":
+        return
+    body = copy.deepcopy(body)
+    for k in marks:  # breakpoints on some blocks of older and newer messages
+        m = body["messages"][k % len(body["messages"])]
+        if isinstance(m["content"], str):
+            m["content"] = [{"type": "text", "text": m["content"]}]
+        if m["content"]:
+            m["content"][-1]["cache_control"] = {"type": "ephemeral"}
+    if system_mark and isinstance(body.get("system"), str):
+        body["system"] = [{"type": "text", "text": body["system"], "cache_control": {"type": "ephemeral"}}]
+    result = _fit(body, settings)
+    if isinstance(result, ContextWindowExceeded):
+        return
+    out = result.body
+    assert out.get("system") == body.get("system")  # the system prompt's breakpoint untouched
+    assert _breakpoints(out) <= _breakpoints(body) <= 4
+    kept = {m["x_id"] for m in out["messages"] if "x_id" in m}
+    lost = [m for m in body["messages"] if m["x_id"] not in kept and cache_breakpoint(m) is not None]
+    if lost:  # a breakpoint on a message that went is on a marker or summary now
+        markers = [m for m in out["messages"] if "x_id" not in m]
+        assert any(cache_breakpoint(m) is not None for m in markers)

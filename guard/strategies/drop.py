@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 
 from guard.conversation import Context, Conversation
-from guard.dialects import MARKER_PREFIX
+from guard.dialects import MARKER_PREFIX, Message, cache_breakpoint, last_breakpoints
 
 OMITTED_MARK = MARKER_PREFIX + " {m} earlier messages ({n} tokens) omitted to fit the context window]"
 
@@ -71,6 +71,7 @@ class _Runs:
 
     def __init__(self, conv: Conversation, ctx: Context, chosen: set[int]) -> None:
         self.conv, self.ctx = conv, ctx
+        self.breakpoints = last_breakpoints(conv.messages)
         self.prefix = [0]
         for n in conv.counts:
             self.prefix.append(self.prefix[-1] + n)
@@ -90,7 +91,7 @@ class _Runs:
     def _marker(self, a: int, b: int) -> int:
         if a > b:
             return 0
-        msg = self.conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1, n=self._tokens(a, b)))
+        msg = _marker(self.conv, a, b, self._tokens(a, b), self.breakpoints)
         return self.ctx.counter.message(self.conv.dialect, msg)
 
     def total_without(self, group: list[int]) -> int | None:
@@ -142,7 +143,17 @@ def drop_messages(conv: Conversation, ctx: Context, chosen: set[int]) -> Convers
     return result
 
 
+def _marker(conv: Conversation, a: int, b: int, tokens: int, breakpoints: list[int]) -> Message:
+    """The marker standing for messages a..b. A prompt-cache breakpoint among them moves onto it
+    (Anthropic `cache_control`): the cache still ends where the client wanted, and the number of
+    breakpoints never grows (one or more dropped, at most one added)."""
+    last = breakpoints[b]
+    cache_control = cache_breakpoint(conv.messages[last]) if last >= a else None
+    return conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1, n=tokens), cache_control)
+
+
 def _without(conv: Conversation, ctx: Context, chosen: set[int]) -> Conversation:
+    breakpoints = last_breakpoints(conv.messages)
     markers = {}
     run: list[int] = []
     for i in range(len(conv.messages) + 1):
@@ -151,7 +162,7 @@ def _without(conv: Conversation, ctx: Context, chosen: set[int]) -> Conversation
             continue
         if run:
             tokens = sum(conv.counts[j] for j in run)
-            msg = conv.dialect.marker(OMITTED_MARK.format(m=len(run), n=tokens))
+            msg = _marker(conv, run[0], run[-1], tokens, breakpoints)
             markers[run[0]] = (msg, ctx.counter.message(conv.dialect, msg))
             run = []
     return conv.replacing(chosen, markers)

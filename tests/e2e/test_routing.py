@@ -287,3 +287,29 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_cache_breakpoints_survive_a_cut_on_the_messages_route(rproxy):
+    """Issue 10, item 2: a cache_control on an old message that gets dropped moves onto the guard's
+    marker; the system prompt's breakpoint is untouched; never more than the client sent (<= 4)."""
+    rproxy.reset()
+    def result(t: int) -> str:  # distinct per turn, so dedupe has nothing to do
+        return " ".join(f"part {t} line {i}: pool exhausted after {t * 7 + i} ms" for i in range(120))
+
+    msgs: list[dict[str, Any]] = [{"role": "user", "content": "find why the pool times out"}]
+    for t in range(60):
+        use = {"type": "tool_use", "id": f"t{t}", "name": "read_log", "input": {"part": t}}
+        if t == 1:
+            use["cache_control"] = {"type": "ephemeral"}
+        msgs.append({"role": "assistant", "content": [use]})
+        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{t}", "content": result(t)}]})
+    system = [{"type": "text", "text": "You are a log analyst.", "cache_control": {"type": "ephemeral"}}]
+    anth(rproxy).messages.create(model="claude-small", max_tokens=500, system=system, messages=msgs)
+    body = rproxy.received[-1]["body"]
+    sent_system = body["system"] if isinstance(body["system"], list) else [{"type": "text", "text": body["system"]}]
+    assert sent_system[0].get("cache_control") == {"type": "ephemeral"} and sent_system[0]["text"] == system[0]["text"]
+    blocks = [b for m in body["messages"] for b in (m["content"] if isinstance(m["content"], list) else [])]
+    assert not any(b.get("id") == "t1" for b in blocks), "turn 1 was meant to be dropped in this window"
+    carried = [b for b in blocks if "cache_control" in b]
+    assert len(carried) == 1 and carried[0]["text"].startswith("[context-guard:")
+    assert len(carried) + 1 <= 4
