@@ -1,29 +1,34 @@
-"""The LiteLLM adapter: one callback for the proxy and the SDK, plus a wrapper for sync calls.
+"""The LiteLLM adapter: one callback for the proxy and the SDK, plus the sync wrapper and instrumentation.
 
 Where it runs (LiteLLM 1.106.2, verified by tests/e2e):
-- proxy `/chat/completions` and `/v1/messages`: `async_pre_call_hook` (once, before routing), then
-  `async_pre_call_deployment_hook` (after routing, per attempt and fallback);
-- SDK `litellm.acompletion` and `Router.acompletion`: `async_pre_call_deployment_hook`;
+- proxy `/chat/completions` and `/v1/messages`: `async_pre_call_hook` once before routing (it fits a
+  single-deployment group, or, for a group of mixed windows or with context_window_fallbacks, only
+  refuses what no candidate can take), `async_filter_deployments` while routing (keeps the
+  deployments that can take the request, whole if any can), then `async_pre_call_deployment_hook`
+  per attempt and fallback, fitted to the deployment that serves it;
+- SDK `litellm.acompletion` and `Router.acompletion`: the filter and the deployment hook;
 - SDK sync `litellm.completion` / `Router.completion`: LiteLLM has no hook that can rewrite the
-  request there, so `ContextGuard.wrap(fn)` (and `guard.completion`) fit the kwargs first.
+  request there, so `guard.completion`, `ContextGuard.wrap` and `guard.instrument()` fit it; a call
+  that reaches a provider unfitted is logged and counted (`log_pre_api_call`).
 
-Running twice is harmless: the engine is idempotent and counts are cached, and the report of the
-first pass is kept (later passes only add what they changed). Rejections are raised as LiteLLM's
-`ContextWindowExceededError`, which the proxy turns into a 400 and the Router into
-`context_window_fallbacks`. Guard state lives in request metadata (`metadata` on chat,
-`litellm_metadata` on `/v1/messages`), never in top-level keys that would reach the provider.
+Running twice is harmless: the engine is idempotent and counts are cached; reports are kept per
+`litellm_call_id`, so headers and metrics describe the attempt that served the reply, counted
+once. Refusals are raised as `ContextWindowExceededError` (LiteLLM's, and the guard's), which the
+proxy turns into a 400 and the Router into `context_window_fallbacks`. Guard state lives in
+request metadata (`metadata` on chat, `litellm_metadata` on `/v1/messages`), never in top-level
+keys that would reach the provider.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-from contextvars import ContextVar
 import functools
+import hashlib
 import sys
 import threading
 import time
 import traceback
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
