@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests.e2e.conftest import free_port, start_proxy
+from tests.e2e.conftest import free_port, start_proxy, stop_proxy
 from tests.e2e.upstream import serve
 
 MODEL = "claude-cap"
@@ -71,8 +71,7 @@ def one_run(claude: str, label: str, *, window: int, max_output: int, thinking: 
     try:
         result = run_claude(claude, url, "Reply with the single word: ready", thinking)
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        stop_proxy(proc)
         server.shutdown()
     bodies = [r["body"] for r in state.requests if r["path"].split("?")[0].endswith("/messages")]
     said = (result.stdout + result.stderr).strip().splitlines()

@@ -280,14 +280,15 @@ class ContextGuard(CustomLogger):
         if internal_call.get(False) or len(healthy_deployments) < 2 or not isinstance(kwargs.get("messages", messages), list):
             return healthy_deployments
         entries = [d for d in healthy_deployments if isinstance(d, Mapping)]
-        if len({routing.limits_key(d) for d in routing.deployments(_ListRouter(entries), model)}) < 2:
+        candidates = routing.from_entries(entries, model)
+        if len({routing.limits_key(d) for d in candidates}) < 2:
             return healthy_deployments
         body = {**kwargs, "messages": kwargs.get("messages", messages), "model": model}
         dialect = ANTHROPIC if "system" in body or _md_key(body, OPENAI) == "litellm_metadata" else OPENAI
         md = body.get(_md_key(body, dialect)) or {}
         identity = identity_from_metadata(md) if isinstance(md, Mapping) else Identity()
         try:
-            verdicts = await asyncio.to_thread(self._verdicts, body, dialect, identity, model, entries)
+            verdicts = await asyncio.to_thread(self._verdicts, body, dialect, identity, model, candidates)
         except Exception as e:  # routing must never fail because of the guard
             telemetry.log.error("context-guard routing filter: %s", type(e).__name__)
             return healthy_deployments
@@ -295,9 +296,11 @@ class ContextGuard(CustomLogger):
         kept = [entry for entry, v in zip(entries, verdicts) if id(v.deployment) in chosen]
         return kept or healthy_deployments
 
-    def _verdicts(self, body: dict, dialect: Dialect, identity: Identity, group: str, entries: list) -> list[routing.Verdict]:
+    def _verdicts(
+        self, body: dict, dialect: Dialect, identity: Identity, group: str, candidates: list[Deployment]
+    ) -> list[routing.Verdict]:
         out = []
-        for d in routing.deployments(_ListRouter(entries), group):
+        for d in candidates:
             policy, _ = self._policy(group, d.model, identity, body, dialect)
             out.append(routing.tier(self.engine, body, d, policy, dialect))
         return out
@@ -710,16 +713,6 @@ def _attach(response: Any, fitted: Mapping[str, Any]) -> Any:
 class _FallBack(Exception):
     def __init__(self, target: str) -> None:
         self.target = target
-
-
-class _ListRouter:
-    """A router stand-in over a list of model_list entries (what the filter hook is handed)."""
-
-    def __init__(self, entries: list) -> None:
-        self.entries = entries
-
-    def get_model_list(self, model_name: str | None = None) -> list:
-        return self.entries
 
 
 async def _maybe_thread(threaded: bool, fn: Callable[..., Any], *args: Any) -> Any:

@@ -39,6 +39,11 @@ def deployments(router: Any, group: str) -> list[Deployment]:
         entries = router.get_model_list(model_name=group) or []
     except Exception:
         return []
+    return from_entries(entries, group)
+
+
+def from_entries(entries: Sequence[Any], group: str) -> list[Deployment]:
+    """The deployments of model_list entries (what a router lists, or hands a routing filter)."""
     out = []
     for entry in entries:
         if not isinstance(entry, Mapping):

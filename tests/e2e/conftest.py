@@ -117,6 +117,15 @@ def start_proxy(
     raise RuntimeError(f"proxy did not start: {log.read_text()[-3000:]}")
 
 
+def stop_proxy(proc: subprocess.Popen) -> None:
+    """Stop a proxy started by `start_proxy`: terminate, then kill if it hangs."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 @pytest.fixture(scope="session")
 def upstream() -> Iterator[Upstream]:
     server, state = serve(free_port(), WINDOWS)
@@ -132,8 +141,4 @@ def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Itera
     events.touch()
     proc, url, log = start_proxy(proxy_config(upstream.port), workdir, {"GUARD_E2E_LOG": str(events)})  # type: ignore[attr-defined]
     yield Proxy(url, upstream, log, events)
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_proxy(proc)

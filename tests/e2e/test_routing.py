@@ -7,7 +7,6 @@ model's window, so a request the guard leaves invalid comes back as the provider
 
 from __future__ import annotations
 
-import subprocess
 import time
 from typing import Any, Iterator
 
@@ -17,7 +16,7 @@ import openai
 import pytest
 
 from bench.traces import agent_trace
-from tests.e2e.conftest import Proxy, start_proxy
+from tests.e2e.conftest import Proxy, start_proxy, stop_proxy
 
 
 def routing_config(port: int) -> str:
@@ -66,11 +65,7 @@ def rproxy(upstream, tmp_path_factory) -> Iterator[Proxy]:
     workdir = tmp_path_factory.mktemp("routing")
     proc, url, log = start_proxy(routing_config(upstream.port), workdir)  # type: ignore[attr-defined]
     yield Proxy(url, upstream, log, workdir / "none")
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    stop_proxy(proc)
 
 
 def oai(p: Proxy, key: str = "sk-master") -> openai.OpenAI:
@@ -282,11 +277,7 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
         assert counts == [12.0] * 4
         assert len({f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}) == 2  # both workers served
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_proxy(proc)
 
 
 def test_cache_breakpoints_survive_a_cut_on_the_messages_route(rproxy):
