@@ -1,0 +1,294 @@
+"""Agent loops replayed turn by turn through the guard: what its cuts cost in provider prompt caches.
+
+    .venv/bin/python -m bench.cache [--ratio 0.5] [--chart docs/cache-sawtooth.png] [--loops N]
+
+Each loop is resent the way an agent resends it: request t is the conversation up to the t-th
+assistant message. Every request is fitted into a window of `--ratio` times the loop's full size,
+with the default policy, once without a summarizer and once with a scripted one (a fixed text, its
+cache a dict: the bench measures the guard's cut points, not a model). A provider caches the
+longest byte-identical prefix of the previous prompt (tools, then system, then messages), so per
+loop the bench prints:
+
+- hit: cached input tokens / input tokens over the loop, relative to the same loop untrimmed
+  (an infinite window), which is the bar: hit >= 0.90;
+- breaks: turns whose prompt does not start with the whole previous prompt;
+- cost at Anthropic prices (cache read 0.1x, write 1.25x; a breakpoint at the end of every
+  request, as Claude Code sets) and at OpenAI's (cached input 0.5x, or 0.1x for newer models),
+  relative to the untrimmed loop: the guard sends fewer tokens, it must not cost more;
+- room: input tokens / room of each turn the guard cut (min and median).
+
+Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools) and
+the synthetic coding-agent trace of `bench.traces`, as chat and as Anthropic messages.
+With `--chart`, a PNG of tokens sent per turn (untrimmed, guarded, cut turns marked) for the
+largest loop (needs matplotlib: `pip install matplotlib`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from bench.traces import agent_trace, real_traces, to_anthropic  # noqa: E402
+from guard.dialects import detect  # noqa: E402
+from guard.engine import Engine  # noqa: E402
+from guard.errors import ContextWindowExceeded  # noqa: E402
+from guard.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
+from guard.policy import Policy, load_policy_set  # noqa: E402
+
+OUTPUT = 2048  # max_tokens of every request
+SUMMARY = (
+    "Summary of the earlier work: the task, the files read, the commands run and their results, "
+    "the suspects found so far and the next step planned. "
+) * 4
+
+# (cache read, cache write, uncached) per input token, relative to the normal input price
+PRICES = {"anthropic": (0.10, 1.25, 1.0), "openai": (0.50, 1.0, 1.0), "openai-0.1": (0.10, 1.0, 1.0)}
+
+
+def loops(limit: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+    # the real runs long enough to be a loop (10+ turns; the shorter ones are one big tool output)
+    out = [(f"docent/{b['x_trace'].split('/')[-1].removesuffix('.json')}", b) for b in real_traces() if len(b["messages"]) >= 20]
+    for seed in (3, 4):
+        trace = agent_trace(turns=60, seed=seed)
+        out += [(f"agent_trace{seed}/chat", trace), (f"agent_trace{seed}/anthropic", to_anthropic(trace))]
+    return out[-limit:] if limit else out
+
+
+def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """The body as the agent sent it turn by turn: the history before each assistant message."""
+    messages = list(body["messages"])
+    clean = {k: v for k, v in body.items() if not k.startswith("x_")}
+    for i, m in enumerate(messages):
+        if m.get("role") == "assistant" and i > 0:
+            yield {**clean, "messages": messages[:i], "max_tokens": OUTPUT}
+    yield {**clean, "messages": messages, "max_tokens": OUTPUT}
+
+
+@dataclass
+class Turn:
+    sent: int  # input tokens of the request as sent to the provider
+    cached: int  # of which a prefix of the previous request
+    cut: bool  # the guard changed the messages
+    new_cut: bool  # and its report marks a new cut point
+    room_used: float | None  # input / room on cut turns
+
+
+@dataclass
+class Replay:
+    name: str
+    turns: list[Turn] = field(default_factory=list)
+    rejected: int = 0
+
+    @property
+    def sent(self) -> int:
+        return sum(t.sent for t in self.turns)
+
+    @property
+    def cached(self) -> int:
+        return sum(t.cached for t in self.turns)
+
+    @property
+    def breaks(self) -> int:
+        return sum(1 for prev, t in zip(self.turns, self.turns[1:]) if t.cached < prev.sent)
+
+    def cost(self, prices: str) -> float:
+        read, write, _ = PRICES[prices]
+        return sum(t.cached * read + (t.sent - t.cached) * write for t in self.turns)
+
+    @property
+    def room_used(self) -> list[float]:
+        return [t.room_used for t in self.turns if t.room_used is not None]
+
+
+class Scripted:
+    """A summarizer that always answers the same text, with a cache keyed by the span's messages."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, str] = {}
+        self.calls = 0
+
+    @staticmethod
+    def key(request: SummaryRequest) -> str:
+        return json.dumps(request.messages, sort_keys=True)
+
+    def answer(self, request: Any) -> Any:
+        if isinstance(request, CachedSummaries):
+            return tuple(self.cache.get(self.key(r)) for r in request.requests)
+        self.calls += 1
+        self.cache[self.key(request)] = SUMMARY
+        return SummaryAnswer(SUMMARY, source="llm", calls=1)
+
+
+def fit(engine: Engine, body: dict[str, Any], summarizer: Scripted | None) -> Fitted:
+    p = engine.plan(body, can_summarize=summarizer is not None)
+    try:
+        request = next(p)
+        while True:
+            request = p.send(summarizer.answer(request) if summarizer else None)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]
+
+
+def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: Scripted | None = None,
+           on_turn: Callable[[dict[str, Any], Fitted | None], None] | None = None) -> Replay:
+    """Fit every turn of a loop (policy None: untrimmed, an infinite window) and count what a
+    provider would find cached from the previous turn."""
+    engine = engine_for(body, policy)
+    dialect = detect(body)
+    counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
+    out = Replay(name)
+    previous: list[str] = []
+    for request in requests(body):
+        if policy is None:
+            sent_body, report = request, None
+        else:
+            try:
+                fitted = fit(engine, request, summarizer)
+            except ContextWindowExceeded:
+                out.rejected += 1
+                continue
+            sent_body, report = fitted.body, fitted.report
+        if on_turn is not None:
+            on_turn(request, fitted if policy is not None else None)
+        messages = list(dialect.messages(sent_body))
+        counts = counter.messages(dialect, messages)
+        fixed = counter.fixed(dialect, sent_body)
+        keys = [json.dumps(m, sort_keys=False, ensure_ascii=False) for m in messages]
+        same = 0
+        while same < min(len(keys), len(previous)) and keys[same] == previous[same]:
+            same += 1
+        cached = fixed + sum(counts[:same]) if previous else 0
+        sent = fixed + sum(counts)
+        cut = report is not None and report.messages_after != report.messages_before or (
+            report is not None and report.fitted_messages_sha256 is not None)
+        room = sent / report.room if cut and report is not None else None
+        new_cut = bool(report is not None and getattr(report, "new_cut", False))
+        out.turns.append(Turn(sent, cached, cut, new_cut, room))
+        previous = keys
+    return out
+
+
+def engine_for(body: Mapping[str, Any], policy: Policy | None, ratio: float = 0.5) -> Engine:
+    if policy is None:
+        return Engine(load_policy_set({"models": {body["model"]: {"context_window": 10_000_000}}}))
+    return Engine(load_policy_set({"defaults": policy.model_dump(exclude_defaults=True)}))
+
+
+def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Policy:
+    """The default policy with a window of `ratio` times the loop's full input (plus its output)."""
+    engine = Engine(load_policy_set({"models": {body["model"]: {"context_window": 10_000_000}}}))
+    dialect = detect(body)
+    counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
+    full = counter.fixed(dialect, body) + sum(counter.messages(dialect, dialect.messages(body)))
+    room = int(full * ratio)
+    window = max(room + OUTPUT + 512, math.ceil((room + OUTPUT) / 0.99))  # the default margin on top
+    return Policy(context_window=window, default_max_tokens=OUTPUT, **settings)
+
+
+def row(name: str, base: Replay, run: Replay) -> dict[str, Any]:
+    used = run.room_used
+    return {
+        "loop": name,
+        "turns": len(base.turns),
+        "cut": sum(t.cut for t in run.turns),
+        "rejected": run.rejected,
+        "hit": (run.cached / run.sent) / (base.cached / base.sent) if base.cached and run.sent else 1.0,
+        "breaks": run.breaks,
+        "base_breaks": base.breaks,
+        "anthropic": run.cost("anthropic") / base.cost("anthropic"),
+        "openai": run.cost("openai") / base.cost("openai"),
+        "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
+        "room_min": min(used) if used else None,
+        "room_median": statistics.median(used) if used else None,
+    }
+
+
+def measure(ratio: float, limit: int | None = None, summarize: bool = False, **settings: Any) -> list[dict[str, Any]]:
+    rows = []
+    for name, body in loops(limit):
+        base = replay(name, body, None)
+        policy = window_policy(body, ratio, **settings)
+        run = replay(name, body, policy, Scripted() if summarize else None)
+        rows.append(row(name, base, run))
+    return rows
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.2f}"
+    return str(v)
+
+
+def table(rows: list[dict[str, Any]], title: str) -> str:
+    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "anthropic", "openai", "openai_0.1", "room_min", "room_median"]
+    lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    cut = [r for r in rows if r["cut"]]
+    if cut:
+        med = {c: statistics.median(r[c] for r in cut) for c in ("hit", "anthropic", "openai", "openai_0.1")}
+        rooms = [r["room_min"] for r in cut if r["room_min"] is not None]
+        medians = [r["room_median"] for r in cut if r["room_median"] is not None]
+        lines.append(
+            f"\nloops cut: {len(cut)}/{len(rows)}; hit min {min(r['hit'] for r in cut):.2f} median {med['hit']:.2f}; "
+            f"anthropic cost median {med['anthropic']:.2f} max {max(r['anthropic'] for r in cut):.2f}; "
+            f"openai cost median {med['openai']:.2f} max {max(r['openai'] for r in cut):.2f}; "
+            f"room min {min(rooms):.2f}, median of medians {statistics.median(medians):.2f}"
+        )
+    return "\n".join(lines)
+
+
+def chart(path: str, ratio: float, **settings: Any) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    name, body = "agent_trace/anthropic", to_anthropic(agent_trace(turns=60, seed=3))
+    base = replay(name, body, None)
+    policy = window_policy(body, ratio, **settings)
+    run = replay(name, body, policy)
+    fig, ax = plt.subplots(figsize=(9, 4))
+    xs = range(len(base.turns))
+    ax.plot(xs, [t.sent for t in base.turns], label="untrimmed (infinite window)", color="0.6")
+    ax.plot(xs, [t.sent for t in run.turns], label="guarded", color="tab:blue")
+    ax.plot(xs, [t.cached for t in run.turns], label="guarded: cached prefix", color="tab:green", linestyle=":")
+    breaks = [i for i, (p, t) in enumerate(zip(run.turns, run.turns[1:]), 1) if t.cached < p.sent]
+    ax.scatter(breaks, [run.turns[i].sent for i in breaks], color="tab:red", zorder=3, label="new cut (cache break)")
+    ax.axhline(policy.context_window - OUTPUT, color="tab:red", linewidth=0.8, linestyle="--", label="window - output")
+    ax.set_xlabel("turn")
+    ax.set_ylabel("input tokens sent")
+    ax.set_title(f"{name}: window {ratio:.0%} of the loop, no summarizer")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ratio", type=float, default=0.5, help="window as a fraction of the loop's full size")
+    parser.add_argument("--loops", type=int, default=None, help="only the last N loops")
+    parser.add_argument("--chart", default=None, help="write the saw-tooth chart to this PNG")
+    parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
+    args = parser.parse_args(argv)
+    settings = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
+    print(table(measure(args.ratio, args.loops, **settings), f"window {args.ratio:.0%} of each loop, no summarizer"))
+    print()
+    print(table(measure(args.ratio, args.loops, summarize=True, **settings), f"window {args.ratio:.0%}, scripted summarizer"))
+    if args.chart:
+        chart(args.chart, args.ratio, **settings)
+        print(f"\nchart: {args.chart}")
+
+
+if __name__ == "__main__":
+    main()
