@@ -30,6 +30,7 @@ class Budget:
     reserved_output: int
     margin: int
     low_water_ratio: float
+    quantum_ratio: float = 0.25
 
     @property
     def room(self) -> int:
@@ -44,9 +45,14 @@ class Budget:
         return math.floor(self.room * self.low_water_ratio)
 
     @property
+    def band(self) -> int:
+        """The quantum cuts move in (`cut_quantum_ratio` of the room)."""
+        return max(1, math.floor(self.room * self.quantum_ratio))
+
+    @property
     def floor(self) -> int:
         """The bottom of the band below the target: cutting below it wastes the window."""
-        return self.target - max(1, self.room - self.target)
+        return self.target - self.band
 
     def fits(self, input_tokens: int) -> bool:
         return input_tokens <= self.room
@@ -56,7 +62,7 @@ class Budget:
         room = self.room
         if total <= room:
             return total
-        band = max(1, room - self.target)
+        band = self.band
         need = total - self.target
         return total - math.ceil(need / band) * band
 
@@ -93,4 +99,4 @@ def make_budget(limits: ModelLimits, policy: Policy, requested: int | None) -> t
     if reserved < wanted:
         source = "clamped_to_cap"
     margin = max(policy.safety_margin_tokens, math.ceil(policy.safety_margin_ratio * limits.max_input_tokens))
-    return Budget(limits, reserved, margin, policy.low_water_ratio), source
+    return Budget(limits, reserved, margin, policy.low_water_ratio, policy.cut_quantum_ratio), source

@@ -144,6 +144,7 @@ class Context:
     floor: int = 0  # cutting below this wastes the window (see Budget.floor)
     room: int = 0  # the most input tokens the request may carry (see Budget.room)
     target: int = 0  # the low-water mark (see Budget.target)
+    band: int = 1  # the quantum cuts move in (see Budget.band)
     estimate: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     exhausted: set[str] = field(default_factory=set)
@@ -203,6 +204,15 @@ class Context:
             return items
         marked = [any(o in hot for o in origins(item)) for item in items]
         return [x for x, m in zip(items, marked) if not m] + [x for x, m in zip(items, marked) if m]
+
+    def requantize(self, conv: Conversation) -> None:
+        """Before a step: its stop mark is the conversation's total minus the overflow above the
+        low-water mark rounded up to whole bands. The amount a step cuts then changes only when
+        the total crosses a band, so a growing conversation keeps the same cut, turn after turn,
+        whatever the steps before it saved on newer messages."""
+        need = max(0, conv.total - self.target)
+        self.stop_at = conv.total - math.ceil(need / self.band) * self.band
+        self.floor = self.stop_at - self.band
 
     def done(self, conv: Conversation) -> bool:
         return conv.total <= self.stop_at

@@ -28,6 +28,7 @@ from guard.strategies.drop import drop_messages, droppable_groups
 from guard.tokens import TokenCounter
 
 _NEWEST_TURN_STEPS = frozenset({"truncate_recent_tool_results"})  # lossy steps inside keep_recent_groups
+_LOSSY_STEPS = frozenset({"truncate_tool_results", "drop_oldest_turns"})
 SUMMARY_MARK = MARKER_PREFIX + " summary of {m} earlier messages ({n} tokens)]\n"
 
 
@@ -109,6 +110,7 @@ def plan(
         conv = cut = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
         budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
         ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
+        ctx.band = budget.band
         start = cut
         spans = _spans(cut, ctx) if can_summarize and policy.allows("summarize") else []
         cut = yield from _rounds(cut, ctx, policy, can_summarize, spans)
@@ -243,6 +245,13 @@ def _rounds(
                 conv = STRATEGIES[name](conv, ctx)
                 ctx.stop_at = saved_stop
                 continue
+            if name in _LOSSY_STEPS and estimate:
+                # lossy cuts are measured on exact counts: estimates decide nothing that stays,
+                # so the same history is cut the same way whichever round gets there
+                conv = conv.settled(ctx)
+                if ctx.done(conv):
+                    break
+            ctx.requantize(conv)
             conv = STRATEGIES[name](conv, ctx)
         conv = conv.settled(ctx)
         if ctx.done(conv):
@@ -261,6 +270,7 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
         floor=ctx.floor,
         target=ctx.target,
         room=ctx.room,
+        band=ctx.band,
         skipped=list(ctx.skipped),
         relevance=ctx.relevance,
         transcript=ctx.transcript,

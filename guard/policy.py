@@ -69,7 +69,13 @@ class Policy(BaseModel):
     safety_margin_tokens: int = Field(512, ge=0)
     safety_margin_ratio: float = Field(0.01, ge=0.0, lt=0.5, description="fraction of the limit")
     low_water_ratio: float = Field(
-        0.9, gt=0.0, le=1.0, description="cut to this fraction of the room so the next turns fit too"
+        1.0, gt=0.0, le=1.0, description="a cut lands at most at this fraction of the room"
+    )
+    cut_quantum_ratio: float = Field(
+        0.25,
+        gt=0.0,
+        le=1.0,
+        description="cuts move in quanta of this fraction of the room: larger = fewer prompt-cache breaks, less room used",
     )
     context_window: int | None = Field(None, ge=1, description="cap on the model's window")
     max_input_tokens: int | None = Field(None, ge=1, description="cap on the input limit (separate rule)")

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -52,7 +54,8 @@ def test_stop_mark_lies_in_the_band_below_the_target(room, ratio, total):
     if total <= budget.room:
         assert stop == total
         return
-    band = max(1, budget.room - budget.target)
+    band = max(1, math.floor(budget.room * budget.quantum_ratio))
+    assert budget.band == band
     assert budget.target - band < stop <= budget.target
 
 
@@ -60,7 +63,7 @@ def test_stop_mark_lies_in_the_band_below_the_target(room, ratio, total):
 def test_growing_conversations_get_the_same_cut_within_a_band(room, total, growth):
     budget = Budget(ModelLimits("m", room, room, "separate", "t"), 1, 0, 0.9)
     a, b = total + room, total + room + growth
-    band = max(1, budget.room - budget.target)
+    band = budget.band
     cut_a, cut_b = a - budget.stop_at(a), b - budget.stop_at(b)
     assert cut_b >= cut_a and (cut_b - cut_a) % band == 0
     assert cut_b - cut_a <= growth + band

@@ -65,32 +65,45 @@ def test_drop_metadata_keeps_citation_keys():
     assert out["results"][0] == {"title": "t0", "url": "u0", "text": words(20, 0), "metadata": {"url": "u0"}}
 
 
-def test_dedupe_keeps_the_newest_copy():
+def test_dedupe_keeps_the_first_copy():
     same = words(300)
     body = agent([same, words(10, 3), same, "tail1", "tail2"])
     total = engine(100_000).fit(body).report.input_tokens_before
     fitted = engine(total - 100, strategies=only("dedupe"), keep_recent_groups=1).fit(body)
     tools = [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"]
-    assert tools[0].startswith("[context-guard: duplicate of a later tool result")
-    assert tools[2] == same
+    assert tools[0] == same  # older messages stay as sent: the provider's cached prefix holds
+    assert tools[2].startswith("[context-guard: duplicate of an earlier tool result")
 
 
-def test_dedupe_removes_items_repeated_later():
+def test_dedupe_never_edits_the_newest_turns():
+    same = words(300)
+    body = agent([same, words(10, 3), same])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    with pytest.raises(ContextWindowExceeded):  # the only copy it could mark is in the newest turn
+        engine(total - 100, strategies=only("dedupe"), keep_recent_groups=2).fit(body)
+    fitted = engine(total - 100, strategies=only("dedupe"), keep_recent_groups=1).fit(body)
+    assert [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"][2].startswith("[context-guard: duplicate")
+
+
+def test_dedupe_removes_items_seen_earlier():
     doc = {"id": 1, "title": "x", "text": words(100)}
-    older = json.dumps({"results": [doc, {"id": 2, "text": "unique"}]})
-    newer = json.dumps({"results": [doc]})
+    older = json.dumps({"results": [doc]})
+    newer = json.dumps({"results": [doc, {"id": 2, "text": "unique"}]})
     body = agent([older, newer, "r1", "r2"])
     total = engine(100_000).fit(body).report.input_tokens_before
     fitted = engine(total - 50, strategies=only("dedupe"), keep_recent_groups=1).fit(body)
-    out = json.loads(fitted.body["messages"][3]["content"])
+    assert json.loads(fitted.body["messages"][3]["content"]) == json.loads(older)
+    out = json.loads(fitted.body["messages"][5]["content"])
     assert out["results"][0] == {"id": 2, "text": "unique"}
-    assert "repeated later" in out["results"][1]
+    assert "seen earlier" in out["results"][1]
 
 
 def test_truncation_is_oldest_first_and_spares_the_newest_turns():
     body = agent([words(800, i) for i in range(4)])
     total = engine(100_000).fit(body).report.input_tokens_before
-    fitted = engine(total - 600, strategies=only("truncate_tool_results"), keep_recent_groups=2, low_water_ratio=1.0).fit(body)
+    fitted = engine(
+        total - 600, strategies=only("truncate_tool_results"), keep_recent_groups=2, low_water_ratio=1.0, cut_quantum_ratio=0.05
+    ).fit(body)
     tools = [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"]
     assert "tokens trimmed]" in tools[0]
     assert tools[1] == words(800, 1)  # the cut stopped once enough was saved

@@ -1,4 +1,7 @@
-"""Repeated tool results and repeated items: keep the newest copy, mark the older ones."""
+"""Repeated tool results and repeated items: keep the first copy, mark the later ones.
+
+Keeping the first copy leaves older messages as they were: a provider's prompt cache holds the
+prefix up to the newest message, so an edit to an old message would cost the whole cache."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from guard.conversation import Context, Conversation, ToolResult, rewrite_tool_r
 from guard.dialects import Content, content_texts, map_texts, replace_text
 from guard.tokens import freeze
 
-DUPLICATE_MARK = "[context-guard: duplicate of a later tool result; ~{n} tokens removed]"
+DUPLICATE_MARK = "[context-guard: duplicate of an earlier tool result; ~{n} tokens removed]"
 
 
 def _key(content: Content) -> str | None:
@@ -60,11 +63,12 @@ def _items(content: Content) -> list[Any]:
 
 
 def dedupe(conv: Conversation, ctx: Context) -> Conversation:
-    """Older tool results equal to a later one become a short marker; array items (retrieved
-    documents) repeated in a later result are removed from the older one."""
+    """Older tool results equal to an earlier one become a short marker; array items (retrieved
+    documents) already seen in an earlier result are removed from the later one. The newest turns
+    are never edited (a copy there stays, and the first copy with it)."""
     order = 0
-    last_result: dict[str, int] = {}  # text -> position of its newest copy
-    last_item: dict[Any, int] = {}
+    first_result: dict[str, int] = {}  # text -> position of its first copy
+    first_item: dict[Any, int] = {}
     positions: dict[tuple[int, int | None], int] = {}
     keys: dict[tuple[int, int | None], str | None] = {}
     for i, msg in enumerate(conv.messages):
@@ -73,23 +77,23 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
             positions[(i, slot)] = order
             keys[(i, slot)] = key = _key(content)
             if key is not None:
-                last_result[key] = order
+                first_result.setdefault(key, order)
             for item in _items(content):
-                last_item[item] = order
+                first_item.setdefault(item, order)
 
     def transform(result: ToolResult) -> Content:
         where = positions[(result.index, result.slot)]
         key = keys[(result.index, result.slot)]
-        if key is not None and last_result[key] > where:
+        if key is not None and first_result[key] < where:
             return replace_text(result.content, DUPLICATE_MARK.format(n=result.message_tokens))
-        seen_later: Callable[[Any], bool] = lambda item: last_item.get(item, 0) > where  # noqa: E731
-        return map_texts(result.content, lambda text: _drop_seen_items(text, seen_later))
+        seen_before: Callable[[Any], bool] = lambda item: first_item.get(item, where) < where  # noqa: E731
+        return map_texts(result.content, lambda text: _drop_seen_items(text, seen_before))
 
     return rewrite_tool_results(conv, ctx, "dedupe", conv.tool_slots(recent=False), transform, lossless=True)
 
 
-def _drop_seen_items(text: str, seen_later: Callable[[Any], bool]) -> str:
-    if not any(seen_later(item) for item in _text_items(text)):
+def _drop_seen_items(text: str, seen_before: Callable[[Any], bool]) -> str:
+    if not any(seen_before(item) for item in _text_items(text)):
         return text  # the common case, decided on the memoised keys without walking the JSON
     value = jsontext.parse(text)
     if value is None:
@@ -101,12 +105,12 @@ def _drop_seen_items(text: str, seen_later: Callable[[Any], bool]) -> str:
         before = removed
         out = []
         for x in arr:
-            if isinstance(x, (dict, list)) and seen_later(_Item(x)):
+            if isinstance(x, (dict, list)) and seen_before(_Item(x)):
                 removed += 1
             else:
                 out.append(x)
         if removed > before:
-            out.append(jsontext.TRIM_MARK.format(n=removed - before, what="items repeated later"))
+            out.append(jsontext.TRIM_MARK.format(n=removed - before, what="items seen earlier"))
         return out
 
     if isinstance(value, list):

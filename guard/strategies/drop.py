@@ -44,7 +44,7 @@ def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: 
     may have had to go, while smaller ones dropped before it need not have)."""
     if not chosen:
         return chosen
-    limit = max(ctx.stop_at, ctx.target)
+    limit = ctx.stop_at
     runs = _Runs(conv, ctx, chosen)
     for group in reversed(groups):
         if not chosen.issuperset(group):

@@ -10,6 +10,15 @@ from guard.conversation import Context, Conversation, ToolResult, rewrite_tool_r
 from guard.dialects import Content, content_texts, replace_text
 
 
+def rung(tokens: int, floor: int) -> int:
+    """The size a truncated result keeps: the largest step of the ladder floor, 2 floor, 4 floor,
+    ... at or below `tokens` (never below the floor). Sizes from a fixed ladder, not lengths
+    fitted to the exact total, keep a result's cut the same while the conversation grows."""
+    if tokens <= floor:
+        return floor
+    return floor << ((tokens // floor).bit_length() - 1)
+
+
 def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable, *, exact: bool = False) -> Conversation:
     floor = ctx.policy.truncated_tool_result_tokens
     factor = ctx.counter.factor
@@ -20,16 +29,11 @@ def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable, *, e
         if not texts:
             return content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
-        blocks = conv.messages[result.index].get("content")
-        if exact or (result.slot is not None and isinstance(blocks, list) and len(blocks) > 1):
-            # the last resort must land exactly (a short cut there is a refusal), and other blocks
-            # sharing the message (more results, the client's text) would make its count overstate
-            # this result: count the text itself
-            upper = ctx.counter.raw(text)
-        else:
-            # the message count bounds the text's tokens from above: no need to encode it again
-            upper = math.ceil(result.message_tokens / factor)
-        keep = max(floor, upper - math.ceil(result.over / factor))
+        # counted exactly (memoised: an agent loop resends the same results): a cut that depends
+        # only on the text and its rung is the same on every turn, whatever estimates led to it
+        upper = ctx.counter.raw(text)
+        keep = upper - math.ceil(result.over / factor)
+        keep = max(floor, keep) if exact else rung(keep, floor)
         only_text = isinstance(content, str) or len(texts) == len(content)
         if upper <= keep and only_text:
             return content
