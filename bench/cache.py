@@ -11,7 +11,9 @@ loop the bench prints:
 
 - hit: cached input tokens / input tokens over the loop, relative to the same loop untrimmed
   (an infinite window), which is the bar: hit >= 0.90;
-- breaks: turns whose prompt does not start with the whole previous prompt;
+- breaks: turns whose prompt does not start with the whole previous prompt; new_cuts: turns whose
+  report's `cut` fingerprint changed; unmarked: breaks on a turn with an unchanged fingerprint
+  (must be 0: a client may trust the fingerprint);
 - cost at Anthropic prices (cache read 0.1x, write 1.25x; a breakpoint at the end of every
   request, as Claude Code sets) and at OpenAI's (cached input 0.5x, or 0.1x for newer models),
   relative to the untrimmed loop: the guard sends fewer tokens, it must not cost more;
@@ -77,8 +79,9 @@ class Turn:
     sent: int  # input tokens of the request as sent to the provider
     cached: int  # of which a prefix of the previous request
     cut: bool  # the guard changed the messages
-    new_cut: bool  # and its report marks a new cut point
+    new_cut: bool  # its report's cut fingerprint differs from the previous turn's
     room_used: float | None  # input / room on cut turns
+    broken: bool = False  # the same fingerprint, yet the previous prompt is not a prefix (a bug)
 
 
 @dataclass
@@ -146,6 +149,7 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
     counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
     out = Replay(name)
     previous: list[str] = []
+    last_cut: str | None = None
     for request in requests(body):
         if policy is None:
             sent_body, report = request, None
@@ -170,9 +174,11 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
         cut = report is not None and report.messages_after != report.messages_before or (
             report is not None and report.fitted_messages_sha256 is not None)
         room = sent / report.room if cut and report is not None else None
-        new_cut = bool(report is not None and getattr(report, "new_cut", False))
-        out.turns.append(Turn(sent, cached, cut, new_cut, room))
-        previous = keys
+        fingerprint = report.cut if report is not None else None
+        new_cut = fingerprint != last_cut
+        broken = bool(previous) and not new_cut and same < len(previous)
+        out.turns.append(Turn(sent, cached, cut, new_cut, room, broken))
+        previous, last_cut = keys, fingerprint
     return out
 
 
@@ -202,6 +208,8 @@ def row(name: str, base: Replay, run: Replay) -> dict[str, Any]:
         "rejected": run.rejected,
         "hit": (run.cached / run.sent) / (base.cached / base.sent) if base.cached and run.sent else 1.0,
         "breaks": run.breaks,
+        "new_cuts": sum(t.new_cut for t in run.turns),
+        "unmarked": sum(t.broken for t in run.turns),
         "base_breaks": base.breaks,
         "anthropic": run.cost("anthropic") / base.cost("anthropic"),
         "openai": run.cost("openai") / base.cost("openai"),
@@ -230,7 +238,7 @@ def _fmt(v: Any) -> str:
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
-    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "anthropic", "openai", "openai_0.1", "room_min", "room_median"]
+    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "openai", "openai_0.1", "room_min", "room_median"]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")

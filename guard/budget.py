@@ -30,7 +30,7 @@ class Budget:
     reserved_output: int
     margin: int
     low_water_ratio: float
-    quantum_ratio: float = 0.25
+    quantum_ratio: float = 0.35
 
     @property
     def room(self) -> int:

@@ -161,6 +161,7 @@ class Context:
     transcript: Callable[[], list[str]] | None = None  # the originals' transcript lines, rendered once
     requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # summary request per span, built once
     _totals: dict[str, list[int]] = field(default_factory=dict)
+    _cumulative: list[int] = field(default_factory=list)
     _relevant: dict[frozenset[int], frozenset[int]] = field(default_factory=dict)
 
     def snapshot(self) -> Context:
@@ -204,6 +205,34 @@ class Context:
             return items
         marked = [any(o in hot for o in origins(item)) for item in items]
         return [x for x, m in zip(items, marked) if not m] + [x for x, m in zip(items, marked) if m]
+
+    def settled_slots(
+        self, conv: Conversation, slots: Iterable[tuple[int, int | None, Content]]
+    ) -> list[tuple[int, int | None, Content]]:
+        """The slots of older messages that lie in whole quanta of the history: a message that just
+        left the newest turns waits until the older history has grown by a full band past the
+        last quantum boundary, then all of them are taken at once. Steps that edit older messages
+        then move their edge once per band, not once per turn (each move re-sends, uncached,
+        everything after it)."""
+        slots = list(slots)
+        if not slots or not self.original_counts:
+            return slots
+        ends = self._ends()
+        newest = max((o for o, r in zip(conv.origin, conv.recent) if o >= 0 and not r), default=-1)
+        if newest < 0:
+            return []
+        limit = ends[newest] - ends[newest] % self.band
+        return [s for s in slots if 0 <= conv.origin[s[0]] and ends[conv.origin[s[0]]] <= limit]
+
+    def _ends(self) -> list[int]:
+        """Cumulative original tokens through each message of the request as sent."""
+        if len(self._cumulative) != len(self.original_counts):
+            total, out = 0, []
+            for n in self.original_counts:
+                total += n
+                out.append(total)
+            self._cumulative = out
+        return self._cumulative
 
     def requantize(self, conv: Conversation) -> None:
         """Before a step: its stop mark is the conversation's total minus the overflow above the
@@ -252,12 +281,15 @@ def rewrite_tool_results(
     transform: Callable[[ToolResult], Content],
     *,
     lossless: bool = False,
+    exhaustive: bool = False,
 ) -> Conversation:
     """Apply `transform` to tool results in order until the conversation is at the stop mark.
 
     A rewrite is kept only if it lowers the message's count, so input tokens never grow.
     `transform` returns the same content object to leave a result alone. `lossless` rewrites
-    are counted by estimate when the context allows (see Context).
+    are counted by estimate when the context allows (see Context). `exhaustive` rewrites every
+    slot, past the stop mark (for a pure per-message rewrite: each message then has one form for
+    as long as the conversation is over its room, turn after turn).
     """
     dialect = conv.dialect
     msgs, counts, pending = list(conv.messages), list(conv.counts), list(conv.pending)
@@ -268,7 +300,7 @@ def rewrite_tool_results(
     # edits go to local lists (one new Conversation at the end); an edit replaces only its own slot,
     # so the content listed for every other slot stays current
     for i, slot, content in list(slots):
-        if total <= ctx.stop_at:
+        if total <= ctx.stop_at and not exhaustive:
             stopped = True
             break
         current = msgs[i]

@@ -24,6 +24,7 @@ from guard.limits import ModelLimits
 from guard.policy import STRATEGY_ORDER, Policy
 from guard.report import Report, Skipped
 from guard.strategies import STRATEGIES
+from guard.strategies.compact import compacted
 from guard.strategies.drop import drop_messages, droppable_groups
 from guard.tokens import TokenCounter
 
@@ -172,6 +173,7 @@ def plan(
     if changed:
         out["messages"] = list(conv.messages)
         report.fitted_messages_sha256 = _sha256(out["messages"])
+        report.cut = _cut(dialect, tuple(messages), conv)
     out[key] = budget.reserved_output
     reasoning.apply(out, updates)
     for other in OUTPUT_KEYS:  # every output limit the body carries says the same: the reserved one
@@ -260,9 +262,10 @@ def _rounds(
 
 
 def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context, policy: Policy) -> tuple[Conversation, Context]:
-    """Once turns had to be dropped, redo the other cuts on what is kept: truncations made before
-    the drop on results that stayed may no longer be needed (less lost, more of the room used)."""
-    dropped = set(range(len(start.messages))) - set(fitted.origin)
+    """Once turns had to be dropped, cut again from the start with the drop decided before any
+    truncation: which turns go then depends only on the history's lossless state (so a growing
+    conversation keeps the same cut), and the results that stay are truncated only if the drop
+    still leaves the request over its mark (less lost, more of the room used)."""
     again = Context(
         counter=ctx.counter,
         policy=policy,
@@ -279,13 +282,20 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
     for action in ctx.actions:
         if action.kind == "clamp_output":
             again.record(action.kind, action.tokens_saved, action.items)
-    conv = drop_messages(start, again, dropped)
-    again.exhausted.add("drop_oldest_turns")
-    conv = _drained(_rounds(conv, again, policy, can_summarize=False))  # never yields: no summaries
+    again.exhausted.add("truncate_tool_results")
+    conv = _drained(_rounds(start, again, policy, can_summarize=False))  # never yields: no summaries
+    if not again.done(conv) and "drop_oldest_turns" in {a.kind for a in again.actions}:
+        again.exhausted.discard("truncate_tool_results")
+        again.exhausted.add("drop_oldest_turns")
+        conv = _drained(_rounds(conv, again, policy, can_summarize=False))
     newest_cut = {a.kind for a in again.actions} & _NEWEST_TURN_STEPS - {a.kind for a in ctx.actions}
-    if again.done(conv) and conv.total > fitted.total and not newest_cut:  # never at the newest turns' cost
+    if again.done(conv) and budget_fits(conv, ctx) and not newest_cut:  # never at the newest turns' cost
         return conv, again
     return fitted, ctx
+
+
+def budget_fits(conv: Conversation, ctx: Context) -> bool:
+    return conv.total <= ctx.room
 
 
 def _drained(gen: Generator[Any, Any, Conversation]) -> Conversation:
@@ -492,6 +502,31 @@ def _breakdown(conv: Conversation | _Unchanged, counter: TokenCounter, body: Map
         "tool_results": tool_results,
         "tools_and_framing": conv.total - system - history - tool_results,
     }
+
+
+def _cut(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], conv: Conversation | _Unchanged) -> str | None:
+    """The fingerprint of a cut (see Report.cut): the messages dropped, and every message edited
+    or inserted with its hash, in order. A message whose only edit is compact JSON is left out
+    (that rewrite is a pure function of the message, applied to all of them once a conversation
+    is over its room): the new messages of each turn would otherwise change it every time."""
+    edits: list[Any] = []
+    compacted_any = False
+    for msg, origin in zip(conv.messages, getattr(conv, "origin", range(len(conv.messages)))):
+        if origin < 0:
+            edits.append(["inserted", _sha256(msg)])
+            continue
+        original = originals[origin]
+        if msg is original or msg == original:
+            continue
+        if msg == compacted(dialect, original):
+            compacted_any = True
+            continue
+        edits.append([origin, _sha256(msg)])
+    kept = set(getattr(conv, "origin", ()))
+    dropped = [i for i in range(len(originals)) if i not in kept]
+    if not edits and not dropped and not compacted_any:
+        return None
+    return _sha256([compacted_any, dropped, edits])[:16]
 
 
 def _sha256(value: Any) -> str:

@@ -72,7 +72,7 @@ class Policy(BaseModel):
         1.0, gt=0.0, le=1.0, description="a cut lands at most at this fraction of the room"
     )
     cut_quantum_ratio: float = Field(
-        0.25,
+        0.35,
         gt=0.0,
         le=1.0,
         description="cuts move in quanta of this fraction of the room: larger = fewer prompt-cache breaks, less room used",

@@ -58,6 +58,10 @@ class Report:
     breakdown: dict[str, int] = field(default_factory=dict)
     reason: str | None = None
     fitted_messages_sha256: str | None = None
+    # a fingerprint of where the history was cut (what was dropped, edited or summarized; compact
+    # JSON is one flag): two turns of a growing conversation with the same `cut` send prompts
+    # where the later starts with the earlier, byte for byte (the provider's cached prefix holds)
+    cut: str | None = None
     summary: dict[str, Any] | None = None  # source (cache/llm), calls, span and summary sizes
     reasoning: list[dict[str, Any]] = field(default_factory=list)  # thinking fields lowered with the output
 

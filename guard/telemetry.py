@@ -88,6 +88,9 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
         "room-left": str(int(report.get("room") or 0) - int(report.get("input_tokens_after") or 0)),
         "actions": ";".join(f"{a['kind']}={a['tokens_saved']}" for a in report.get("actions", [])) or "none",
     }
+    if report.get("cut"):
+        # equal on two turns of one conversation: the later prompt starts with the earlier one
+        out["cut"] = str(report["cut"])
     if report.get("other_context_managers"):
         out["coexisting"] = ",".join(report["other_context_managers"])
     summary = report.get("summary")

@@ -50,9 +50,9 @@ def _check_common(before: dict[str, Any], after: dict[str, Any], report: dict[st
     assert users[-1] in after["messages"] and users[0] in after["messages"]
     _pairing_ok(dialect, after["messages"])
     assert report["fits"] and report["outcome"] == "fitted"
-    # cuts move in quanta (25% of the room by default) so the next turns keep the cut and the
-    # provider's cached prefix; a cut still lands within about one quantum of the room
-    assert report["input_tokens_after"] >= 0.7 * report["room"], report
+    # cuts move in quanta (35% of the room by default) so the next turns keep the cut and the
+    # provider's cached prefix; a cut still lands within one quantum of the room
+    assert report["input_tokens_after"] >= 0.6 * report["room"], report
     assert report["input_tokens_after"] <= report["room"]
 
 

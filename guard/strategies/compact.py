@@ -6,19 +6,31 @@ from itertools import chain
 
 from guard import jsontext
 from guard.conversation import Context, Conversation, ToolResult, rewrite_tool_results
-from guard.dialects import Content, map_texts
+from guard.dialects import Content, Dialect, Message, map_texts
 
 
 def compact_json(conv: Conversation, ctx: Context) -> Conversation:
-    """Re-serialize JSON tool results without whitespace: older results first, then recent ones
-    (same data, fewer tokens; the only rewrite allowed inside the newest turns)."""
+    """Re-serialize every JSON tool result without whitespace (same data, fewer tokens; the only
+    rewrite allowed inside the newest turns). All of them, not just enough: each result then has
+    one form for as long as the conversation is over its room, so the prompt a provider cached on
+    the previous turn is still a prefix of this one."""
     older = conv.tool_slots(recent=False)
     newest = [s for s in conv.tool_slots(recent=True) if conv.recent[s[0]]]
 
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, jsontext.compact)
 
-    return rewrite_tool_results(conv, ctx, "compact_json", chain(older, newest), transform, lossless=True)
+    return rewrite_tool_results(conv, ctx, "compact_json", chain(older, newest), transform, lossless=True, exhaustive=True)
+
+
+def compacted(dialect: Dialect, msg: Message) -> Message:
+    """The message as `compact_json` leaves it (a pure function of the message)."""
+    out: Message = msg
+    for slot, content in dialect.tool_results(msg):
+        new = map_texts(content, jsontext.compact)
+        if new is not content:
+            out = dialect.with_tool_result(out, slot, new)
+    return out
 
 
 def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
@@ -29,4 +41,4 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, lambda text: jsontext.drop_keys(text, bulky, citation))
 
-    return rewrite_tool_results(conv, ctx, "drop_metadata", conv.tool_slots(recent=False), transform, lossless=True)
+    return rewrite_tool_results(conv, ctx, "drop_metadata", ctx.settled_slots(conv, conv.tool_slots(recent=False)), transform, lossless=True)
