@@ -224,6 +224,31 @@ class Context:
         limit = ends[newest] - ends[newest] % self.band
         return [s for s in slots if 0 <= conv.origin[s[0]] and ends[conv.origin[s[0]]] <= limit]
 
+    def settled_first(
+        self,
+        conv: Conversation,
+        slots: Iterable[tuple[int, int | None, Content]],
+        step: Callable[[list[tuple[int, int | None, Content]]], Conversation],
+    ) -> Conversation:
+        """Run `step` on the settled slots (see `settled_slots`); only if that leaves the request
+        over its mark while the newer older messages would bring it there, on all of them (a
+        single request whose one big result just left the newest turns is still fitted)."""
+        slots = list(slots)
+        settled = self.settled_slots(conv, slots)
+        if len(settled) == len(slots):
+            return step(slots)
+        saved = self.snapshot()
+        out = step(settled)
+        if self.done(out):
+            return out
+        after_settled = self.snapshot()
+        self.restore(saved)
+        full = step(slots)
+        if self.done(full):
+            return full
+        self.restore(after_settled)
+        return out
+
     def _ends(self) -> list[int]:
         """Cumulative original tokens through each message of the request as sent."""
         if len(self._cumulative) != len(self.original_counts):

@@ -282,7 +282,7 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
     for action in ctx.actions:
         if action.kind == "clamp_output":
             again.record(action.kind, action.tokens_saved, action.items)
-    again.exhausted.add("truncate_tool_results")
+    again.exhausted.update({"truncate_tool_results", "summarize"})  # the summarizer had its turn in the first pass
     conv = _drained(_rounds(start, again, policy, can_summarize=False))  # never yields: no summaries
     if not again.done(conv) and "drop_oldest_turns" in {a.kind for a in again.actions}:
         again.exhausted.discard("truncate_tool_results")

@@ -41,4 +41,6 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, lambda text: jsontext.drop_keys(text, bulky, citation))
 
-    return rewrite_tool_results(conv, ctx, "drop_metadata", ctx.settled_slots(conv, conv.tool_slots(recent=False)), transform, lossless=True)
+    return ctx.settled_first(
+        conv, conv.tool_slots(recent=False), lambda slots: rewrite_tool_results(conv, ctx, "drop_metadata", slots, transform, lossless=True)
+    )

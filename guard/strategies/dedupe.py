@@ -89,7 +89,9 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
         seen_before: Callable[[Any], bool] = lambda item: first_item.get(item, where) < where  # noqa: E731
         return map_texts(result.content, lambda text: _drop_seen_items(text, seen_before))
 
-    return rewrite_tool_results(conv, ctx, "dedupe", ctx.settled_slots(conv, conv.tool_slots(recent=False)), transform, lossless=True)
+    return ctx.settled_first(
+        conv, conv.tool_slots(recent=False), lambda slots: rewrite_tool_results(conv, ctx, "dedupe", slots, transform, lossless=True)
+    )
 
 
 def _drop_seen_items(text: str, seen_before: Callable[[Any], bool]) -> str:

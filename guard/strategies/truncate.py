@@ -45,8 +45,8 @@ def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable, *, e
 def truncate_tool_results(conv: Conversation, ctx: Context) -> Conversation:
     """Shrink older tool results, oldest first (those the last user message is about last), each down to what is still needed (at least the
     policy's `truncated_tool_result_tokens`); the newest turns stay intact."""
-    slots = ctx.relevant_last(ctx.settled_slots(conv, conv.tool_slots(recent=False)), lambda s: (conv.origin[s[0]],))
-    return _truncate(conv, ctx, "truncate_tool_results", slots)
+    slots = ctx.relevant_last(conv.tool_slots(recent=False), lambda s: (conv.origin[s[0]],))
+    return ctx.settled_first(conv, slots, lambda some: _truncate(conv, ctx, "truncate_tool_results", some))
 
 
 def truncate_recent_tool_results(conv: Conversation, ctx: Context) -> Conversation:
