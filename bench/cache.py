@@ -262,7 +262,7 @@ def chart(path: str, ratio: float, **settings: Any) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    name, body = "agent_trace/anthropic", to_anthropic(agent_trace(turns=60, seed=3))
+    name, body = "agent_trace3/anthropic", to_anthropic(agent_trace(turns=60, seed=3))
     base = replay(name, body, None)
     policy = window_policy(body, ratio, **settings)
     run = replay(name, body, policy)
@@ -273,10 +273,12 @@ def chart(path: str, ratio: float, **settings: Any) -> None:
     ax.plot(xs, [t.cached for t in run.turns], label="guarded: cached prefix", color="tab:green", linestyle=":")
     breaks = [i for i, (p, t) in enumerate(zip(run.turns, run.turns[1:]), 1) if t.cached < p.sent]
     ax.scatter(breaks, [run.turns[i].sent for i in breaks], color="tab:red", zorder=3, label="new cut (cache break)")
-    ax.axhline(policy.context_window - OUTPUT, color="tab:red", linewidth=0.8, linestyle="--", label="window - output")
+    window = policy.context_window or 0
+    room = window - OUTPUT - max(policy.safety_margin_tokens, math.ceil(policy.safety_margin_ratio * window))
+    ax.axhline(room, color="tab:red", linewidth=0.8, linestyle="--", label="room (window - output - margin)")
     ax.set_xlabel("turn")
     ax.set_ylabel("input tokens sent")
-    ax.set_title(f"{name}: window {ratio:.0%} of the loop, no summarizer")
+    ax.set_title(f"{name}: room {ratio:.0%} of the loop, no summarizer, cut_quantum_ratio {policy.cut_quantum_ratio}")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
