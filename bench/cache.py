@@ -17,6 +17,8 @@ loop the bench prints:
 - cost at Anthropic prices (cache read 0.1x, write 1.25x; a breakpoint at the end of every
   request, as Claude Code sets) and at OpenAI's (cached input 0.5x, or 0.1x for newer models),
   relative to the untrimmed loop: the guard sends fewer tokens, it must not cost more;
+  anthropic_ideal: the same bill if no cut ever broke the cache (only each turn's new tokens
+  uncached), the floor for the guarded sizes;
 - room: input tokens / room of each turn the guard cut (min and median).
 
 Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools) and
@@ -199,6 +201,19 @@ def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Pol
     return Policy(context_window=window, default_max_tokens=OUTPUT, **settings)
 
 
+def ideal(base: Replay, run: Replay, prices: str) -> float:
+    """The guarded loop's bill if no cut ever broke the cache: each turn re-sends uncached only
+    what the untrimmed loop adds that turn (a bound no stateless cut can beat)."""
+    read, write, _ = PRICES[prices]
+    cost, previous = 0.0, None
+    for b, r in zip(base.turns, run.turns):
+        new = b.sent - (previous.sent if previous else 0)
+        cached = max(0, r.sent - new) if previous else 0
+        cost += cached * read + (r.sent - cached) * write
+        previous = b
+    return cost / base.cost(prices)
+
+
 def row(name: str, base: Replay, run: Replay) -> dict[str, Any]:
     used = run.room_used
     return {
@@ -212,6 +227,7 @@ def row(name: str, base: Replay, run: Replay) -> dict[str, Any]:
         "unmarked": sum(t.broken for t in run.turns),
         "base_breaks": base.breaks,
         "anthropic": run.cost("anthropic") / base.cost("anthropic"),
+        "anthropic_ideal": ideal(base, run, "anthropic") if len(base.turns) == len(run.turns) else None,
         "openai": run.cost("openai") / base.cost("openai"),
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
         "room_min": min(used) if used else None,
@@ -238,7 +254,7 @@ def _fmt(v: Any) -> str:
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
-    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "openai", "openai_0.1", "room_min", "room_median"]
+    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "openai", "openai_0.1", "room_min", "room_median"]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")

@@ -383,7 +383,10 @@ class ContextGuard(CustomLogger):
             usage = getattr(response_obj, "usage", None)
             if usage is None and isinstance(response_obj, Mapping):
                 usage = response_obj.get("usage")
-            telemetry.prompt_cache(str(report.get("model")), usage)
+            split = telemetry.prompt_cache(str(report.get("model")), usage)
+            if split:
+                report["prompt_cache"] = split  # the report kept for this call (`report_of`) too
+                _note_prompt_cache(kwargs, split)
         except Exception as e:  # telemetry must never fail a request
             telemetry.log.error("context-guard success hook: %s", type(e).__name__)
 
@@ -790,6 +793,23 @@ def _report_in(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
         if isinstance(md, Mapping) and isinstance(md.get(STATE_KEY), Mapping) and "outcome" in md[STATE_KEY]:
             return md[STATE_KEY]
     return None
+
+
+def _note_prompt_cache(kwargs: Mapping[str, Any], split: dict[str, int]) -> None:
+    """The provider's cache usage into the spend-logs record of the guard, wherever the logging
+    metadata carries it (LiteLLM's standard logging payload included, for the loggers after us)."""
+    params = kwargs.get("litellm_params")
+    places = [kwargs.get("metadata"), kwargs.get("litellm_metadata")]
+    if isinstance(params, Mapping):
+        places += [params.get("metadata"), params.get("litellm_metadata")]
+    slo = kwargs.get("standard_logging_object")
+    if isinstance(slo, Mapping):
+        places.append(slo.get("metadata"))
+    for md in places:
+        spend = md.get("spend_logs_metadata") if isinstance(md, Mapping) else None
+        record = spend.get(STATE_KEY) if isinstance(spend, Mapping) else None
+        if isinstance(record, dict):
+            record["prompt_cache"] = split
 
 
 def _store(data: dict, md_key: str, md: dict, report: dict[str, Any], call: str | None = None) -> None:

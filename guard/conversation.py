@@ -241,6 +241,9 @@ class Context:
         out = step(settled)
         if self.done(out):
             return out
+        tail = {s[0] for s in slots} - {s[0] for s in settled}
+        if out.total - sum(out.counts[i] for i in tail) > self.stop_at:
+            return out  # even removing those messages whole would not do: no need to try
         after_settled = self.snapshot()
         self.restore(saved)
         full = step(slots)

@@ -73,6 +73,8 @@ def summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "other_context_managers": report.get("other_context_managers", []),
         "reasoning": report.get("reasoning", []),
         "models_tried": report.get("models_tried", []),
+        "cut": report.get("cut"),
+        "prompt_cache": report.get("prompt_cache"),  # the provider's answer: read / write / uncached
     }
 
 

@@ -29,9 +29,17 @@ def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable, *, e
         if not texts:
             return content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
-        # counted exactly (memoised: an agent loop resends the same results): a cut that depends
-        # only on the text and its rung is the same on every turn, whatever estimates led to it
-        upper = ctx.counter.raw(text)
+        blocks = conv.messages[result.index].get("content")
+        if exact or (result.slot is not None and isinstance(blocks, list) and len(blocks) > 1):
+            # the last resort must land exactly (a short cut there is a refusal), and other blocks
+            # sharing the message (more results, the client's text) would make its count overstate
+            # this result: count the text itself
+            upper = ctx.counter.raw(text)
+        else:
+            # the message's count bounds the text's tokens from above: no need to encode it again.
+            # Lossy steps run on exact counts (the planner settles estimates first), so this bound,
+            # and the cut made from it, is the same on every turn that sends this message
+            upper = math.ceil(result.message_tokens / factor)
         keep = upper - math.ceil(result.over / factor)
         keep = max(floor, keep) if exact else rung(keep, floor)
         only_text = isinstance(content, str) or len(texts) == len(content)

@@ -147,9 +147,12 @@ def test_anthropic_route_with_tool_blocks(proxy):
 
 
 def test_logging_metadata_carries_the_report_without_text(proxy):
+    from tests.e2e.upstream import cached_tokens
+
     proxy.reset()
     body = overflowing(turns=35)
     client(proxy).chat.completions.create(model="small", messages=body["messages"], max_tokens=100)
+    n = last_upstream(proxy)["input_tokens"]
     deadline = time.time() + 15
     records: list[dict] = []
     while time.time() < deadline:
@@ -162,6 +165,9 @@ def test_logging_metadata_carries_the_report_without_text(proxy):
     summary = fitted[-1]["metadata"]["spend_logs_metadata"]["context_guard"]
     assert summary["input_tokens_before"] > summary["input_tokens_after"]
     assert summary["actions"]
+    assert summary["cut"] and len(summary["cut"]) == 16
+    # the provider's cache usage of this answer, next to what the guard did to the prompt
+    assert summary["prompt_cache"] == {"read": cached_tokens(n), "write": 0, "uncached": n - cached_tokens(n)}
     assert CANARY not in proxy.events.read_text()
     assert CANARY not in proxy.log.read_text()
 

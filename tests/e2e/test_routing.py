@@ -267,15 +267,30 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
     proc, url, _ = start_proxy(
         routing_config(upstream.port), tmp_path, {"PROMETHEUS_MULTIPROC_DIR": str(multiproc)}, args=["--num_workers", "2"]
     )
+    from tests.e2e.upstream import cached_tokens
+
+    text = "the pool timed out waiting for a connection " * 400  # ~3.6k tokens: the upstream reports cached input
     try:
         p = Proxy(url, upstream, tmp_path / "log", tmp_path / "none")
+        p.reset()
         for i in range(12):  # a new connection each time, so the kernel spreads them over the workers
-            body = {"model": "big", "messages": [{"role": "user", "content": f"hello {i}"}], "max_tokens": 20}
+            body = {"model": "big", "messages": [{"role": "user", "content": f"{text} {i}"}], "max_tokens": 20}
             r = httpx.post(url + "/chat/completions", json=body, headers={"authorization": "Bearer sk-master", "connection": "close"}, timeout=60)
             assert r.status_code == 200
         counts = [metric(p, "context_guard_requests_total", model="big") for _ in range(4)]
         assert counts == [12.0] * 4
         assert len({f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}) == 2  # both workers served
+        # the provider's cache report, from each worker's success callback, summed too
+        sent = [r["input_tokens"] for r in p.received]
+        assert len(sent) == 12
+        read = sum(cached_tokens(n) for n in sent)
+        for _ in range(50):  # success callbacks run after the responses are sent
+            if metric(p, "context_guard_prompt_cache_tokens_total", model="big", kind="read") >= read:
+                break
+            time.sleep(0.1)
+        for _ in range(4):
+            assert metric(p, "context_guard_prompt_cache_tokens_total", model="big", kind="read") == read
+            assert metric(p, "context_guard_prompt_cache_tokens_total", model="big", kind="uncached") == sum(sent) - read
     finally:
         stop_proxy(proc)
 
