@@ -6,11 +6,11 @@
 Reserved output is the request's `max_tokens`/`max_completion_tokens`, else the policy default,
 clamped to the model's output cap and the policy cap. The guard writes it back explicitly.
 
-Cutting aims below the room, at a low-water mark, so the next turns of the same conversation fit
-without another cut. The amount cut is rounded up to whole "bands" (room - target): a conversation
-that grows by a few messages gets the *same* cut as the turn before, so what is sent keeps a
-byte-identical prefix (provider prompt caches keep hitting) and always uses more than
-`room - 2 * band` tokens (with the default low-water ratio of 0.9: 80% of the room).
+Cutting aims at or below a low-water mark (the room itself by default), and the amount cut is
+rounded up to whole bands (`cut_quantum_ratio` of the room, 35% by default): a conversation that
+grows by less than a band gets the *same* cut as the turn before, so what is sent keeps a
+byte-identical prefix (provider prompt caches keep hitting), and a cut lands within one band
+below the mark (the planner requantizes before each step: see `Context.requantize`).
 """
 
 from __future__ import annotations

@@ -385,7 +385,8 @@ class ContextGuard(CustomLogger):
                 usage = response_obj.get("usage")
             split = telemetry.prompt_cache(str(report.get("model")), usage)
             if split:
-                report["prompt_cache"] = split  # the report kept for this call (`report_of`) too
+                if isinstance(report, dict):
+                    report["prompt_cache"] = split  # the report kept for this call (`report_of`) too
                 _note_prompt_cache(kwargs, split)
         except Exception as e:  # telemetry must never fail a request
             telemetry.log.error("context-guard success hook: %s", type(e).__name__)

@@ -173,7 +173,8 @@ def plan(
     if changed:
         out["messages"] = list(conv.messages)
         report.fitted_messages_sha256 = _sha256(out["messages"])
-        report.cut = _cut(dialect, tuple(messages), conv)
+        if isinstance(conv, Conversation):
+            report.cut = _cut(dialect, tuple(messages), conv)
     out[key] = budget.reserved_output
     reasoning.apply(out, updates)
     for other in OUTPUT_KEYS:  # every output limit the body carries says the same: the reserved one
@@ -289,13 +290,9 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
         again.exhausted.add("drop_oldest_turns")
         conv = _drained(_rounds(conv, again, policy, can_summarize=False))
     newest_cut = {a.kind for a in again.actions} & _NEWEST_TURN_STEPS - {a.kind for a in ctx.actions}
-    if again.done(conv) and budget_fits(conv, ctx) and not newest_cut:  # never at the newest turns' cost
+    if again.done(conv) and conv.total <= ctx.room and not newest_cut:  # never at the newest turns' cost
         return conv, again
     return fitted, ctx
-
-
-def budget_fits(conv: Conversation, ctx: Context) -> bool:
-    return conv.total <= ctx.room
 
 
 def _drained(gen: Generator[Any, Any, Conversation]) -> Conversation:
@@ -504,14 +501,14 @@ def _breakdown(conv: Conversation | _Unchanged, counter: TokenCounter, body: Map
     }
 
 
-def _cut(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], conv: Conversation | _Unchanged) -> str | None:
+def _cut(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], conv: Conversation) -> str | None:
     """The fingerprint of a cut (see Report.cut): the messages dropped, and every message edited
     or inserted with its hash, in order. A message whose only edit is compact JSON is left out
     (that rewrite is a pure function of the message, applied to all of them once a conversation
     is over its room): the new messages of each turn would otherwise change it every time."""
     edits: list[Any] = []
     compacted_any = False
-    for msg, origin in zip(conv.messages, getattr(conv, "origin", range(len(conv.messages)))):
+    for msg, origin in zip(conv.messages, conv.origin):
         if origin < 0:
             edits.append(["inserted", _sha256(msg)])
             continue
@@ -522,7 +519,7 @@ def _cut(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], conv: Conve
             compacted_any = True
             continue
         edits.append([origin, _sha256(msg)])
-    kept = set(getattr(conv, "origin", ()))
+    kept = set(conv.origin)
     dropped = [i for i in range(len(originals)) if i not in kept]
     if not edits and not dropped and not compacted_any:
         return None
