@@ -37,6 +37,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from guard import coexistence, routing, telemetry
 from guard.cache import SummaryCache
+from guard.calibration_store import CalibrationStore
 from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config, parse_model_list
 from guard.dialects import ANTHROPIC, OPENAI, Dialect
 from guard.engine import Engine
@@ -196,6 +197,7 @@ class ContextGuard(CustomLogger):
         self._summarize_call = summarize_call
         self._summarizer: Summarizer | None = None
         self._misses: dict[str, None] = {}  # call ids already counted as counting misses
+        self._calibrations: CalibrationStore | None = None
         if engine is None and (config is not None or policies is not None):
             self._build()
         elif engine is not None:
@@ -217,6 +219,9 @@ class ContextGuard(CustomLogger):
         cache_settings = self._cache_settings or (cfg.cache if cfg else None)
         if self._cache is None:
             self._cache = SummaryCache(cache_settings)
+        if self._engine is not None and self._engine.learned is None:
+            self._calibrations = self._calibrations or CalibrationStore(self._cache)
+            self._engine.learned = self._calibrations.lookup
         if settings is not None and self._engine is not None:
             self._summarizer = Summarizer(settings, self._engine, self._cache, call=self._summarize_call)
 
@@ -314,7 +319,8 @@ class ContextGuard(CustomLogger):
         deployment = None
         if isinstance(model, str):
             info = kwargs.get("model_info")
-            deployment = Deployment(model, model, dict(info) if isinstance(info, Mapping) else {})
+            base = kwargs.get("api_base")
+            deployment = Deployment(model, model, dict(info) if isinstance(info, Mapping) else {}, base if isinstance(base, str) else "")
         alias = md.get("model_group") if isinstance(md, Mapping) else None
         alias = alias if isinstance(alias, str) else None
         return await self._guard(
@@ -384,35 +390,70 @@ class ContextGuard(CustomLogger):
             if usage is None and isinstance(response_obj, Mapping):
                 usage = response_obj.get("usage")
             split = telemetry.prompt_cache(str(report.get("model")), usage)
+            notes: dict[str, Any] = {}
             if split:
+                notes["prompt_cache"] = split
+            ratio = telemetry.count_ratio(str(report.get("model")), telemetry.provider_input(usage), int(report.get("input_tokens_after") or 0))
+            if ratio is not None:
+                notes["count_ratio"] = round(ratio, 4)
+                await self._learn(report, ratio)
+            if notes:
                 if isinstance(report, dict):
-                    report["prompt_cache"] = split  # the report kept for this call (`report_of`) too
-                _note_prompt_cache(kwargs, split)
+                    report.update(notes)  # the report kept for this call (`report_of`) too
+                _note_in_spend_logs(kwargs, notes)
         except Exception as e:  # telemetry must never fail a request
             telemetry.log.error("context-guard success hook: %s", type(e).__name__)
 
+    async def _learn(self, report: Mapping[str, Any], ratio: float) -> None:
+        """One provider answer into the deployment's calibration record: the ratio to the guard's
+        raw (unscaled) count. Only for estimated counts, and only from the provider's usage."""
+        key = report.get("calibration_key")
+        factor = report.get("calibration_factor")
+        if not isinstance(key, str) or report.get("exact_count") or not isinstance(factor, (int, float)):
+            return
+        if report.get("outcome") == "rejected":
+            return
+        await self.calibrations.observe(key, ratio * float(factor))
+
+    @property
+    def calibrations(self) -> CalibrationStore:
+        self.engine  # noqa: B018 - built with the engine
+        if self._calibrations is None:
+            self._calibrations = CalibrationStore(self._cache)
+        return self._calibrations
+
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self._failed(kwargs)
+        report = self._failed(kwargs)
+        key = report.get("calibration_key") if report is not None else None
+        factor = report.get("calibration_factor") if report is not None else None
+        if isinstance(key, str) and isinstance(factor, (int, float)) and not report.get("exact_count"):  # type: ignore[union-attr]
+            try:
+                await self.calibrations.miss(key, float(factor))
+            except Exception as e:  # telemetry must never fail a request
+                telemetry.log.error("context-guard calibration miss: %s", type(e).__name__)
 
     def log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._failed(kwargs)
 
-    def _failed(self, kwargs: Any) -> None:
+    def _failed(self, kwargs: Any) -> Mapping[str, Any] | None:
         """A provider call failed. A context-window error on a request the guard counted as
-        fitting is a counting miss: counted once per call, logged with numbers only."""
+        fitting is a counting miss: counted once per call, logged with numbers only. Returns the
+        report of a counting miss (the async hook raises that deployment's factor)."""
         try:
             if not isinstance(kwargs, Mapping) or not isinstance(kwargs.get("exception"), litellm.ContextWindowExceededError):
-                return
+                return None
             report = _report_in(kwargs)
             if report is None or report.get("outcome") not in ("fitted", "unchanged"):
-                return  # not checked by the guard, or let through on purpose (context_window_fallbacks)
+                return None  # not checked by the guard, or let through on purpose (context_window_fallbacks)
             call = str(kwargs.get("litellm_call_id") or id(kwargs))
             if call in self._misses:
-                return
+                return None
             bounded_put(self._misses, call, None, 4096)
             telemetry.counting_miss(report)
+            return report
         except Exception as e:  # telemetry must never fail a request
             telemetry.log.error("context-guard failure hook: %s", type(e).__name__)
+            return None
 
     # -- the work ---------------------------------------------------------------------------
     def _policy(self, name: str, real: str, identity: Identity, data: Mapping[str, Any], dialect: Dialect) -> tuple[Policy, list[str]]:
@@ -796,9 +837,10 @@ def _report_in(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
-def _note_prompt_cache(kwargs: Mapping[str, Any], split: dict[str, int]) -> None:
-    """The provider's cache usage into the spend-logs record of the guard, wherever the logging
-    metadata carries it (LiteLLM's standard logging payload included, for the loggers after us)."""
+def _note_in_spend_logs(kwargs: Mapping[str, Any], notes: dict[str, Any]) -> None:
+    """What the provider's answer told (cache usage, its count against the guard's) into the
+    spend-logs record of the guard, wherever the logging metadata carries it (LiteLLM's standard
+    logging payload included, for the loggers after us)."""
     params = kwargs.get("litellm_params")
     places = [kwargs.get("metadata"), kwargs.get("litellm_metadata")]
     if isinstance(params, Mapping):
@@ -810,7 +852,7 @@ def _note_prompt_cache(kwargs: Mapping[str, Any], split: dict[str, int]) -> None
         spend = md.get("spend_logs_metadata") if isinstance(md, Mapping) else None
         record = spend.get(STATE_KEY) if isinstance(spend, Mapping) else None
         if isinstance(record, dict):
-            record["prompt_cache"] = split
+            record.update(notes)
 
 
 def _store(data: dict, md_key: str, md: dict, report: dict[str, Any], call: str | None = None) -> None:

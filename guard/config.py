@@ -21,6 +21,7 @@ class Deployment:
     model_name: str
     model: str
     model_info: Mapping[str, Any]
+    api_base: str = ""  # where it is served (with the model: what calibration is learned per)
 
 
 class SummarizerSettings(BaseModel):
@@ -82,16 +83,18 @@ def parse_model_list(model_list: Any) -> dict[str, Deployment]:
         if not isinstance(params, Mapping) or not isinstance(info, Mapping):
             raise PolicyError(f"model_list[{i}]: litellm_params and model_info must be mappings")
         real: str = params["model"] if isinstance(params.get("model"), str) else entry["model_name"]
+        base: str = params["api_base"] if isinstance(params.get("api_base"), str) else ""
         name = entry["model_name"]
         if name not in out:
-            out[name] = Deployment(name, real, dict(info))
+            out[name] = Deployment(name, real, dict(info), base)
             continue
         merged = dict(out[name].model_info)
         for key in ("max_input_tokens", "max_output_tokens", "max_tokens"):
             values = [v for v in (merged.get(key), info.get(key)) if isinstance(v, int) and v > 0]
             if values:
                 merged[key] = min(values)
-        out[name] = Deployment(name, out[name].model, merged)
+        same_base = out[name].api_base if out[name].api_base == base else "*"  # a group over several endpoints
+        out[name] = Deployment(name, out[name].model, merged, same_base)
     return out
 
 

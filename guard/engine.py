@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from guard import calibration
 from guard.config import Deployment, GuardConfig, load_config
 from guard.dialects import Dialect, by_name, detect
 from guard.encodings import exact_available, get_vocab
@@ -38,6 +39,7 @@ class Engine:
         model_map: Mapping[str, Any] | None = None,
         encoding_loader: Callable[[str], Encoding] = get_vocab,
         resolver: Resolver | None = None,
+        learned: Callable[[str], tuple[list[float], float | None]] | None = None,
     ) -> None:
         """`resolver`: limits of a model name the map does not hold exactly (the shells pass
         LiteLLM's `get_model_info`; the core never imports LiteLLM)."""
@@ -45,6 +47,8 @@ class Engine:
         self.deployments = dict(deployments or {})
         self._model_map = model_map
         self.resolver = resolver
+        # the shell's record of what providers reported per deployment: (recent ratios, miss floor)
+        self.learned = learned
         self._load_encoding = encoding_loader
         self._counters: dict[tuple[str, float, str], TokenCounter] = {}
         self._lock = threading.Lock()
@@ -80,20 +84,38 @@ class Engine:
             underlying=deployment.model if deployment else model,
         )
 
-    def counter_for(self, model: str, policy: Policy, underlying: str | None = None) -> tuple[TokenCounter, bool]:
+    def counter_for(
+        self, model: str, policy: Policy, underlying: str | None = None, key: str | None = None
+    ) -> tuple[TokenCounter, bool]:
         """The shared counter for a model and whether its counts are exact."""
+        counter, exact, _ = self.counter_and_factor(model, policy, underlying, key)
+        return counter, exact
+
+    def counter_and_factor(
+        self, model: str, policy: Policy, underlying: str | None = None, key: str | None = None
+    ) -> tuple[TokenCounter, bool, calibration.Factor]:
+        """The counter, whether it is exact, and the calibration factor it counts with: the admin's
+        pin for the family, else (with `calibration_mode: auto` and a deployment `key`) what the
+        deployment's provider answers taught, else the family's static factor."""
         prof = profile(underlying or self.underlying(model))
         # an open-model family counts exactly when its tokenizer package is installed
         exact_vocab = prof.exact_encoding if prof.exact_encoding and exact_available(prof.exact_encoding) else None
         encoding = exact_vocab or prof.encoding
-        factor = policy.calibration.get(prof.family, 1.0 if exact_vocab else prof.default_factor)
-        key = (encoding, factor, prof.image_formula)
+        static = 1.0 if exact_vocab else prof.default_factor
+        pin = policy.calibration.get(prof.family)
+        exact_family = (prof.exact or exact_vocab is not None) and pin is None
+        ratios: list[float] = []
+        miss: float | None = None
+        if key is not None and self.learned is not None and not exact_family and policy.calibration_mode == "auto":
+            ratios, miss = self.learned(key)
+        factor = calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, miss_floor=miss)
+        cache_key = (encoding, factor.value, prof.image_formula)
         with self._lock:
-            counter = self._counters.get(key)
+            counter = self._counters.get(cache_key)
             if counter is None:
-                counter = TokenCounter(self._load_encoding(encoding), factor=factor, image_formula=prof.image_formula)
-                self._counters[key] = counter
-        return counter, (prof.exact or exact_vocab is not None) and factor == 1.0
+                counter = TokenCounter(self._load_encoding(encoding), factor=factor.value, image_formula=prof.image_formula)
+                self._counters[cache_key] = counter
+        return counter, (prof.exact or exact_vocab is not None) and factor.value == 1.0, factor
 
     # -- fitting ----------------------------------------------------------------------------
     def plan(
@@ -117,10 +139,13 @@ class Engine:
         policy = policy or self.policy_for(name)
         limits = self.limits_for(name, policy, deployment)
         real = deployment.model if deployment else self.underlying(name)
-        counter, exact = self.counter_for(name, policy, real)
+        served_at = deployment.api_base if deployment else ""
+        key = calibration.key(real, served_at)
+        counter, exact, factor = self.counter_and_factor(name, policy, real, key)
         return plan(
             body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,
             family=profile(real).family, adaptive_thinking=self._adaptive_thinking(real),
+            calibration=(key, factor.source),
         )
 
     def _adaptive_thinking(self, model: str) -> bool:

@@ -87,6 +87,7 @@ def plan(
     can_summarize: bool = False,
     family: str = "other",
     adaptive_thinking: bool = False,
+    calibration: tuple[str, str] | None = None,
 ) -> Plan:
     messages = dialect.messages(body)
     key = dialect.output_key(body, limits.model)
@@ -153,6 +154,8 @@ def plan(
         outcome="fitted" if changed or ctx.actions else "unchanged",
         exact_count=exact,
         calibration_factor=counter.factor,
+        calibration_key=calibration[0] if calibration else None,
+        calibration_source=calibration[1] if calibration else "static",
         messages_before=len(messages),
         messages_after=len(conv.messages),
         actions=ctx.actions,

@@ -12,6 +12,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from guard.calibration import Settings as CalibrationSettings
 from guard.errors import PolicyError
 
 StrategyName = Literal[
@@ -84,6 +85,14 @@ class Policy(BaseModel):
     )
     window_rule: Literal["shared", "separate"] | None = None
     calibration: dict[str, float] = Field(default_factory=dict, description="factor per model family")
+    calibration_mode: Literal["static", "auto"] = Field(
+        "static", description="auto: learn each deployment's factor from the input tokens its provider reports"
+    )
+    calibration_floor: float = Field(0.5, gt=0.0, description="lowest factor (and observed ratio) kept when learning")
+    calibration_cap: float = Field(4.0, gt=0.0, description="highest factor (and observed ratio) kept when learning")
+    calibration_quantile: float = Field(0.99, gt=0.0, le=1.0, description="the learned factor: this quantile of recent ratios")
+    calibration_min_observations: int = Field(20, ge=1, description="answers needed before a learned factor replaces the static one")
+    calibration_miss_step: float = Field(1.1, ge=1.0, description="a counting miss raises the factor to this times the one that missed")
     strategies: list[StrategyName] = Field(default_factory=lambda: list(STRATEGY_ORDER))
     keep_recent_groups: int = Field(3, ge=0, description="newest turn groups kept verbatim")
     keep_first_user_turn: bool = Field(True, description="keep the first user message (the task) verbatim")
@@ -118,9 +127,21 @@ class Policy(BaseModel):
         for family, factor in self.calibration.items():
             if factor < 1.0:
                 raise ValueError(f"calibration[{family!r}] = {factor} would under-count; use >= 1.0")
+        if self.calibration_floor > self.calibration_cap:
+            raise ValueError("calibration_floor is above calibration_cap")
         if self.min_output_tokens and self.max_output_tokens and self.min_output_tokens > self.max_output_tokens:
             raise ValueError("min_output_tokens is above max_output_tokens")
         return self
+
+    def calibration_settings(self) -> CalibrationSettings:
+        return CalibrationSettings(
+            mode=self.calibration_mode,
+            floor=self.calibration_floor,
+            cap=self.calibration_cap,
+            quantile=self.calibration_quantile,
+            min_observations=self.calibration_min_observations,
+            miss_step=self.calibration_miss_step,
+        )
 
     def allows(self, strategy: StrategyName) -> bool:
         return strategy in self.strategies

@@ -58,6 +58,8 @@ class Report:
     breakdown: dict[str, int] = field(default_factory=dict)
     reason: str | None = None
     fitted_messages_sha256: str | None = None
+    calibration_key: str | None = None  # the deployment the factor was learned for (model|api_base)
+    calibration_source: str = "static"  # static, learned, pinned or miss (see guard.calibration)
     # a fingerprint of where the history was cut (what was dropped, edited or summarized; compact
     # JSON is one flag): two turns of a growing conversation with the same `cut` send prompts
     # where the later starts with the earlier, byte for byte (the provider's cached prefix holds)

@@ -51,7 +51,11 @@ def from_entries(entries: Sequence[Any], group: str) -> list[Deployment]:
         params = entry.get("litellm_params") or {}
         info = entry.get("model_info") or {}
         real = params.get("model") if isinstance(params, Mapping) else None
-        out.append(Deployment(group, real if isinstance(real, str) else group, dict(info) if isinstance(info, Mapping) else {}))
+        base = params.get("api_base") if isinstance(params, Mapping) else None
+        out.append(Deployment(
+            group, real if isinstance(real, str) else group, dict(info) if isinstance(info, Mapping) else {},
+            base if isinstance(base, str) else "",
+        ))
     return out
 
 

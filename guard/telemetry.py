@@ -45,6 +45,12 @@ PROMPT_CACHE = Counter(
     "Input tokens by provider prompt-cache status, from the provider's own usage report",
     ["model", "kind"],
 )
+COUNT_RATIO = Histogram(
+    "context_guard_count_ratio",
+    "Input tokens the provider reported / the guard's count of the body it forwarded",
+    ["model"],
+    buckets=(0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0),
+)
 LATENCY = Histogram(
     "context_guard_latency_seconds",
     "Time the guard added to a request",
@@ -74,6 +80,8 @@ def summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "reasoning": report.get("reasoning", []),
         "models_tried": report.get("models_tried", []),
         "cut": report.get("cut"),
+        "calibration": [report.get("calibration_factor"), report.get("calibration_source")],
+        "count_ratio": report.get("count_ratio"),  # provider / guard input tokens, once it answered
         "prompt_cache": report.get("prompt_cache"),  # the provider's answer: read / write / uncached
     }
 
@@ -90,6 +98,8 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
         "room-left": str(int(report.get("room") or 0) - int(report.get("input_tokens_after") or 0)),
         "actions": ";".join(f"{a['kind']}={a['tokens_saved']}" for a in report.get("actions", [])) or "none",
     }
+    if not report.get("exact_count") and report.get("calibration_factor"):
+        out["calibration"] = f"{report.get('calibration_factor')};{report.get('calibration_source', 'static')}"
     if report.get("cut"):
         # equal on two turns of one conversation: the later prompt starts with the earlier one
         out["cut"] = str(report["cut"])
@@ -131,6 +141,23 @@ def unguarded(call_type: str) -> None:
         call_type,
         alternative,
     )
+
+
+def provider_input(usage: Any) -> int:
+    """The input tokens a provider reported, cached ones included (LiteLLM normalizes usage:
+    OpenAI's `prompt_tokens` counts cached input; for Anthropic it adds `cache_read_input_tokens`
+    and `cache_creation_input_tokens` to `input_tokens`)."""
+    value = usage.get("prompt_tokens") if isinstance(usage, Mapping) else getattr(usage, "prompt_tokens", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def count_ratio(model: str, provider: int, guard: int) -> float | None:
+    """provider / guard input tokens of one answer, observed in `context_guard_count_ratio`."""
+    if provider <= 0 or guard <= 0:
+        return None
+    ratio = provider / guard
+    COUNT_RATIO.labels(model).observe(ratio)
+    return ratio
 
 
 def prompt_cache(model: str, usage: Any) -> dict[str, int] | None:

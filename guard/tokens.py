@@ -139,8 +139,8 @@ class TokenCounter:
         image_formula: str = "openai",
         cache_size: int = 200_000,
     ) -> None:
-        if factor < 1.0:
-            raise ValueError("a calibration factor below 1.0 would under-count")
+        if not factor > 0:
+            raise ValueError("a calibration factor must be positive")
         self.encoding = encoding
         self.factor = factor
         self.image_formula = image_formula

@@ -1,0 +1,107 @@
+"""Counts that learn from the provider: the factor an estimated count is multiplied by, per deployment.
+
+For a model without an exact local tokenizer the guard counts with a stand-in encoding and
+multiplies by a factor (`models.py`: 1.25 for Claude, 1.15 for Gemini, 1.2 for other open models).
+Every answer reports what the provider really counted (`usage.prompt_tokens`, cached input
+included), so the guard can measure each deployment's *ratio*: provider tokens / the guard's raw
+(unscaled) count of the body it forwarded. With `calibration_mode: auto` the factor in use becomes
+a high quantile of the recent ratios (`calibration_quantile`, 0.99) once `calibration_min_observations`
+exist; until then the static factor holds.
+
+- A counting miss (the provider refused as too long a request the guard counted as fitting) raises
+  a floor under the factor at once: `calibration_miss_step` times the factor that missed. It never
+  lowers anything.
+- Bounds: every observed ratio is clamped to [`calibration_floor`, `calibration_cap`] before it is
+  kept (one odd answer, or one tenant's unusual traffic, moves a quantile by one sample at most and
+  never past the bounds), and so is the factor.
+- A family pinned in `calibration` (the admin's factor) is never learned past: the pin is the factor.
+
+Pure functions over a list of ratios: the shell keeps the ratios (in process and in the proxy's
+Redis) and feeds them here. Only provider-reported usage is ever recorded, never client input.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+Source = Literal["static", "learned", "pinned", "miss"]
+GRANULARITY = 0.01  # learned factors move in steps of 1%: counters (and their memos) are per factor
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The calibration part of a policy."""
+
+    mode: Literal["static", "auto"] = "static"
+    floor: float = 0.5
+    cap: float = 4.0
+    quantile: float = 0.99
+    min_observations: int = 20
+    window: int = 200  # recent ratios kept per deployment
+    miss_step: float = 1.1
+
+
+@dataclass(frozen=True)
+class Factor:
+    """The factor a request is counted with, and where it came from."""
+
+    value: float
+    source: Source
+    observations: int = 0
+
+
+def key(model: str, api_base: str = "") -> str:
+    """Which deployment a factor is learned for: the model as served and where it is served."""
+    return f"{model}|{api_base}"
+
+
+def bounded(ratio: float, settings: Settings) -> float | None:
+    """An observed ratio as it is kept: clamped to the bounds; None if it is not a ratio at all."""
+    if not isinstance(ratio, (int, float)) or not math.isfinite(ratio) or ratio <= 0:
+        return None
+    return min(settings.cap, max(settings.floor, float(ratio)))
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of `values` (nearest rank, rounded up: never below the share asked for)."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q * len(ordered)))
+    return ordered[min(rank, len(ordered)) - 1]
+
+
+def factor(
+    static: float,
+    ratios: Sequence[float],
+    settings: Settings,
+    *,
+    pin: float | None = None,
+    miss_floor: float | None = None,
+) -> Factor:
+    """The factor in use for one deployment: the admin's pin; else, in auto mode with enough
+    observations, the high quantile of the recent ratios; else the static factor. A counting
+    miss's floor raises either (never past the cap; never a pin)."""
+    if pin is not None:
+        return Factor(pin, "pinned", len(ratios))
+    if settings.mode != "auto":
+        return Factor(static, "static", len(ratios))
+    kept = [r for r in (bounded(x, settings) for x in ratios[-settings.window :]) if r is not None]
+    value, source = static, "static"
+    if len(kept) >= settings.min_observations:
+        value, source = quantile(kept, settings.quantile), "learned"
+    if miss_floor is not None and miss_floor > value:
+        value, source = miss_floor, "miss"
+    value = min(settings.cap, max(settings.floor, value))
+    return Factor(_step_up(value), source, len(kept))  # type: ignore[arg-type]
+
+
+def after_miss(used: float, current_floor: float | None, settings: Settings) -> float:
+    """The new miss floor after a counting miss with factor `used`: raised, never lowered."""
+    raised = min(settings.cap, used * settings.miss_step)
+    return max(raised, current_floor or 0.0)
+
+
+def _step_up(value: float) -> float:
+    """Rounded up to the granularity: a factor never rounds toward under-counting."""
+    return round(math.ceil(round(value / GRANULARITY, 6)) * GRANULARITY, 4)
