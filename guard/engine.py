@@ -138,6 +138,7 @@ class Engine:
         d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
         policy = policy or self.policy_for(name)
         limits = self.limits_for(name, policy, deployment)
+        deployment = deployment or self.deployments.get(name)
         real = deployment.model if deployment else self.underlying(name)
         served_at = deployment.api_base if deployment else ""
         key = calibration.key(real, served_at)

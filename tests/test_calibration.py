@@ -1,0 +1,138 @@
+"""Calibration from provider usage (issue 12): the pure rules, the engine using them, the store."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import given, strategies as st
+
+from guard import calibration
+from guard.cache import SummaryCache
+from guard.calibration_store import CalibrationStore
+from guard.config import CacheSettings, Deployment
+from guard.engine import Engine
+from guard.policy import Policy, PolicySet
+
+AUTO = calibration.Settings(mode="auto", floor=0.5, cap=3.0, min_observations=5)
+ratios = st.lists(st.floats(-10, 100) | st.sampled_from([float("nan"), float("inf"), 0.0, 1e9]), max_size=300)
+
+
+@given(ratios, st.floats(1.0, 2.0), st.none() | st.floats(0.1, 10.0))
+def test_the_factor_stays_within_its_bounds_whatever_is_observed(observed, static, miss):
+    f = calibration.factor(static, observed, AUTO, miss_floor=miss)
+    assert AUTO.floor <= f.value <= AUTO.cap + calibration.GRANULARITY
+    assert f.source in ("static", "learned", "miss")
+    if f.source == "learned":
+        assert f.observations >= AUTO.min_observations
+
+
+@given(ratios, st.floats(0.5, 3.0), st.lists(st.floats(0.5, 3.0), min_size=1, max_size=5))
+def test_a_counting_miss_never_lowers_the_factor(observed, static, misses):
+    floor: float | None = None
+    before = calibration.factor(static, observed, AUTO).value
+    for used in misses:
+        new = calibration.after_miss(used, floor, AUTO)
+        assert floor is None or new >= floor  # the floor only goes up
+        floor = new
+        after = calibration.factor(static, observed, AUTO, miss_floor=floor).value
+        assert after >= before
+        before = after
+
+
+def test_too_few_answers_keep_the_static_factor_then_a_high_quantile_takes_over():
+    few = calibration.factor(1.25, [1.0] * 4, AUTO)
+    assert (few.value, few.source) == (1.25, "static")
+    seen = [1.0 + i / 1000 for i in range(100)]  # 1.000 .. 1.099
+    learned = calibration.factor(1.25, seen, AUTO)
+    assert learned.source == "learned" and learned.value == 1.1  # the 99th percentile, rounded up
+    assert calibration.factor(1.25, seen, calibration.Settings()).source == "static"  # mode static
+    assert calibration.factor(1.25, seen, AUTO, pin=1.4) == calibration.Factor(1.4, "pinned", 100)
+
+
+def test_outliers_move_the_factor_by_one_sample_at_most():
+    honest = [1.0] * 99
+    assert calibration.factor(1.25, honest + [1e9], AUTO).value == 1.0  # one wild answer is clamped and outvoted
+    assert calibration.factor(1.25, honest + [1e9] * 5, AUTO).value == 3.0  # a flood is still bounded by the cap
+
+
+def _engine(mode: str, learned, **policy) -> Engine:
+    deployments = {"claude": Deployment("claude", "anthropic/claude-sonnet-4-5", {"max_input_tokens": 200_000, "max_output_tokens": 8192}, "https://a")}
+    engine = Engine(PolicySet(defaults=Policy(calibration_mode=mode, calibration_min_observations=5, **policy)), deployments=deployments, model_map={})
+    engine.learned = learned
+    return engine
+
+
+def test_the_engine_counts_with_what_the_deployment_taught():
+    body = {"model": "claude", "messages": [{"role": "user", "content": "hello there " * 400}], "max_tokens": 100}
+    seen: list[str] = []
+
+    def learned(key: str):
+        seen.append(key)
+        return [0.9] * 30, None
+
+    static = _engine("static", learned).fit(body).report
+    auto = _engine("auto", learned).fit(body).report
+    assert (static.calibration_factor, static.calibration_source) == (1.25, "static")
+    assert (auto.calibration_factor, auto.calibration_source) == (0.9, "learned")
+    assert seen and seen[0] == calibration.key("anthropic/claude-sonnet-4-5", "https://a")
+    assert auto.calibration_key == seen[0]
+    assert auto.input_tokens_before < static.input_tokens_before * 0.9 / 1.25 + 10
+    pinned = _engine("auto", learned, calibration={"anthropic": 1.3}).fit(body).report
+    assert (pinned.calibration_factor, pinned.calibration_source) == (1.3, "pinned")
+
+
+def test_exact_families_never_learn():
+    engine = _engine("auto", lambda key: ([2.0] * 50, 3.0))
+    engine.deployments["gpt"] = Deployment("gpt", "gpt-4o", {"max_input_tokens": 128_000, "max_output_tokens": 4096})
+    report = engine.fit({"model": "gpt", "messages": [{"role": "user", "content": "hi"}]}).report
+    assert report.exact_count and report.calibration_factor == 1.0
+
+
+def test_the_store_keeps_observations_in_process_without_redis():
+    store = CalibrationStore(SummaryCache(CacheSettings()))
+
+    async def run():
+        for r in (1.1, 1.2, float("nan"), -1.0, 1e9):
+            await store.observe("m|", r)
+        return await store.miss("m|", 1.25)
+
+    floor = asyncio.run(run())
+    ratios, miss = store.lookup("m|")
+    assert ratios == [1.1, 1.2, 20.0]  # nonsense dropped, wild values clamped to what is stored
+    assert miss == floor == pytest.approx(1.375)
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs Debian's redis-server")
+def test_two_stores_sharing_redis_converge_and_survive_its_death(tmp_path: Path):
+    from tests.e2e.redis_server import Redis
+
+    redis = Redis(tmp_path)
+    redis.start()
+    url = f"redis://127.0.0.1:{redis.port}/0"
+
+    def store() -> CalibrationStore:
+        return CalibrationStore(SummaryCache(CacheSettings(redis_url=url, redis_timeout_seconds=0.5, failure_threshold=2)))
+
+    a, b = store(), store()
+
+    async def run():
+        for i in range(10):
+            await a.observe("claude|x", 1.4 + i / 100)
+            await b.observe("claude|x", 1.3)
+        await b.miss("claude|x", 1.5)
+        await a.observe("claude|x", 1.35)  # a reads back what b wrote, miss floor included
+        redis.stop()
+        await a.observe("claude|x", 1.0)  # Redis gone: kept in process, no error
+        await a.miss("claude|x", 1.0)
+
+    asyncio.run(run())
+    ratios_a, miss_a = a.lookup("claude|x")
+    assert len(ratios_a) == 22 and 1.3 in ratios_a and 1.49 in ratios_a
+    assert miss_a == pytest.approx(1.65)  # b's miss, never lowered by a's smaller one
+    settings = calibration.Settings(mode="auto", min_observations=20)
+    assert calibration.factor(1.25, ratios_a, settings, miss_floor=miss_a).value == pytest.approx(1.65)
+    assert math.isclose(calibration.factor(1.25, ratios_a, settings).value, 1.49)
