@@ -151,23 +151,27 @@ def test_logging_metadata_carries_the_report_without_text(proxy):
 
     proxy.reset()
     body = overflowing(turns=35)
-    client(proxy).chat.completions.create(model="small", messages=body["messages"], max_tokens=100)
+    resp = client(proxy).chat.completions.with_raw_response.create(model="small", messages=body["messages"], max_tokens=100)
+    cut = resp.headers["x-context-guard-cut"]  # this request's record (other tests' may still be logging)
     n = last_upstream(proxy)["input_tokens"]
     deadline = time.time() + 15
-    records: list[dict] = []
+    mine: list[dict] = []
     while time.time() < deadline:
         records = [json.loads(line) for line in proxy.events.read_text().splitlines() if line.strip()]
-        if any("fitted" in json.dumps(r) for r in records):
+        mine = [r for r in records if ((r["metadata"].get("spend_logs_metadata") or {}).get("context_guard") or {}).get("cut") == cut]
+        if mine:
             break
         time.sleep(0.3)
-    fitted = [r for r in records if ((r["metadata"].get("spend_logs_metadata") or {}).get("context_guard") or {}).get("outcome") == "fitted"]
-    assert fitted, records[-1:]
-    summary = fitted[-1]["metadata"]["spend_logs_metadata"]["context_guard"]
+    assert mine, cut
+    summary = mine[-1]["metadata"]["spend_logs_metadata"]["context_guard"]
+    assert summary["outcome"] == "fitted"
     assert summary["input_tokens_before"] > summary["input_tokens_after"]
     assert summary["actions"]
-    assert summary["cut"] and len(summary["cut"]) == 16
+    assert len(cut) == 16
     # the provider's cache usage of this answer, next to what the guard did to the prompt
     assert summary["prompt_cache"] == {"read": cached_tokens(n), "write": 0, "uncached": n - cached_tokens(n)}
+    # the provider's count against the guard's (here both count with the model's own tokenizer)
+    assert summary["count_ratio"] == round(n / summary["input_tokens_after"], 4) and 0.95 < summary["count_ratio"] < 1.05
     assert CANARY not in proxy.events.read_text()
     assert CANARY not in proxy.log.read_text()
 
