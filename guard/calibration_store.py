@@ -12,6 +12,7 @@ settings: `redis_timeout_seconds`, `failure_threshold`, `cooldown_seconds`).
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from typing import Any
 
@@ -20,6 +21,7 @@ from guard.cache import _FAILED, SummaryCache
 
 PREFIX = "context-guard:calibration:"
 KEPT = 500  # ratios kept per deployment (the policy's window reads the newest of them)
+REFRESH_SECONDS = 2.0  # a worker re-reads a deployment's shared record at most this often before using it
 TTL_SECONDS = 7 * 24 * 3600
 WIDEST = calibration.Settings(floor=0.05, cap=20.0)  # what is stored; each policy bounds again when it reads
 # raise a counting miss's floor atomically: never lowered by a concurrent, smaller miss
@@ -33,6 +35,7 @@ class CalibrationStore:
         self.cache = cache or SummaryCache()
         self._ratios: dict[str, deque[float]] = {}
         self._misses: dict[str, float] = {}
+        self._read: dict[str, float] = {}  # when each deployment's shared record was last read
         self._lock = threading.Lock()
 
     # -- what the engine reads (never blocks) -------------------------------------------------
@@ -83,6 +86,17 @@ class CalibrationStore:
                 self._take(key, None, answer)
         return floor
 
+    async def fresh(self, key: str) -> None:
+        """Before a request counts with `key`'s factor: re-read the shared record if this worker
+        has not for `REFRESH_SECONDS` (the other workers' and replicas' answers count too). One
+        bounded round trip at most; Redis down or slow: the copy at hand is used."""
+        now = time.monotonic()
+        with self._lock:
+            if now - self._read.get(key, float("-inf")) < REFRESH_SECONDS:
+                return
+            self._read[key] = now
+        await self.refresh([key])
+
     async def refresh(self, keys: list[str]) -> None:
         """Read these deployments' shared records (the CLI; a worker that only serves)."""
         store = self._store()
@@ -132,6 +146,7 @@ class CalibrationStore:
             except (TypeError, ValueError):
                 floor = None
         with self._lock:
+            self._read[key] = time.monotonic()
             if isinstance(ratios, (list, tuple)):
                 self._ratios[key] = deque(values[-KEPT:], maxlen=KEPT)
             if floor is not None:

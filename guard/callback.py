@@ -499,6 +499,8 @@ class ContextGuard(CustomLogger):
                 target = await _maybe_thread(big, self._whole_elsewhere, data, dialect, identity, name, deployment, policy, chain)
                 if target is not None:  # a fallback takes it whole: let the router send it there uncut
                     raise _FallBack(target)
+            if policy.calibration_mode == "auto":
+                await self.calibrations.fresh(engine.calibration_key(name, deployment))
             summarizer = self.summarizer if policy.allows("summarize") else None
             make = functools.partial(
                 engine.plan, data, model=name, dialect=dialect, policy=policy, deployment=deployment,

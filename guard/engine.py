@@ -84,6 +84,12 @@ class Engine:
             underlying=deployment.model if deployment else model,
         )
 
+    def calibration_key(self, model: str, deployment: Deployment | None = None) -> str:
+        """The deployment a request to `model` is counted for (see `guard.calibration.key`)."""
+        deployment = deployment or self.deployments.get(model)
+        real = deployment.model if deployment else self.underlying(model)
+        return calibration.key(real, deployment.api_base if deployment else "")
+
     def counter_for(
         self, model: str, policy: Policy, underlying: str | None = None, key: str | None = None
     ) -> tuple[TokenCounter, bool]:
@@ -140,8 +146,7 @@ class Engine:
         limits = self.limits_for(name, policy, deployment)
         deployment = deployment or self.deployments.get(name)
         real = deployment.model if deployment else self.underlying(name)
-        served_at = deployment.api_base if deployment else ""
-        key = calibration.key(real, served_at)
+        key = self.calibration_key(name, deployment)
         counter, exact, factor = self.counter_and_factor(name, policy, real, key)
         return plan(
             body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,

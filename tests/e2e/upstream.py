@@ -105,8 +105,13 @@ def invalid_thinking(body: dict[str, Any]) -> str | None:
 
 
 class Upstream:
-    def __init__(self, windows: dict[str, int], delay: float = 0.0, record: bool = True) -> None:
+    def __init__(
+        self, windows: dict[str, int], delay: float = 0.0, record: bool = True, scales: dict[str, float] | None = None
+    ) -> None:
         self.windows = windows
+        # per model: this provider's tokenizer counts `scale` times the reference count (a model
+        # whose real tokenizer the guard does not have: what calibration must learn)
+        self.scales = scales or {}
         self.delay = delay
         self.record = record
         self.requests: list[dict[str, Any]] = []
@@ -117,6 +122,11 @@ class Upstream:
 
     def window(self, model: str) -> int:
         return self.windows.get(model.rsplit("/", 1)[-1], 1_000_000)
+
+    def count(self, model: str, body: dict[str, Any]) -> int:
+        n = input_tokens(body)
+        scale = self.scales.get(model.rsplit("/", 1)[-1])
+        return n if scale is None else int(n * scale + 0.999)
 
 
 def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
@@ -158,9 +168,9 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                     state.summary_delay = float(body.get("summary_delay", state.summary_delay))
                 return self._send(200, {"fail_summaries": state.fail_summaries, "summary_delay": state.summary_delay})
             anthropic = self.path.rstrip("/").endswith("/messages")
-            n = input_tokens(body)
-            out = body.get("max_completion_tokens") or body.get("max_tokens")
             model = str(body.get("model", ""))
+            n = state.count(model, body)
+            out = body.get("max_completion_tokens") or body.get("max_tokens")
             window = state.window(model)
             summary_call = is_summary_call(body)
             with state.lock:
@@ -234,8 +244,10 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 512  # the default listen backlog (5) resets connections under load
 
 
-def serve(port: int, windows: dict[str, int], delay: float = 0.0, record: bool = True) -> tuple[ThreadingHTTPServer, Upstream]:
-    state = Upstream(windows, delay, record)
+def serve(
+    port: int, windows: dict[str, int], delay: float = 0.0, record: bool = True, scales: dict[str, float] | None = None
+) -> tuple[ThreadingHTTPServer, Upstream]:
+    state = Upstream(windows, delay, record, scales)
     server = _Server(("127.0.0.1", port), make_handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
