@@ -1,7 +1,8 @@
-"""`context-guard`: fit a request body from the command line.
+"""`context-guard`: fit a request body from the command line; show what calibration learned.
 
     context-guard fit REQUEST.json [--config LITELLM_CONFIG.yaml] [--model NAME]
                       [--dialect openai|anthropic] [--out FITTED.json|-] [--json]
+    context-guard calibration --config LITELLM_CONFIG.yaml [--redis redis://HOST:PORT/0] [--json]
 
 Exit status: 0 the result fits (changed or not), 2 rejected (context window exceeded),
 1 bad input or usage.
@@ -40,11 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--dialect", choices=["openai", "anthropic"], help="body shape (default: detected)")
     fit.add_argument("--out", help="write the fitted body here ('-' for stdout)")
     fit.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
+    cal = sub.add_parser("calibration", help="per deployment: the counting factor in use, its source and the observed ratios")
+    cal.add_argument("--config", required=True, help="LiteLLM proxy config (model_list, context_guard policy)")
+    cal.add_argument("--redis", help="the shared Redis (default: the config's coordination_redis or cache.redis_url)")
+    cal.add_argument("--json", action="store_true", help="one JSON object per deployment")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "calibration":
+        return calibration_main(args)
     try:
         raw = sys.stdin.buffer.read() if args.request == "-" else Path(args.request).read_bytes()
     except OSError as e:
@@ -72,6 +79,82 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif args.out != "-":
         _show(fitted.report)
     return EXIT_FITS
+
+
+def calibration_main(args: argparse.Namespace) -> int:
+    """What each deployment of a config is counted with: the factor, where it comes from (static,
+    learned, pinned, miss), how many provider answers it learned from and their ratios' quantiles."""
+    import asyncio
+
+    import yaml
+
+    from guard import calibration
+    from guard.cache import SummaryCache
+    from guard.calibration_store import CalibrationStore
+    from guard.config import CacheSettings, load_config
+
+    try:
+        cfg = load_config(args.config)
+        raw = yaml.safe_load(Path(args.config).read_text()) or {}
+    except (GuardError, OSError, yaml.YAMLError) as e:
+        return _fail(f"cannot load {args.config}: {e}")
+    url = args.redis or _redis_url(raw) or cfg.cache.redis_url
+    store = CalibrationStore(SummaryCache(CacheSettings(redis_url=url, memory_entries=0))) if url else None
+    engine = Engine.from_guard_config(cfg)
+
+    async def read() -> list[str]:
+        assert store is not None
+        keys = await store.shared_keys()
+        await store.refresh(keys)
+        return keys
+
+    shared: list[str] = asyncio.run(read()) if store is not None else []
+    if store is not None:
+        engine.learned = store.lookup
+    rows: list[dict[str, Any]] = []
+    for name, deployment in sorted(engine.deployments.items()):
+        policy = engine.policy_for(name)
+        key = engine.calibration_key(name, deployment)
+        _, exact, factor = engine.counter_and_factor(name, policy, deployment.model, key)
+        ratios = store.lookup(key)[0] if store is not None else []
+        bounded = [r for r in (calibration.bounded(x, policy.calibration_settings()) for x in ratios) if r is not None]
+        quantiles = {f"p{int(q * 100)}": round(calibration.quantile(bounded, q), 3) for q in (0.5, 0.9, 0.99)} if bounded else {}
+        rows.append({
+            "deployment": name, "key": key, "mode": policy.calibration_mode, "exact": exact,
+            "factor": factor.value, "source": "exact" if exact else factor.source,
+            "observations": len(bounded), "ratio": quantiles, "miss_floor": store.lookup(key)[1] if store is not None else None,
+        })
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return EXIT_FITS
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("deployment", "mode", "factor", "source", "answers", "ratio p50 / p90 / p99", "miss floor")
+    for row in rows:
+        q = row["ratio"]
+        table.add_row(
+            row["deployment"], row["mode"], f"{row['factor']:.2f}", row["source"], str(row["observations"]),
+            " / ".join(str(q[k]) for k in ("p50", "p90", "p99")) if q else "-", f"{row['miss_floor']:.2f}" if row["miss_floor"] else "-",
+        )
+    console = Console()
+    console.print(table)
+    where = f"shared store {url} ({len(shared)} deployments with answers)" if store is not None else "no shared Redis: static factors only"
+    console.print(where)
+    return EXIT_FITS
+
+
+def _redis_url(raw: Any) -> str | None:
+    """The proxy's coordination Redis as a URL, from `general_settings.coordination_redis`."""
+    general = raw.get("general_settings") if isinstance(raw, dict) else None
+    redis = general.get("coordination_redis") if isinstance(general, dict) else None
+    if isinstance(redis, str):
+        return redis
+    if isinstance(redis, dict) and redis.get("host"):
+        auth = f":{redis['password']}@" if redis.get("password") else ""
+        return f"redis://{auth}{redis['host']}:{redis.get('port', 6379)}/0"
+    return None
 
 
 def _litellm_resolver(model: str) -> Any:

@@ -136,3 +136,38 @@ def test_two_stores_sharing_redis_converge_and_survive_its_death(tmp_path: Path)
     settings = calibration.Settings(mode="auto", min_observations=20)
     assert calibration.factor(1.25, ratios_a, settings, miss_floor=miss_a).value == pytest.approx(1.65)
     assert math.isclose(calibration.factor(1.25, ratios_a, settings).value, 1.49)
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs Debian's redis-server")
+def test_the_cli_shows_what_each_deployment_is_counted_with(tmp_path: Path, capsys):
+    import json
+
+    from guard.cli import main
+    from tests.e2e.redis_server import Redis
+
+    redis = Redis(tmp_path)
+    redis.start()
+    try:
+        cfg = tmp_path / "config.yaml"
+        cfg.write_text(
+            "model_list:\n"
+            "  - model_name: heavy\n    litellm_params: {model: openai/claude-heavy, api_base: 'http://h/v1'}\n"
+            "    model_info: {max_input_tokens: 32768, max_output_tokens: 1024}\n"
+            "  - model_name: gpt\n    litellm_params: {model: gpt-4o}\n"
+            f"general_settings:\n  coordination_redis: {{host: 127.0.0.1, port: {redis.port}}}\n"
+            "context_guard:\n  defaults: {calibration_mode: auto, calibration_min_observations: 5}\n"
+        )
+        store = CalibrationStore(SummaryCache(CacheSettings(redis_url=f"redis://127.0.0.1:{redis.port}/0")))
+
+        async def feed():
+            for i in range(8):
+                await store.observe(calibration.key("openai/claude-heavy", "http://h/v1"), 1.8 + i / 100)
+
+        asyncio.run(feed())
+        assert main(["calibration", "--config", str(cfg), "--json"]) == 0
+        rows = {r["deployment"]: r for r in map(json.loads, capsys.readouterr().out.splitlines())}
+        assert rows["heavy"]["source"] == "learned" and rows["heavy"]["factor"] == 1.87
+        assert rows["heavy"]["observations"] == 8 and rows["heavy"]["ratio"]["p50"] == 1.83
+        assert rows["gpt"]["source"] == "exact" and rows["gpt"]["factor"] == 1.0
+    finally:
+        redis.stop()
