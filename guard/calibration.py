@@ -5,8 +5,8 @@ multiplies by a factor (`models.py`: 1.25 for Claude, 1.15 for Gemini, 1.2 for o
 Every answer reports what the provider really counted (`usage.prompt_tokens`, cached input
 included), so the guard can measure each deployment's *ratio*: provider tokens / the guard's raw
 (unscaled) count of the body it forwarded. With `calibration_mode: auto` the factor in use becomes
-a high quantile of the recent ratios (`calibration_quantile`, 0.99) once `calibration_min_observations`
-exist; until then the static factor holds.
+a high quantile of the recent ratios (`calibration_quantile`, 0.99) plus `calibration_headroom` (5%)
+once `calibration_min_observations` exist; until then the static factor holds.
 
 - A counting miss (the provider refused as too long a request the guard counted as fitting) raises
   a floor under the factor at once: `calibration_miss_step` times the factor that missed. It never
@@ -41,6 +41,7 @@ class Settings:
     min_observations: int = 20
     window: int = 200  # recent ratios kept per deployment
     miss_step: float = 1.1
+    headroom: float = 0.05  # the learned quantile times (1 + headroom): one answer is a sample, not a bound
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,7 @@ def factor(
     kept = [r for r in (bounded(x, settings) for x in ratios[-settings.window :]) if r is not None]
     value, source = static, "static"
     if len(kept) >= settings.min_observations:
-        value, source = quantile(kept, settings.quantile), "learned"
+        value, source = quantile(kept, settings.quantile) * (1 + settings.headroom), "learned"
     if miss_floor is not None and miss_floor > value:
         value, source = miss_floor, "miss"
     value = min(settings.cap, max(settings.floor, value))
