@@ -147,8 +147,16 @@ def provider_input(usage: Any) -> int:
     """The input tokens a provider reported, cached ones included (LiteLLM normalizes usage:
     OpenAI's `prompt_tokens` counts cached input; for Anthropic it adds `cache_read_input_tokens`
     and `cache_creation_input_tokens` to `input_tokens`)."""
-    value = usage.get("prompt_tokens") if isinstance(usage, Mapping) else getattr(usage, "prompt_tokens", None)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    def number(name: str) -> int:
+        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    if usage is None:
+        return 0
+    # Anthropic's own shape, if a route hands it over untranslated: the three parts add up
+    return number("prompt_tokens") or (
+        number("input_tokens") + number("cache_read_input_tokens") + number("cache_creation_input_tokens")
+    )
 
 
 def count_ratio(model: str, provider: int, guard: int) -> float | None:

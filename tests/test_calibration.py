@@ -172,3 +172,11 @@ def test_the_cli_shows_what_each_deployment_is_counted_with(tmp_path: Path, caps
         assert rows["gpt"]["source"] == "exact" and rows["gpt"]["factor"] == 1.0
     finally:
         redis.stop()
+
+
+def test_the_provider_count_includes_cached_input_in_either_shape():
+    from guard.telemetry import provider_input
+
+    assert provider_input({"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 512}}) == 900  # OpenAI: included
+    assert provider_input({"input_tokens": 40, "cache_read_input_tokens": 800, "cache_creation_input_tokens": 60}) == 900  # Anthropic: parts
+    assert provider_input({"prompt_tokens": True}) == 0 and provider_input(None) == 0
