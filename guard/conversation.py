@@ -162,6 +162,8 @@ class Context:
     requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # summary request per span, built once
     _totals: dict[str, list[int]] = field(default_factory=dict)
     _cumulative: list[int] = field(default_factory=list)
+    # dedupe: (origin, slot) of a later copy replaced by a marker -> (origin, slot) of the first copy
+    duplicate_of: dict[tuple[int, int | None], tuple[int, int | None]] = field(default_factory=dict)
     _relevant: dict[frozenset[int], frozenset[int]] = field(default_factory=dict)
 
     def snapshot(self) -> Context:
@@ -173,6 +175,7 @@ class Context:
             summary=dict(self.summary) if self.summary is not None else None,
             summary_span=list(self.summary_span) if self.summary_span is not None else None,
             summaries=dict(self.summaries),
+            duplicate_of=dict(self.duplicate_of),
             _totals={k: list(v) for k, v in self._totals.items()},
         )
 

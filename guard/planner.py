@@ -11,20 +11,21 @@ import functools
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from collections.abc import Mapping
 from typing import Any, Callable, Generator
 
 from guard.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation
-from guard.dialects import MARKER_PREFIX, Dialect, cache_breakpoint
-from guard import reasoning, relevance, summary
+from guard.dialects import MARKER_PREFIX, Dialect, cache_breakpoint, content_texts, map_texts
+from guard import jsontext, reasoning, relevance, summary
 from guard.errors import ContextWindowExceeded, Shortfall
 from guard.limits import ModelLimits
 from guard.policy import STRATEGY_ORDER, Policy
 from guard.report import Report, Skipped
 from guard.strategies import STRATEGIES
 from guard.strategies.compact import compacted
+from guard.strategies.dedupe import DUPLICATE_MARK
 from guard.strategies.drop import drop_messages, droppable_groups
 from guard.tokens import TokenCounter
 
@@ -119,7 +120,7 @@ def plan(
         kinds = {a.kind for a in ctx.actions}
         if "drop_oldest_turns" in kinds and "summarize" not in kinds:
             cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
-        conv = cut
+        conv = _orphans_restored(cut, ctx, tuple(messages))
 
     after = conv.total
     fitted = budget.fits(after)
@@ -296,6 +297,40 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
     if again.done(conv) and conv.total <= ctx.room and not newest_cut:  # never at the newest turns' cost
         return conv, again
     return fitted, ctx
+
+
+def _orphans_restored(conv: Conversation, ctx: Context, originals: tuple[Mapping[str, Any], ...]) -> Conversation:
+    """A result dedupe replaced by a marker whose first copy a later step dropped, summarized or
+    truncated is sent again (as compact JSON) if the room allows: keeping the first copy must not
+    lose the only copy."""
+    if not ctx.duplicate_of:
+        return conv
+    where = {o: i for i, o in enumerate(conv.origin) if o >= 0}
+    for (later, slot), (first, first_slot) in sorted(ctx.duplicate_of.items(), key=lambda kv: kv[0][0]):
+        j = where.get(later)
+        if j is None:
+            continue
+        current = dict(conv.dialect.tool_results(conv.messages[j])).get(slot)
+        original = dict(conv.dialect.tool_results(originals[later])).get(slot)
+        texts = content_texts(current)
+        if not texts or not texts[0].startswith(DUPLICATE_MARK.split("{", 1)[0]) or original is None:
+            continue  # not (or no longer) a marker
+        i = where.get(first)
+        if i is not None:
+            kept = dict(conv.dialect.tool_results(conv.messages[i])).get(first_slot)
+            source = dict(conv.dialect.tool_results(originals[first])).get(first_slot)
+            if kept is not None and content_texts(kept) in (content_texts(source), [jsontext.compact(t) for t in content_texts(source)]):
+                continue  # the first copy is there, whole
+        restored = conv.dialect.with_tool_result(conv.messages[j], slot, map_texts(original, jsontext.compact))
+        count = ctx.counter.message(conv.dialect, restored)
+        if conv.total - conv.counts[j] + count > ctx.room:
+            ctx.skipped.append(Skipped("dedupe", "first_copy_cut_no_room_to_restore"))
+            continue
+        old = conv.counts[j]
+        conv = replace(conv, messages=conv.messages[:j] + (restored,) + conv.messages[j + 1 :],
+                       counts=conv.counts[:j] + (count,) + conv.counts[j + 1 :])
+        ctx.adjust("dedupe", old - count, -1)  # that duplicate is sent after all
+    return conv
 
 
 def _drained(gen: Generator[Any, Any, Conversation]) -> Conversation:

@@ -249,3 +249,18 @@ def test_truncated_results_take_sizes_from_a_ladder():
         fitted = engine(total - need, strategies=only("truncate_tool_results"), keep_recent_groups=1, cut_quantum_ratio=0.01).fit(body)
         cuts.add(fitted.body["messages"][3]["content"])
     assert len(cuts) == 1
+
+
+def test_a_duplicate_whose_first_copy_was_dropped_is_sent_again():
+    same = words(300)
+    body = agent([same, words(400, 1), words(400, 2), words(100, 3), same, "r1", "r2"])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    for cut, restored in ((700, True), (1200, False)):
+        fitted = engine(total - cut, strategies=only("dedupe", "drop_oldest_turns"), keep_recent_groups=2).fit(body)
+        tools = {m["tool_call_id"]: m["content"] for m in fitted.body["messages"] if m["role"] == "tool"}
+        assert "c0" not in tools and fitted.report.fits  # the first copy went with its turn
+        reasons = [s.reason for s in fitted.report.skipped]
+        if restored:  # so the later copy is sent whole, not left pointing at nothing
+            assert tools["c4"] == same and "first_copy_cut_no_room_to_restore" not in reasons
+        else:  # no room for it: the report says so
+            assert tools["c4"].startswith("[context-guard: duplicate") and "first_copy_cut_no_room_to_restore" in reasons

@@ -68,6 +68,7 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
     are never edited (a copy there stays, and the first copy with it)."""
     order = 0
     first_result: dict[str, int] = {}  # text -> position of its first copy
+    first_slot: dict[int, tuple[int, int | None]] = {}  # position -> (origin, slot)
     first_item: dict[Any, int] = {}
     positions: dict[tuple[int, int | None], int] = {}
     keys: dict[tuple[int, int | None], str | None] = {}
@@ -75,6 +76,7 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
         for slot, content in conv.dialect.tool_results(msg):
             order += 1
             positions[(i, slot)] = order
+            first_slot[order] = (conv.origin[i], slot)
             keys[(i, slot)] = key = _key(content)
             if key is not None:
                 first_result.setdefault(key, order)
@@ -85,6 +87,7 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
         where = positions[(result.index, result.slot)]
         key = keys[(result.index, result.slot)]
         if key is not None and first_result[key] < where:
+            ctx.duplicate_of[(conv.origin[result.index], result.slot)] = first_slot[first_result[key]]
             return replace_text(result.content, DUPLICATE_MARK.format(n=result.message_tokens))
         seen_before: Callable[[Any], bool] = lambda item: first_item.get(item, where) < where  # noqa: E731
         return map_texts(result.content, lambda text: _drop_seen_items(text, seen_before))
