@@ -78,11 +78,12 @@ def factor(
     settings: Settings,
     *,
     pin: float | None = None,
-    miss_floor: float | None = None,
+    missed: float | None = None,
 ) -> Factor:
     """The factor in use for one deployment: the admin's pin; else, in auto mode with enough
-    observations, the high quantile of the recent ratios; else the static factor. A counting
-    miss's floor raises either (never past the cap; never a pin)."""
+    observations, the high quantile of the recent ratios; else the static factor. After a counting
+    miss (`missed`: the highest factor that missed) the factor is at least `miss_step` times that
+    (never past the cap; never over a pin)."""
     if pin is not None:
         return Factor(pin, "pinned", len(ratios))
     if settings.mode != "auto":
@@ -91,16 +92,16 @@ def factor(
     value, source = static, "static"
     if len(kept) >= settings.min_observations:
         value, source = quantile(kept, settings.quantile) * (1 + settings.headroom), "learned"
-    if miss_floor is not None and miss_floor > value:
-        value, source = miss_floor, "miss"
+    if missed is not None and missed * settings.miss_step > value:
+        value, source = missed * settings.miss_step, "miss"
     value = min(settings.cap, max(settings.floor, value))
     return Factor(_step_up(value), source, len(kept))  # type: ignore[arg-type]
 
 
-def after_miss(used: float, current_floor: float | None, settings: Settings) -> float:
-    """The new miss floor after a counting miss with factor `used`: raised, never lowered."""
-    raised = min(settings.cap, used * settings.miss_step)
-    return max(raised, current_floor or 0.0)
+def after_miss(used: float, missed: float | None) -> float:
+    """The record after a counting miss with factor `used`: the highest factor that missed (it
+    only goes up)."""
+    return max(used, missed or 0.0)
 
 
 def _step_up(value: float) -> float:

@@ -2,7 +2,7 @@
 
 Per deployment (`calibration.key`: model | api_base) the store keeps the recent ratios its provider
 reported (provider input tokens / the guard's raw count of the body it forwarded) and the floor a
-counting miss raised. Every worker and replica pushes its observations to the same Redis list and
+counting miss raised (the highest factor that missed; each policy applies its own step). Every worker and replica pushes its observations to the same Redis list and
 reads the list back, so they converge on one factor; the engine reads only the in-process copy, so
 a request never waits on Redis. Redis down or slow: the last known copy (or the static factor)
 holds, the failure is counted, and a circuit breaker stops asking for a while (the summary cache's
@@ -73,10 +73,11 @@ class CalibrationStore:
         self._take(key, answer[3], answer[4])
 
     async def miss(self, key: str, used: float) -> float:
-        """A counting miss with factor `used`: the floor under this deployment's factor goes up at
-        once, here and for everyone sharing the Redis. Returns the new floor."""
+        """A counting miss with factor `used`: the record of the highest factor that missed goes
+        up at once, here and for everyone sharing the Redis (the factor then stays at least
+        `calibration_miss_step` times it). Returns the new record."""
         with self._lock:
-            floor = calibration.after_miss(used, self._misses.get(key), calibration.Settings(cap=WIDEST.cap))
+            floor = calibration.after_miss(used, self._misses.get(key))
             self._misses[key] = floor
         store = self._store()
         if store is not None:

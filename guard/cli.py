@@ -122,7 +122,7 @@ def calibration_main(args: argparse.Namespace) -> int:
         rows.append({
             "deployment": name, "key": key, "mode": policy.calibration_mode, "exact": exact,
             "factor": factor.value, "source": "exact" if exact else factor.source,
-            "observations": len(bounded), "ratio": quantiles, "miss_floor": store.lookup(key)[1] if store is not None else None,
+            "observations": len(bounded), "ratio": quantiles, "missed": store.lookup(key)[1] if store is not None else None,
         })
     if args.json:
         for row in rows:
@@ -131,12 +131,12 @@ def calibration_main(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("deployment", "mode", "factor", "source", "answers", "ratio p50 / p90 / p99", "miss floor")
+    table = Table("deployment", "mode", "factor", "source", "answers", "ratio p50 / p90 / p99", "missed at")
     for row in rows:
         q = row["ratio"]
         table.add_row(
             row["deployment"], row["mode"], f"{row['factor']:.2f}", row["source"], str(row["observations"]),
-            " / ".join(str(q[k]) for k in ("p50", "p90", "p99")) if q else "-", f"{row['miss_floor']:.2f}" if row["miss_floor"] else "-",
+            " / ".join(str(q[k]) for k in ("p50", "p90", "p99")) if q else "-", f"{row['missed']:.2f}" if row["missed"] else "-",
         )
     console = Console()
     console.print(table)

@@ -114,7 +114,7 @@ class Engine:
         miss: float | None = None
         if key is not None and self.learned is not None and not exact_family and policy.calibration_mode == "auto":
             ratios, miss = self.learned(key)
-        factor = calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, miss_floor=miss)
+        factor = calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, missed=miss)
         cache_key = (encoding, factor.value, prof.image_formula)
         with self._lock:
             counter = self._counters.get(cache_key)
