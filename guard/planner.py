@@ -26,7 +26,7 @@ from guard.report import Report, Skipped
 from guard.strategies import STRATEGIES
 from guard.strategies.compact import compacted
 from guard.strategies.dedupe import DUPLICATE_MARK
-from guard.strategies.drop import drop_messages, droppable_groups
+from guard.strategies.drop import droppable_groups
 from guard.tokens import TokenCounter
 
 _NEWEST_TURN_STEPS = frozenset({"truncate_recent_tool_results"})  # lossy steps inside keep_recent_groups

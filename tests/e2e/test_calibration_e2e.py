@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import httpx
