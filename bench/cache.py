@@ -184,7 +184,7 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
     return out
 
 
-def engine_for(body: Mapping[str, Any], policy: Policy | None, ratio: float = 0.5) -> Engine:
+def engine_for(body: Mapping[str, Any], policy: Policy | None) -> Engine:
     if policy is None:
         return Engine(load_policy_set({"models": {body["model"]: {"context_window": 10_000_000}}}))
     return Engine(load_policy_set({"defaults": policy.model_dump(exclude_defaults=True)}))

@@ -59,15 +59,17 @@ class Budget:
 
     def stop_at(self, total: int) -> int:
         """Cut until input <= this: `total` minus the overflow rounded up to whole bands."""
-        room = self.room
-        if total <= room:
+        if total <= self.room:
             return total
-        band = self.band
-        need = total - self.target
-        return total - math.ceil(need / band) * band
+        return quantized_stop(total, self.target, self.band)
 
     def with_output(self, reserved_output: int) -> Budget:
         return replace(self, reserved_output=reserved_output)
+
+
+def quantized_stop(total: int, target: int, band: int) -> int:
+    """`total` minus its overflow above `target`, rounded up to whole bands (`total` if none)."""
+    return total - math.ceil(max(0, total - target) / band) * band
 
 
 OUTPUT_KEYS = ("max_tokens", "max_completion_tokens")  # OpenAI's two names for the output limit

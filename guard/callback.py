@@ -219,8 +219,9 @@ class ContextGuard(CustomLogger):
         cache_settings = self._cache_settings or (cfg.cache if cfg else None)
         if self._cache is None:
             self._cache = SummaryCache(cache_settings)
+        if self._calibrations is None:
+            self._calibrations = CalibrationStore(self._cache)
         if self._engine is not None and self._engine.learned is None:
-            self._calibrations = self._calibrations or CalibrationStore(self._cache)
             self._engine.learned = self._calibrations.lookup
         if settings is not None and self._engine is not None:
             self._summarizer = Summarizer(settings, self._engine, self._cache, call=self._summarize_call)
@@ -418,8 +419,7 @@ class ContextGuard(CustomLogger):
     @property
     def calibrations(self) -> CalibrationStore:
         self.engine  # noqa: B018 - built with the engine
-        if self._calibrations is None:
-            self._calibrations = CalibrationStore(self._cache)
+        assert self._calibrations is not None
         return self._calibrations
 
     async def async_log_failure_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
@@ -827,13 +827,18 @@ def _md_key(data: Mapping[str, Any], dialect: Dialect) -> str:
     return "metadata"
 
 
-def _report_in(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The guard's report in a logging event's kwargs (wherever LiteLLM keeps the metadata)."""
+def _metadata_places(kwargs: Mapping[str, Any]) -> list[Any]:
+    """Everywhere LiteLLM keeps a logging event's request metadata."""
     params = kwargs.get("litellm_params")
     places = [kwargs.get("metadata"), kwargs.get("litellm_metadata")]
     if isinstance(params, Mapping):
         places += [params.get("metadata"), params.get("litellm_metadata")]
-    for md in places:
+    return places
+
+
+def _report_in(kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The guard's report in a logging event's kwargs (wherever LiteLLM keeps the metadata)."""
+    for md in _metadata_places(kwargs):
         if isinstance(md, Mapping) and isinstance(md.get(STATE_KEY), Mapping) and "outcome" in md[STATE_KEY]:
             return md[STATE_KEY]
     return None
@@ -843,10 +848,7 @@ def _note_in_spend_logs(kwargs: Mapping[str, Any], notes: dict[str, Any]) -> Non
     """What the provider's answer told (cache usage, its count against the guard's) into the
     spend-logs record of the guard, wherever the logging metadata carries it (LiteLLM's standard
     logging payload included, for the loggers after us)."""
-    params = kwargs.get("litellm_params")
-    places = [kwargs.get("metadata"), kwargs.get("litellm_metadata")]
-    if isinstance(params, Mapping):
-        places += [params.get("metadata"), params.get("litellm_metadata")]
+    places = _metadata_places(kwargs)
     slo = kwargs.get("standard_logging_object")
     if isinstance(slo, Mapping):
         places.append(slo.get("metadata"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from collections.abc import Mapping
 from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
+from guard.budget import quantized_stop
 from guard.dialects import Content, Dialect, content_texts, group_messages
 from guard.policy import STRATEGY_ORDER, Policy
 from guard.report import Action, Skipped
@@ -270,8 +271,7 @@ class Context:
         low-water mark rounded up to whole bands. The amount a step cuts then changes only when
         the total crosses a band, so a growing conversation keeps the same cut, turn after turn,
         whatever the steps before it saved on newer messages."""
-        need = max(0, conv.total - self.target)
-        self.stop_at = conv.total - math.ceil(need / self.band) * self.band
+        self.stop_at = quantized_stop(conv.total, self.target, self.band)
         self.floor = self.stop_at - self.band
 
     def done(self, conv: Conversation) -> bool:

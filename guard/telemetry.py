@@ -143,19 +143,21 @@ def unguarded(call_type: str) -> None:
     )
 
 
+def _tokens(obj: Any, name: str) -> int:
+    """A positive token count in a usage object (a dict or LiteLLM's Usage), else 0."""
+    value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def provider_input(usage: Any) -> int:
     """The input tokens a provider reported, cached ones included (LiteLLM normalizes usage:
     OpenAI's `prompt_tokens` counts cached input; for Anthropic it adds `cache_read_input_tokens`
     and `cache_creation_input_tokens` to `input_tokens`)."""
-    def number(name: str) -> int:
-        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
     if usage is None:
         return 0
     # Anthropic's own shape, if a route hands it over untranslated: the three parts add up
-    return number("prompt_tokens") or (
-        number("input_tokens") + number("cache_read_input_tokens") + number("cache_creation_input_tokens")
+    return _tokens(usage, "prompt_tokens") or (
+        _tokens(usage, "input_tokens") + _tokens(usage, "cache_read_input_tokens") + _tokens(usage, "cache_creation_input_tokens")
     )
 
 
@@ -172,16 +174,12 @@ def prompt_cache(model: str, usage: Any) -> dict[str, int] | None:
     """Count a provider answer's input tokens by cache status: read (cached input), write (cache
     creation, Anthropic) and uncached. LiteLLM normalizes usage: `prompt_tokens` includes both, and
     `prompt_tokens_details.cached_tokens` / `cache_read_input_tokens` are the reads."""
-    def number(obj: Any, name: str) -> int:
-        value = obj.get(name) if isinstance(obj, Mapping) else getattr(obj, name, None)
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
     if usage is None:
         return None
-    prompt = number(usage, "prompt_tokens")
+    prompt = _tokens(usage, "prompt_tokens")
     details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else getattr(usage, "prompt_tokens_details", None)
-    read = number(usage, "cache_read_input_tokens") or (number(details, "cached_tokens") if details is not None else 0)
-    write = number(usage, "cache_creation_input_tokens")
+    read = _tokens(usage, "cache_read_input_tokens") or (_tokens(details, "cached_tokens") if details is not None else 0)
+    write = _tokens(usage, "cache_creation_input_tokens")
     if not prompt:
         return None
     split = {"read": read, "write": write, "uncached": max(0, prompt - read - write)}
