@@ -164,6 +164,7 @@ def plan(
         breakdown=_breakdown(conv, counter, body),
         summary=ctx.summary,
         reasoning=[c.to_dict() for c in thinking],
+        unseen_state=dialect.unseen_state(body),
     )
     if not fitted:
         report.outcome = "rejected"
@@ -175,8 +176,8 @@ def plan(
         raise ContextWindowExceeded(shortfall, report)
     out = dict(body)
     if changed:
-        out["messages"] = list(conv.messages)
-        report.fitted_messages_sha256 = _sha256(out["messages"])
+        out = dialect.with_messages(body, conv.messages)
+        report.fitted_messages_sha256 = _sha256(list(conv.messages))
         if isinstance(conv, Conversation):
             report.cut = _cut(dialect, tuple(messages), conv)
     out[key] = budget.reserved_output
@@ -528,9 +529,9 @@ def _breakdown(conv: Conversation | _Unchanged, counter: TokenCounter, body: Map
             tool_results += n
         else:
             history += n
-    if "system" in body:
-        system_only = counter.fixed(conv.dialect, {"system": body["system"]}) - counter.fixed(conv.dialect, {})
-        system += system_only
+    for key in conv.dialect.system_keys:  # a pinned prompt outside the list of turns
+        if key in body:
+            system += counter.fixed(conv.dialect, {key: body[key]}) - counter.fixed(conv.dialect, {})
     return {
         "system": system,
         "history": history,

@@ -66,6 +66,9 @@ class Report:
     cut: str | None = None
     summary: dict[str, Any] | None = None  # source (cache/llm), calls, span and summary sizes
     reasoning: list[dict[str, Any]] = field(default_factory=list)  # thinking fields lowered with the output
+    # fields that make the provider add input the body does not carry (Responses API:
+    # previous_response_id, conversation, a stored prompt): the counts above are then lower bounds
+    unseen_state: list[str] = field(default_factory=list)
 
     @property
     def tokens_saved(self) -> int:

@@ -17,14 +17,13 @@ be tested without a model:
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from dataclasses import dataclass
 from collections.abc import Mapping
 from typing import Any, Callable, Sequence
 
 from guard import jsontext
-from guard.dialects import Dialect, content_texts
+from guard.dialects import Dialect
 
 PROMPT_VERSION = "2"  # part of every cache key: bump it when the prompts change
 
@@ -116,49 +115,7 @@ def _remember_line(key: tuple[Any, ...], line: str) -> None:
 
 
 def _line(dialect: Dialect, msg: Mapping[str, Any]) -> str:
-    role = str(msg.get("role"))
-    parts: list[str] = []
-    content = msg.get("content")
-    if dialect.name == "openai":
-        if role in ("tool", "function"):
-            who = msg.get("name") or msg.get("tool_call_id") or "tool"
-            return f"[tool result {who}] " + _text(content)
-        if content is not None:
-            parts.append(_text(content))
-        for call in msg.get("tool_calls") or []:
-            if isinstance(call, Mapping):
-                fn: Mapping[str, Any] = call["function"] if isinstance(call.get("function"), Mapping) else {}
-                parts.append(f"(calls tool {fn.get('name')} with {fn.get('arguments')})")
-        return f"[{role}] " + "\n".join(p for p in parts if p)
-    if not isinstance(content, list):
-        return f"[{role}] " + _text(content)
-    for block in content:
-        if not isinstance(block, Mapping):
-            continue
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(str(block.get("text", "")))
-        elif kind == "tool_use":
-            args = json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":"), default=str)
-            parts.append(f"(calls tool {block.get('name')} with {args})")
-        elif kind == "tool_result":
-            parts.append(f"[tool result {block.get('tool_use_id')}] " + _text(block.get("content")))
-        elif kind in ("image", "document"):
-            parts.append(f"[{kind}]")
-    return f"[{role}] " + "\n".join(p for p in parts if p)
-
-
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    texts = content_texts(content)
-    if isinstance(content, list):
-        others = sum(1 for p in content if not (isinstance(p, Mapping) and p.get("type") == "text"))
-        texts += ["[image]"] * others
-    return "\n".join(texts)
-
-
-# -- map-reduce planning ----------------------------------------------------------------------
+    return dialect.line(msg)
 
 
 def chunks(lines: Sequence[str], counts: Sequence[int], room: int, raw: Callable[[str], int]) -> list[list[str]]:

@@ -18,27 +18,22 @@ hash of the message: a re-check costs the new messages only.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping
 from typing import Any, Protocol, Sequence
 
-from guard.dialects import Dialect
+from guard.dialects import TEXT_PARTS, Dialect, compact_json
 from guard.images import image_part_tokens
 
-MESSAGE_FRAMING = 3
 REPLY_PRIMING = 3
 TOOL_CALL_FRAMING = 3
-TOOL_SCHEMA_FRAMING = 8
-ANTHROPIC_TOOL_PROMPT = 350  # Anthropic's tool-use system prompt (documented as 313-346 tokens)
 PDF_PAGE_TOKENS = 3000  # Anthropic: a PDF page costs its text plus an image, ~1.5k-3k tokens
 _RUN = 4096  # non-space runs longer than this are split: BPE on them is super-linear
 _LONG_RUN = re.compile(r"(?<!\S)\S{%d,}" % _RUN)
 _SPACE = re.compile(r"\s")
 _MEMO_MIN_CHARS, _MEMO_MAX_CHARS = 64, 1 << 16
-_FIXED_KEYS = ("tools", "functions", "response_format", "tool_choice", "system")
 _PDF_PAGE = re.compile(rb"/Type\s*/Page(?!s)")
 
 
@@ -68,10 +63,6 @@ class Encoding(Protocol):
     name: str
 
     def encode_ordinary(self, text: str) -> list[int]: ...
-
-
-def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 _LIST = "\x00list"
@@ -223,10 +214,7 @@ class TokenCounter:
 
     def _count(self, dialect: Dialect, msg: Mapping[str, Any], key: int) -> int:
         self.misses += 1
-        if dialect.name == "anthropic":
-            text, img = self._anthropic_message(msg)
-        else:
-            text, img = self._openai_message(msg)
+        text, img = dialect.count(self, msg)
         n = self._calibrated(text, img)
         cache = self._cache
         cache[key] = n
@@ -238,88 +226,21 @@ class TokenCounter:
         return n
 
     def fixed(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
-        """Tokens outside the messages list: system (Anthropic), tool schemas, reply priming."""
-        parts = tuple(body.get(k) for k in _FIXED_KEYS)
+        """Tokens outside the list of turns: pinned prompt, tool schemas, formats, reply priming."""
+        parts = tuple(body.get(k) for k in dialect.fixed_keys)
         key = hash(("\x00fixed", dialect.name, freeze(parts)))
         hit = self._cache.get(key)
         if hit is None:
-            hit = self._cache[key] = self._fixed(dialect, body)
+            text, img = dialect.count_fixed(self, body)
+            hit = self._cache[key] = self._calibrated(REPLY_PRIMING + text, img)
         return hit
-
-    def _fixed(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
-        text = REPLY_PRIMING
-        tools = body.get("tools")
-        if isinstance(tools, list) and tools:
-            for tool in tools:
-                text += TOOL_SCHEMA_FRAMING + self.raw(compact_json(tool))
-            if dialect.name == "anthropic":
-                text += ANTHROPIC_TOOL_PROMPT
-        for key in ("functions", "response_format", "tool_choice"):
-            value = body.get(key)
-            if isinstance(value, (list, Mapping)):
-                text += self.raw(compact_json(value))
-        img = 0
-        if dialect.name == "anthropic":
-            system = body.get("system")
-            if isinstance(system, str):
-                text += MESSAGE_FRAMING + self.raw(system)
-            elif isinstance(system, list):
-                t, img = self._blocks(system)
-                text += MESSAGE_FRAMING + t
-        return self._calibrated(text, img)
 
     def body(self, dialect: Dialect, body: Mapping[str, Any]) -> int:
         return self.fixed(dialect, body) + sum(self.messages(dialect, dialect.messages(body)))
 
     # -- shapes -------------------------------------------------------------------------------
-    def _openai_message(self, msg: Mapping[str, Any]) -> tuple[int, int]:
-        text, img = MESSAGE_FRAMING, 0
-        for key, value in msg.items():
-            if key == "content":
-                if isinstance(value, str):
-                    text += self.raw(value)
-                elif isinstance(value, list):
-                    t, i = self._blocks(value)
-                    text, img = text + t, img + i
-            elif key == "tool_calls" and isinstance(value, list):
-                for call in value:
-                    text += TOOL_CALL_FRAMING + self._call(call)
-            elif key == "function_call" and isinstance(value, Mapping):
-                text += self._call({"function": value})
-            elif isinstance(value, str):
-                text += self.raw(value) + (1 if key == "name" else 0)
-            elif isinstance(value, (list, Mapping)):
-                text += self.raw(compact_json(value))
-        return text, img
-
-    def _call(self, call: Any) -> int:
-        fn = call.get("function") if isinstance(call, Mapping) else None
-        if not isinstance(fn, Mapping):
-            return self.raw(compact_json(call))
-        n = 0
-        for field in ("name", "arguments"):
-            value = fn.get(field)
-            if isinstance(value, str):
-                n += self.raw(value)
-            elif value is not None:
-                n += self.raw(compact_json(value))
-        return n
-
-    def _anthropic_message(self, msg: Mapping[str, Any]) -> tuple[int, int]:
-        text, img = MESSAGE_FRAMING, 0
-        role = msg.get("role")
-        if isinstance(role, str):
-            text += self.raw(role)
-        content = msg.get("content")
-        if isinstance(content, str):
-            text += self.raw(content)
-        elif isinstance(content, list):
-            t, img = self._blocks(content)
-            text += t
-        return text, img
-
-    def _blocks(self, blocks: list[Any]) -> tuple[int, int]:
-        """Text and image tokens of a list of content parts/blocks (either dialect)."""
+    def parts(self, blocks: list[Any]) -> tuple[int, int]:
+        """Text and image tokens of a list of content parts or blocks, of any dialect."""
         text = img = 0
         for b in blocks:
             if isinstance(b, str):
@@ -329,10 +250,12 @@ class TokenCounter:
                 text += self.raw(compact_json(b))
                 continue
             kind = b.get("type")
-            if kind == "text" and isinstance(b.get("text"), str):
+            if kind in TEXT_PARTS and isinstance(b.get("text"), str):
                 text += self.raw(b["text"])
-            elif kind in ("image_url", "image"):
+            elif kind in ("image_url", "image", "input_image"):
                 img += image_part_tokens(b, self.image_formula)
+            elif kind == "input_file":
+                text += self._file(b)
             elif kind == "tool_use":
                 text += TOOL_CALL_FRAMING + self.raw(str(b.get("name", "")))
                 text += self.raw(compact_json(b.get("input", {})))
@@ -342,7 +265,7 @@ class TokenCounter:
                 if isinstance(inner, str):
                     text += self.raw(inner)
                 elif isinstance(inner, list):
-                    t, i = self._blocks(inner)
+                    t, i = self.parts(inner)
                     text, img = text + t, img + i
             elif kind == "thinking" and isinstance(b.get("thinking"), str):
                 text += self.raw(b["thinking"])
@@ -353,6 +276,14 @@ class TokenCounter:
             else:
                 text += self.raw(compact_json(b))
         return text, img
+
+    def _file(self, part: Mapping[str, Any]) -> int:
+        """A Responses `input_file`: a PDF sent inline costs its pages; a file by id or URL is
+        counted as its JSON (the provider's count of it is unknown here)."""
+        data = part.get("file_data")
+        if isinstance(data, str) and data.startswith("data:") and "," in data:
+            return self._document({"source": {"type": "base64", "data": data.split(",", 1)[1]}})
+        return self.raw(compact_json(part))
 
     def _document(self, block: Mapping[str, Any]) -> int:
         source = block.get("source")

@@ -10,7 +10,8 @@ from PIL import Image
 from guard.dialects import ANTHROPIC, OPENAI
 from guard.encodings import get_encoding
 from guard.images import anthropic_image_tokens, openai_image_tokens
-from guard.tokens import ANTHROPIC_TOOL_PROMPT, TokenCounter
+from guard.dialects.messages import TOOL_PROMPT as ANTHROPIC_TOOL_PROMPT
+from guard.tokens import TokenCounter
 
 O200K = get_encoding("o200k_base")
 

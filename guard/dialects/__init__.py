@@ -1,0 +1,84 @@
+"""The wire formats the guard understands, one module each behind one protocol (`Dialect`):
+
+- `chat`: OpenAI chat completions (`messages`, `tool_calls`, `role: tool`);
+- `messages`: Anthropic /v1/messages (`system`, `tool_use` / `tool_result` blocks);
+- `responses`: the OpenAI Responses API (`input` items, `instructions`, `max_output_tokens`).
+
+The core (counting, strategies, planner) works on any of them through the protocol alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Sequence
+
+from guard.dialects.base import (
+    MARKER_PREFIX,
+    TEXT_PARTS,
+    Content,
+    Dialect,
+    Message,
+    cache_breakpoint,
+    compact_json,
+    content_texts,
+    last_breakpoints,
+    map_texts,
+    replace_text,
+    text_of,
+)
+from guard.dialects.chat import Chat
+from guard.dialects.messages import Messages
+from guard.dialects.responses import Responses
+from guard.errors import BadRequest
+
+OPENAI: Dialect = Chat()
+ANTHROPIC: Dialect = Messages()
+RESPONSES: Dialect = Responses()
+DIALECTS: dict[str, Dialect] = {d.name: d for d in (OPENAI, ANTHROPIC, RESPONSES)}
+_ANTHROPIC_BLOCKS = {"tool_use", "tool_result", "thinking", "redacted_thinking", "document"}
+_RESPONSES_ONLY = ("input", "instructions", "max_output_tokens", "previous_response_id", "conversation")
+
+
+def detect(body: Mapping[str, Any]) -> Dialect:
+    """Guess the dialect of a body: Responses if it has `input` (or another Responses-only field)
+    and no `messages`; Anthropic if it has a top-level system or Anthropic blocks; else chat."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("the request body must be a JSON object")
+    if "messages" not in body and any(key in body for key in _RESPONSES_ONLY):
+        return RESPONSES
+    if "system" in body:
+        return ANTHROPIC
+    msgs = body.get("messages")
+    if isinstance(msgs, list):
+        for m in msgs:
+            if not isinstance(m, Mapping):
+                continue
+            if m.get("role") in ("tool", "system", "developer", "function") or m.get("tool_calls"):
+                return OPENAI
+            content = m.get("content")
+            for b in content if isinstance(content, list) else ():
+                if isinstance(b, Mapping) and (
+                    b.get("type") in _ANTHROPIC_BLOCKS
+                    or (b.get("type") == "image" and isinstance(b.get("source"), Mapping))
+                ):
+                    return ANTHROPIC
+    return OPENAI
+
+
+def by_name(name: str) -> Dialect:
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise ValueError(f"unknown dialect {name!r} (expected one of {', '.join(DIALECTS)})") from None
+
+
+def group_messages(dialect: Dialect, messages: Sequence[Message]) -> list[int]:
+    """Group id per message (see `Dialect.groups`)."""
+    return dialect.groups(messages)
+
+
+__all__ = [
+    "ANTHROPIC", "DIALECTS", "MARKER_PREFIX", "OPENAI", "RESPONSES", "TEXT_PARTS", "Content", "Dialect", "Message",
+    "by_name", "cache_breakpoint", "compact_json", "content_texts", "detect", "group_messages", "last_breakpoints",
+    "map_texts", "replace_text", "text_of",
+]

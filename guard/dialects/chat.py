@@ -1,0 +1,96 @@
+"""OpenAI chat completions bodies: `messages` with `tool_calls` on assistant messages and one
+`role: tool` message per result; the output limit is `max_tokens` or `max_completion_tokens`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from guard.dialects.base import Content, Dialect, Message, compact_json, text_of
+
+if TYPE_CHECKING:
+    from guard.tokens import TokenCounter
+
+MESSAGE_FRAMING = 3
+TOOL_CALL_FRAMING = 3
+_NATIVE_COMPLETION_TOKENS = ("o1", "o3", "o4", "gpt-5")  # these OpenAI models refuse max_tokens
+
+
+class Chat(Dialect):
+    name: ClassVar[str] = "openai"
+
+    def output_key(self, body: Mapping[str, Any], model: str) -> str:
+        for key in ("max_completion_tokens", "max_tokens"):
+            if body.get(key) is not None:
+                return key
+        if model.rsplit("/", 1)[-1].startswith(_NATIVE_COMPLETION_TOKENS):
+            return "max_completion_tokens"
+        return "max_tokens"
+
+    def is_user_turn(self, msg: Message) -> bool:
+        return msg.get("role") == "user"
+
+    def tool_call_ids(self, msg: Message) -> list[str]:
+        calls = msg.get("tool_calls") if msg.get("role") == "assistant" else None
+        if not isinstance(calls, list):
+            return []
+        return [str(c.get("id")) for c in calls if isinstance(c, Mapping)]
+
+    def tool_result_ids(self, msg: Message) -> list[str]:
+        if msg.get("role") in ("tool", "function"):
+            return [str(msg.get("tool_call_id") or msg.get("name"))]
+        return []
+
+    def tool_results(self, msg: Message) -> list[tuple[int | None, Content]]:
+        if msg.get("role") in ("tool", "function"):
+            return [(None, msg.get("content"))]
+        return []
+
+    def count(self, counter: TokenCounter, msg: Message) -> tuple[int, int]:
+        """OpenAI's published accounting: 3 tokens per message, every string field encoded (+1 for
+        a name), tool calls as name + arguments + 3."""
+        text, img = MESSAGE_FRAMING, 0
+        for key, value in msg.items():
+            if key == "content":
+                if isinstance(value, str):
+                    text += counter.raw(value)
+                elif isinstance(value, list):
+                    t, i = counter.parts(value)
+                    text, img = text + t, img + i
+            elif key == "tool_calls" and isinstance(value, list):
+                for call in value:
+                    text += TOOL_CALL_FRAMING + _call(counter, call)
+            elif key == "function_call" and isinstance(value, Mapping):
+                text += _call(counter, {"function": value})
+            elif isinstance(value, str):
+                text += counter.raw(value) + (1 if key == "name" else 0)
+            elif isinstance(value, (list, Mapping)):
+                text += counter.raw(compact_json(value))
+        return text, img
+
+    def line(self, msg: Message) -> str:
+        role = str(msg.get("role"))
+        content = msg.get("content")
+        if role in ("tool", "function"):
+            who = msg.get("name") or msg.get("tool_call_id") or "tool"
+            return f"[tool result {who}] " + text_of(content)
+        parts = [text_of(content)] if content is not None else []
+        for call in msg.get("tool_calls") or []:
+            if isinstance(call, Mapping):
+                fn: Mapping[str, Any] = call["function"] if isinstance(call.get("function"), Mapping) else {}
+                parts.append(f"(calls tool {fn.get('name')} with {fn.get('arguments')})")
+        return f"[{role}] " + "\n".join(p for p in parts if p)
+
+
+def _call(counter: TokenCounter, call: Any) -> int:
+    fn = call.get("function") if isinstance(call, Mapping) else None
+    if not isinstance(fn, Mapping):
+        return counter.raw(compact_json(call))
+    n = 0
+    for field in ("name", "arguments"):
+        value = fn.get(field)
+        if isinstance(value, str):
+            n += counter.raw(value)
+        elif value is not None:
+            n += counter.raw(compact_json(value))
+    return n

@@ -1,0 +1,125 @@
+"""Anthropic /v1/messages bodies: a top-level `system`, `tool_use` blocks in assistant messages
+and `tool_result` blocks in the user message that follows; the output limit is `max_tokens`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+from guard.dialects.base import Content, Dialect, Message, _blocks, text_of
+
+if TYPE_CHECKING:
+    from guard.tokens import TokenCounter
+
+MESSAGE_FRAMING = 3
+TOOL_PROMPT = 350  # Anthropic's tool-use system prompt (documented as 313-346 tokens)
+
+
+class Messages(Dialect):
+    name: ClassVar[str] = "anthropic"
+    fixed_keys: ClassVar[tuple[str, ...]] = ("tools", "functions", "response_format", "tool_choice", "system")
+    system_keys: ClassVar[tuple[str, ...]] = ("system",)
+
+    def output_key(self, body: Mapping[str, Any], model: str) -> str:
+        return "max_tokens"
+
+    def is_user_turn(self, msg: Message) -> bool:
+        """A message a person wrote: role user and no tool results.
+
+        Anthropic clients put text next to the tool results it follows in one user message
+        (Claude Code appends a system reminder to every tool-result message; a user who interrupts
+        adds their words there). Such a message is a tool-result message: its results are cut like
+        any other, and its text blocks are never edited (strategies only rewrite tool results), so
+        the turn the user really typed stays the pinned "last user turn"."""
+        if msg.get("role") != "user":
+            return False
+        content = msg.get("content")
+        if not isinstance(content, list):
+            return True
+        return not any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
+
+    def tool_call_ids(self, msg: Message) -> list[str]:
+        if msg.get("role") != "assistant":
+            return []
+        return [str(b.get("id")) for b in _blocks(msg) if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+
+    def tool_result_ids(self, msg: Message) -> list[str]:
+        if msg.get("role") != "user":
+            return []
+        return [
+            str(b.get("tool_use_id"))
+            for b in _blocks(msg)
+            if isinstance(b, Mapping) and b.get("type") == "tool_result"
+        ]
+
+    def tool_results(self, msg: Message) -> list[tuple[int | None, Content]]:
+        if msg.get("role") != "user":
+            return []
+        return [
+            (i, b.get("content"))
+            for i, b in enumerate(_blocks(msg))
+            if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "tool_result"
+        ]
+
+    def groups(self, messages: Sequence[Message]) -> list[int]:
+        """A message of tool results joins the calls it answers, and closes them: Anthropic wants
+        every `tool_use` answered in the very next message."""
+        groups: list[int] = []
+        gid = -1
+        open_calls = False
+        for m in messages:
+            if open_calls and self.tool_result_ids(m):
+                groups.append(gid)
+                open_calls = False
+                continue
+            gid += 1
+            groups.append(gid)
+            open_calls = bool(self.tool_call_ids(m))
+        return groups
+
+    def count(self, counter: TokenCounter, msg: Message) -> tuple[int, int]:
+        text, img = MESSAGE_FRAMING, 0
+        role = msg.get("role")
+        if isinstance(role, str):
+            text += counter.raw(role)
+        content = msg.get("content")
+        if isinstance(content, str):
+            text += counter.raw(content)
+        elif isinstance(content, list):
+            t, img = counter.parts(content)
+            text += t
+        return text, img
+
+    def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
+        text, img = super().count_fixed(counter, body)
+        if isinstance(body.get("tools"), list) and body["tools"]:
+            text += TOOL_PROMPT
+        system = body.get("system")
+        if isinstance(system, str):
+            text += MESSAGE_FRAMING + counter.raw(system)
+        elif isinstance(system, list):
+            t, i = counter.parts(system)
+            text, img = text + MESSAGE_FRAMING + t, img + i
+        return text, img
+
+    def line(self, msg: Message) -> str:
+        role = str(msg.get("role"))
+        content = msg.get("content")
+        if not isinstance(content, list):
+            return f"[{role}] " + text_of(content)
+        parts: list[str] = []
+        for block in content:
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                parts.append(str(block.get("text", "")))
+            elif kind == "tool_use":
+                args = json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":"), default=str)
+                parts.append(f"(calls tool {block.get('name')} with {args})")
+            elif kind == "tool_result":
+                parts.append(f"[tool result {block.get('tool_use_id')}] " + text_of(block.get("content")))
+            elif kind in ("image", "document"):
+                parts.append(f"[{kind}]")
+        return f"[{role}] " + "\n".join(p for p in parts if p)

@@ -1,0 +1,188 @@
+"""OpenAI Responses API bodies (`/v1/responses`, `litellm.aresponses`).
+
+The turns are the `input` items: messages (`input_text` / `input_image` / `input_file` parts, or a
+string), `function_call` and `function_call_output` paired by `call_id` (likewise custom and
+built-in tool calls), `reasoning` items, and opaque ones (`item_reference`, `compaction`, ...). A
+string `input` is one user message. `instructions` is pinned like a system prompt; `tools`, `text`
+(its `format` schema) and `prompt` are counted as sent. The output limit is `max_output_tokens`.
+
+A `reasoning` item belongs to the item that follows it (the provider refuses one without the
+other), so both share a group: they are dropped or summarized together, and never edited. Opaque
+items are counted as their JSON and only ever dropped or summarized with their group.
+
+With `previous_response_id` or `conversation` the provider prepends history it holds; with a
+stored `prompt` it adds the prompt's text. The guard counts what the body carries and names those
+fields in the report (`unseen_state`): its count is then a lower bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+
+from guard.dialects.base import Content, Dialect, Message, compact_json, text_of
+from guard.errors import BadRequest
+
+if TYPE_CHECKING:
+    from guard.tokens import TokenCounter
+
+ITEM_FRAMING = 3
+TOOL_CALL_FRAMING = 3
+RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})  # outputs the strategies may edit
+UNSEEN_STATE = ("previous_response_id", "conversation", "prompt")
+
+
+def _kind(item: Message) -> str:
+    kind = item.get("type")
+    return kind if isinstance(kind, str) else "message"
+
+
+def _is_call(item: Message) -> bool:
+    kind = _kind(item)
+    return kind.endswith("_call") and item.get("call_id") is not None
+
+
+def _is_output(item: Message) -> bool:
+    return _kind(item).endswith("_call_output") and item.get("call_id") is not None
+
+
+class Responses(Dialect):
+    name: ClassVar[str] = "responses"
+    messages_key: ClassVar[str] = "input"
+    fixed_keys: ClassVar[tuple[str, ...]] = ("tools", "tool_choice", "instructions", "text", "prompt")
+    system_keys: ClassVar[tuple[str, ...]] = ("instructions",)
+
+    def messages(self, body: Mapping[str, Any]) -> list[Message]:
+        items = body.get("input")
+        if isinstance(items, str):
+            return [{"role": "user", "content": items}]
+        if not isinstance(items, list):
+            raise BadRequest("'input' must be a string or a list of items")
+        for i, item in enumerate(items):
+            if type(item) is not dict and not isinstance(item, Mapping):
+                raise BadRequest(f"input[{i}] must be an object")
+            kind = item.get("type")
+            if kind is not None and not isinstance(kind, str):
+                raise BadRequest(f"input[{i}].type must be a string")
+            if _kind(item) == "message":
+                if not isinstance(item.get("role"), str):
+                    raise BadRequest(f"input[{i}].role must be a string")
+                content = item.get("content")
+                if content is not None and type(content) is not str and type(content) is not list:
+                    raise BadRequest(f"input[{i}].content must be a string or a list of parts")
+            elif _kind(item) in RESULT_TYPES:
+                output = item.get("output")
+                if output is not None and type(output) is not str and type(output) is not list:
+                    raise BadRequest(f"input[{i}].output must be a string or a list of parts")
+        return items
+
+    def output_key(self, body: Mapping[str, Any], model: str) -> str:
+        return "max_output_tokens"
+
+    def unseen_state(self, body: Mapping[str, Any]) -> list[str]:
+        return [key for key in UNSEEN_STATE if body.get(key)]
+
+    def is_system(self, msg: Message) -> bool:
+        return _kind(msg) == "message" and msg.get("role") in ("system", "developer")
+
+    def is_user_turn(self, msg: Message) -> bool:
+        return _kind(msg) == "message" and msg.get("role") == "user"
+
+    def tool_call_ids(self, msg: Message) -> list[str]:
+        return [str(msg["call_id"])] if _is_call(msg) else []
+
+    def tool_result_ids(self, msg: Message) -> list[str]:
+        return [str(msg["call_id"])] if _is_output(msg) else []
+
+    def tool_results(self, msg: Message) -> list[tuple[int | None, Content]]:
+        if _kind(msg) in RESULT_TYPES:
+            return [(None, msg.get("output"))]
+        return []
+
+    def with_tool_result(self, msg: Message, slot: int | None, content: Content) -> dict[str, Any]:
+        new = dict(msg)
+        new["output"] = content
+        return new
+
+    def marker(self, text: str, cache_control: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
+
+    def groups(self, messages: Sequence[Message]) -> list[int]:
+        """A reasoning item joins the item after it; calls that follow one another (parallel
+        calls) share a group, and each output joins the group of its call."""
+        groups: list[int] = []
+        gid = -1
+        open_calls: set[str] = set()
+        after_reasoning = after_call = False
+        for item in messages:
+            call = _is_call(item)
+            joins = (
+                after_reasoning
+                or (_is_output(item) and str(item.get("call_id")) in open_calls)
+                or (call and after_call)
+            )
+            if not joins:
+                gid += 1
+                open_calls = set()
+            groups.append(gid)
+            if call:
+                open_calls.add(str(item["call_id"]))
+            after_reasoning = _kind(item) == "reasoning"
+            after_call = call
+        return groups
+
+    def count(self, counter: TokenCounter, msg: Message) -> tuple[int, int]:
+        kind = _kind(msg)
+        if kind == "message":
+            text, img = ITEM_FRAMING + counter.raw(str(msg.get("role"))), 0
+            content = msg.get("content")
+            if isinstance(content, str):
+                text += counter.raw(content)
+            elif isinstance(content, list):
+                t, img = counter.parts(content)
+                text += t
+            return text, img
+        if kind in RESULT_TYPES:
+            output = msg.get("output")
+            if isinstance(output, str):
+                return ITEM_FRAMING + counter.raw(output), 0
+            if isinstance(output, list):
+                t, img = counter.parts(output)
+                return ITEM_FRAMING + t, img
+            return ITEM_FRAMING, 0
+        if kind in ("function_call", "custom_tool_call"):
+            text = TOOL_CALL_FRAMING
+            for field in ("name", "arguments", "input"):
+                value = msg.get(field)
+                text += counter.raw(value) if isinstance(value, str) else counter.raw(compact_json(value)) if value is not None else 0
+            return text, 0
+        # reasoning (its summary and encrypted content), built-in tool calls, references, compaction:
+        # counted as their JSON, which is never less than what the provider renders of them
+        return ITEM_FRAMING + counter.raw(compact_json(msg)), 0
+
+    def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
+        text, img = super().count_fixed(counter, body)  # tools, tool_choice, text, prompt
+        instructions = body.get("instructions")
+        if isinstance(instructions, str):
+            text += ITEM_FRAMING + counter.raw(instructions)
+        elif isinstance(instructions, list):
+            for item in instructions:
+                if isinstance(item, Mapping):
+                    t, i = self.count(counter, item)
+                    text, img = text + t, img + i
+        return text, img
+
+    def line(self, msg: Message) -> str:
+        kind = _kind(msg)
+        if kind == "message":
+            return f"[{msg.get('role')}] " + text_of(msg.get("content"))
+        if kind in RESULT_TYPES:
+            return f"[tool result {msg.get('call_id')}] " + text_of(msg.get("output"))
+        if kind in ("function_call", "custom_tool_call"):
+            args = msg.get("arguments", msg.get("input"))
+            return f"[assistant] (calls tool {msg.get('name')} with {args})"
+        if kind == "reasoning":
+            summary = msg.get("summary")
+            texts = [p.get("text", "") for p in summary if isinstance(p, Mapping)] if isinstance(summary, list) else []
+            return "[assistant reasoning] " + "\n".join(str(t) for t in texts)
+        return f"[{kind}]"
