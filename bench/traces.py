@@ -160,6 +160,41 @@ def to_anthropic(body: dict[str, Any], model: str = "claude-sonnet-4-5") -> dict
     return {"model": model, "system": system, "messages": out, "tools": tools}
 
 
+def to_responses(body: dict[str, Any], model: str = "gpt-4o", reasoning: bool = True) -> dict[str, Any]:
+    """The same conversation as an OpenAI Responses API body: `instructions`, `input` items
+    (messages with input_text / output_text parts, function_call and function_call_output pairs;
+    with `reasoning`, a reasoning item with encrypted content before each batch of calls, as
+    reasoning models send them back), flat function tool schemas."""
+    instructions = "\n".join(m["content"] for m in body["messages"] if m["role"] == "system")
+    items: list[dict[str, Any]] = []
+    for i, m in enumerate(body["messages"]):
+        if m["role"] == "system":
+            continue
+        if m["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+        elif m["role"] == "assistant" and m.get("tool_calls"):
+            if reasoning:
+                summary = [{"type": "summary_text", "text": m["content"]}] if m.get("content") else []
+                items.append({"type": "reasoning", "id": f"rs_{i:04d}", "summary": summary,
+                              "encrypted_content": f"gAAAAB{i:04d}" + "Zm9v" * 24})
+            elif m.get("content"):
+                items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+            for c in m["tool_calls"]:
+                items.append({"type": "function_call", "call_id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+        elif m["role"] == "assistant":
+            items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+        else:
+            items.append({"type": "message", "role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]})
+    tools = [
+        {"type": "function", "name": t["function"]["name"], "description": t["function"]["description"], "parameters": t["function"]["parameters"]}
+        for t in body.get("tools", [])
+    ]
+    out: dict[str, Any] = {"model": model, "input": items, "tools": tools}
+    if instructions:
+        out["instructions"] = instructions
+    return out
+
+
 def rag_incident(seed: int = 1, articles_per_call: int = 59, turns: int = 3, model: str = "openai/qwen3-262k") -> dict[str, Any]:
     """Incident 2: a retriever returns pretty-printed JSON with a metadata dict per article, twice
     per turn."""

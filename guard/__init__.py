@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # visible to type checkers; loaded lazily at run time (they i
         ContextWindowExceededError,
         GuardFailed,
         completion,
+        responses,
         instrument,
         report_of,
         uninstrument,
@@ -39,6 +40,7 @@ _SHELL = {
     "SummaryCache": "guard.cache",
     "Summarizer": "guard.summarizer",
     "completion": "guard.callback",
+    "responses": "guard.callback",
 }
 
 
@@ -77,6 +79,7 @@ __all__ = [
     "SummaryRequest",
     "UnknownModel",
     "completion",
+    "responses",
     "instrument",
     "load_config",
     "load_policy_set",

@@ -39,7 +39,7 @@ from guard import coexistence, routing, telemetry
 from guard.cache import SummaryCache
 from guard.calibration_store import CalibrationStore
 from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config, parse_model_list
-from guard.dialects import ANTHROPIC, OPENAI, Dialect
+from guard.dialects import ANTHROPIC, OPENAI, RESPONSES, Dialect
 from guard.engine import Engine
 from guard.jsontext import bounded_put
 from guard.errors import ContextWindowExceeded, GuardError
@@ -52,6 +52,8 @@ CLIENT_POLICY_KEY = "context_guard_policy"  # a client's hints: may only tighten
 _THREAD_THRESHOLD = 64  # messages; bigger bodies are fitted off the event loop
 _CHAT_CALLS = {"completion", "acompletion"}
 _ANTHROPIC_CALLS = {"anthropic_messages"}
+# "responses": the streaming success hook's name for a Responses call; "aresponses" everywhere else
+_RESPONSES_CALLS = {"responses", "aresponses"}
 # call types that send a prompt to a model: one of these reaching a provider unfitted is a bypass
 _PROMPT_CALL_WORDS = ("completion", "responses", "messages", "generate_content")
 _REPORTS: dict[str, Mapping[str, Any]] = {}  # litellm_call_id -> the report of its latest pass
@@ -125,6 +127,8 @@ def _dialect(call_type: Any) -> Dialect | None:
         return OPENAI
     if name in _ANTHROPIC_CALLS:
         return ANTHROPIC
+    if name in _RESPONSES_CALLS:
+        return RESPONSES
     return None
 
 
@@ -250,7 +254,7 @@ class ContextGuard(CustomLogger):
     # -- LiteLLM hooks (defined on this class itself: the proxy skips inherited ones) ---------
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> Any:
         dialect = _dialect(call_type)
-        if dialect is None or not isinstance(data, dict) or "messages" not in data:
+        if dialect is None or not isinstance(data, dict) or dialect.messages_key not in data:
             return data
         alias = data.get("model")
         identity = identity_from_auth(user_api_key_dict)
@@ -283,14 +287,19 @@ class ContextGuard(CustomLogger):
         whole if any do, else those that can after the allowed steps (all, if none can: the
         deployment hook then refuses with the numbers, which triggers context_window_fallbacks)."""
         kwargs = request_kwargs if isinstance(request_kwargs, dict) else {}
-        if internal_call.get(False) or len(healthy_deployments) < 2 or not isinstance(kwargs.get("messages", messages), list):
+        responses = "input" in kwargs and "messages" not in kwargs  # /v1/responses: no messages
+        turns = kwargs.get("input") if responses else kwargs.get("messages", messages)
+        if internal_call.get(False) or len(healthy_deployments) < 2 or not isinstance(turns, (list, str)):
             return healthy_deployments
         entries = [d for d in healthy_deployments if isinstance(d, Mapping)]
         candidates = routing.from_entries(entries, model)
         if len({routing.limits_key(d) for d in candidates}) < 2:
             return healthy_deployments
-        body = {**kwargs, "messages": kwargs.get("messages", messages), "model": model}
-        dialect = ANTHROPIC if "system" in body or _md_key(body, OPENAI) == "litellm_metadata" else OPENAI
+        if responses:
+            body, dialect = {**kwargs, "model": model}, RESPONSES
+        else:
+            body = {**kwargs, "messages": turns, "model": model}
+            dialect = ANTHROPIC if "system" in body or _md_key(body, OPENAI) == "litellm_metadata" else OPENAI
         md = body.get(_md_key(body, dialect)) or {}
         identity = identity_from_metadata(md) if isinstance(md, Mapping) else Identity()
         try:
@@ -313,7 +322,7 @@ class ContextGuard(CustomLogger):
 
     async def async_pre_call_deployment_hook(self, kwargs: dict, call_type: Any) -> Any:
         dialect = _dialect(call_type)
-        if dialect is None or "messages" not in kwargs or internal_call.get(False):
+        if dialect is None or dialect.messages_key not in kwargs or internal_call.get(False):
             return kwargs
         md = kwargs.get(_md_key(kwargs, dialect)) or {}
         model = kwargs.get("model")
@@ -493,7 +502,7 @@ class ContextGuard(CustomLogger):
             engine = self.engine
             real = deployment.model if deployment else name
             policy, layers = self._policy(name, real, identity, data, dialect)
-            messages = data.get("messages")
+            messages = data.get(dialect.messages_key)
             big = isinstance(messages, list) and len(messages) >= _THREAD_THRESHOLD
             if chain and policy.context_fallbacks == "before_cutting":
                 target = await _maybe_thread(big, self._whole_elsewhere, data, dialect, identity, name, deployment, policy, chain)
@@ -581,7 +590,7 @@ class ContextGuard(CustomLogger):
         if not candidates:
             return data
         start = time.perf_counter()
-        messages = data.get("messages")
+        messages = data.get(dialect.messages_key)
         big = isinstance(messages, list) and len(messages) >= _THREAD_THRESHOLD
 
         def verdicts() -> list[tuple[str, routing.Verdict]]:
@@ -623,13 +632,15 @@ class ContextGuard(CustomLogger):
             return True
 
     # -- sync calls ---------------------------------------------------------------------------
-    def fit_kwargs(self, kwargs: Mapping[str, Any], *, router: Any = None) -> dict[str, Any]:
-        """The kwargs of a sync chat call, fitted as the deployment hook fits an async one (raises
+    def fit_kwargs(self, kwargs: Mapping[str, Any], *, router: Any = None, dialect: Dialect = OPENAI) -> dict[str, Any]:
+        """The kwargs of a sync call (chat; `dialect=RESPONSES` for `litellm.responses`, whose
+        metadata is `litellm_metadata`), fitted as the deployment hook fits an async one (raises
         `guard.ContextWindowExceededError`, which is LiteLLM's context-window error). Called by a
         Router (through `instrument` or `wrap(router.completion, router=...)`), the kwargs name the
         deployment (`model`, `model_info`) and its group (`metadata.model_group`)."""
         model = kwargs.get("model")
-        md: Mapping[str, Any] = kwargs["metadata"] if isinstance(kwargs.get("metadata"), Mapping) else {}
+        md_key = _md_key(kwargs, dialect)
+        md: Mapping[str, Any] = kwargs[md_key] if isinstance(kwargs.get(md_key), Mapping) else {}
         alias = md.get("model_group") if isinstance(md.get("model_group"), str) else None
         info = kwargs.get("model_info")
         if alias is not None and isinstance(model, str):
@@ -637,16 +648,17 @@ class ContextGuard(CustomLogger):
         else:
             deployment = _router_deployment(model, router or self._router) if (router or self._router) is not None else None
         coro = self._guard(
-            dict(kwargs), OPENAI, route="sdk_sync", identity=identity_from_metadata(md), deployment=deployment,
+            dict(kwargs), dialect, route="sdk_sync", identity=identity_from_metadata(md), deployment=deployment,
             reject=True, alias=alias, chain=routing.context_fallbacks(router or self.router(), alias),
         )
         return _run_sync(coro)
 
-    def wrap(self, fn: Callable[..., Any], *, router: Any = None) -> Callable[..., Any]:
-        """`fn` with its requests fitted: `wrap(litellm.completion)` fits the kwargs first;
+    def wrap(self, fn: Callable[..., Any], *, router: Any = None, dialect: Dialect = OPENAI) -> Callable[..., Any]:
+        """`fn` with its requests fitted: `wrap(litellm.completion)` fits the kwargs first
+        (`wrap(litellm.responses, dialect=RESPONSES)`: a Responses API call);
         `wrap(router.completion, router=router)` fits each attempt to the deployment the Router picks,
         so window-aware fallbacks (`context_window_fallbacks`) work as in the async Router."""
-        if router is not None:
+        if router is not None and dialect is OPENAI:
             if self._router is None:
                 self._router = router
 
@@ -665,8 +677,8 @@ class ContextGuard(CustomLogger):
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             if args:
-                kwargs = {**dict(zip(("model", "messages"), args)), **kwargs}
-            fitted = self.fit_kwargs(kwargs)
+                kwargs = {**dict(zip(("model", dialect.messages_key), args)), **kwargs}
+            fitted = self.fit_kwargs(kwargs, router=router, dialect=dialect)
             return _attach(fn(**fitted), fitted)
 
         return guarded
@@ -822,7 +834,9 @@ def _run_sync(coro: Any) -> Any:
 
 
 def _md_key(data: Mapping[str, Any], dialect: Dialect) -> str:
-    if "litellm_metadata" in data or (dialect is ANTHROPIC and "metadata" not in data):
+    """Where LiteLLM keeps a request's metadata. On the Responses API `metadata` is a field the
+    provider receives (strings only): the guard's record always goes to `litellm_metadata`."""
+    if "litellm_metadata" in data or dialect is RESPONSES or (dialect is ANTHROPIC and "metadata" not in data):
         return "litellm_metadata"
     return "metadata"
 
@@ -913,7 +927,8 @@ def _proxy_rejection(
     message = (e.render_anthropic() if dialect is ANTHROPIC else e.render()) + suffix
     # the headers ride on the exception: /v1/messages answers errors from it without the headers hook
     headers = telemetry.headers({**e.report.to_dict(), **(extra or {})})
-    return _ProxyRejection(message=message, type="invalid_request_error", param="messages", code=400, headers=headers)
+    param = dialect.messages_key  # "input" on the Responses API, as OpenAI's own error names it
+    return _ProxyRejection(message=message, type="invalid_request_error", param=param, code=400, headers=headers)
 
 
 def _provider(deployment: Deployment | None) -> str:
@@ -963,6 +978,13 @@ def completion(*args: Any, **kwargs: Any) -> Any:
     return _guard_instance().wrap(_ORIGINAL.get("completion") or litellm.completion)(*args, **kwargs)
 
 
+def responses(*args: Any, **kwargs: Any) -> Any:
+    """`litellm.responses` (the OpenAI Responses API, sync) with the request fitted first, like
+    `completion`. LiteLLM has no hook that can rewrite a sync call; async `litellm.aresponses`
+    and `Router.aresponses` are fitted by the callback itself."""
+    return _guard_instance().wrap(litellm.responses, dialect=RESPONSES)(*args, **kwargs)
+
+
 _litellm_completion = litellm.completion  # LiteLLM's own, whatever is patched later
 
 __all__ = [
@@ -976,5 +998,6 @@ __all__ = [
     "instrument",
     "is_instrumented",
     "report_of",
+    "responses",
     "uninstrument",
 ]

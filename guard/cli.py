@@ -1,7 +1,7 @@
 """`context-guard`: fit a request body from the command line; show what calibration learned.
 
     context-guard fit REQUEST.json [--config LITELLM_CONFIG.yaml] [--model NAME]
-                      [--dialect openai|anthropic] [--out FITTED.json|-] [--json]
+                      [--dialect openai|anthropic|responses] [--out FITTED.json|-] [--json]
     context-guard calibration --config LITELLM_CONFIG.yaml [--redis redis://HOST:PORT/0] [--json]
 
 Exit status: 0 the result fits (changed or not), 2 rejected (context window exceeded),
@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
+from guard.dialects import DIALECTS
 from guard.engine import Engine
 from guard.errors import ContextWindowExceeded, GuardError
 from guard.planner import Fitted
@@ -34,11 +35,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="context-guard", description="Make LLM requests fit their model's context window.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    fit = sub.add_parser("fit", help="fit a chat-completions or /v1/messages body")
+    fit = sub.add_parser("fit", help="fit a chat-completions, /v1/messages or /v1/responses body")
     fit.add_argument("request", help="request body as JSON ('-' for stdin)")
     fit.add_argument("--config", help="LiteLLM proxy config (model_list model_info, context_guard policy)")
     fit.add_argument("--model", help="model to fit for (default: the body's 'model')")
-    fit.add_argument("--dialect", choices=["openai", "anthropic"], help="body shape (default: detected)")
+    fit.add_argument("--dialect", choices=list(DIALECTS), help="body shape: chat, /v1/messages or Responses (default: detected)")
     fit.add_argument("--out", help="write the fitted body here ('-' for stdout)")
     fit.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
     cal = sub.add_parser("calibration", help="per deployment: the counting factor in use, its source and the observed ratios")

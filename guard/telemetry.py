@@ -77,6 +77,7 @@ def summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "fitted_messages_sha256": report.get("fitted_messages_sha256"),
         "summary": report.get("summary"),
         "other_context_managers": report.get("other_context_managers", []),
+        "unseen_state": report.get("unseen_state", []),
         "reasoning": report.get("reasoning", []),
         "models_tried": report.get("models_tried", []),
         "cut": report.get("cut"),
@@ -105,6 +106,9 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
         out["cut"] = str(report["cut"])
     if report.get("other_context_managers"):
         out["coexisting"] = ",".join(report["other_context_managers"])
+    if report.get("unseen_state"):
+        # the provider adds input the guard cannot see (previous_response_id, ...): counts are lower bounds
+        out["unseen-state"] = ",".join(report["unseen_state"])
     summary = report.get("summary")
     if isinstance(summary, Mapping):
         out["summary"] = f"{summary.get('source')};calls={summary.get('calls')}"
@@ -152,7 +156,8 @@ def _tokens(obj: Any, name: str) -> int:
 def provider_input(usage: Any) -> int:
     """The input tokens a provider reported, cached ones included (LiteLLM normalizes usage:
     OpenAI's `prompt_tokens` counts cached input; for Anthropic it adds `cache_read_input_tokens`
-    and `cache_creation_input_tokens` to `input_tokens`)."""
+    and `cache_creation_input_tokens` to `input_tokens`; the Responses API's `input_tokens`
+    already includes its cached part)."""
     if usage is None:
         return 0
     # Anthropic's own shape, if a route hands it over untranslated: the three parts add up
@@ -173,11 +178,14 @@ def count_ratio(model: str, provider: int, guard: int) -> float | None:
 def prompt_cache(model: str, usage: Any) -> dict[str, int] | None:
     """Count a provider answer's input tokens by cache status: read (cached input), write (cache
     creation, Anthropic) and uncached. LiteLLM normalizes usage: `prompt_tokens` includes both, and
-    `prompt_tokens_details.cached_tokens` / `cache_read_input_tokens` are the reads."""
+    `prompt_tokens_details.cached_tokens` / `cache_read_input_tokens` are the reads; the Responses
+    API's `input_tokens` includes cached input, read in `input_tokens_details.cached_tokens`."""
     if usage is None:
         return None
-    prompt = _tokens(usage, "prompt_tokens")
-    details = usage.get("prompt_tokens_details") if isinstance(usage, Mapping) else getattr(usage, "prompt_tokens_details", None)
+    prompt = provider_input(usage)
+    details = None
+    for name in ("prompt_tokens_details", "input_tokens_details"):  # chat; Responses API
+        details = details or (usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None))
     read = _tokens(usage, "cache_read_input_tokens") or (_tokens(details, "cached_tokens") if details is not None else 0)
     write = _tokens(usage, "cache_creation_input_tokens")
     if not prompt:

@@ -1,4 +1,4 @@
-"""Hypothesis strategies: generated conversations in both dialects, and guard settings to fit them.
+"""Hypothesis strategies: generated conversations in every dialect, and guard settings to fit them.
 
 Every generated message carries an `x_id` (its original position) so tests can follow messages
 through the guard; every text carries canary words so tests can prove the report holds no text.
@@ -118,21 +118,70 @@ def to_anthropic(msgs: list[dict[str, Any]]) -> tuple[str | None, list[dict[str,
     return system, out
 
 
+def _responses_parts(content: Any, kind: str) -> Any:
+    if isinstance(content, list):
+        return [{**p, "type": kind} if p.get("type") == "text" else p for p in content]
+    return content
+
+
+def to_responses(msgs: list[dict[str, Any]], instructions: bool = False) -> tuple[str | None, list[dict[str, Any]]]:
+    """The same conversation as Responses API items: messages (string or `input_text` /
+    `output_text` parts), a `reasoning` item with encrypted content before each batch of calls,
+    `function_call` and `function_call_output` items; every item gets its own x_id. With
+    `instructions`, the system messages become the body's `instructions`."""
+    system = "\n".join(m["content"] for m in msgs if m["role"] in ("system", "developer")) or None
+    out: list[dict[str, Any]] = []
+    for m in msgs:
+        role = m["role"]
+        if role in ("system", "developer"):
+            if not instructions:
+                out.append({"role": role, "content": m["content"]})
+        elif role == "tool":
+            out.append({"type": "function_call_output", "call_id": m["tool_call_id"],
+                        "output": _responses_parts(m["content"], "input_text")})
+        elif role == "assistant" and m.get("tool_calls"):
+            if m["x_id"] % 2 == 0:
+                out.append({"type": "reasoning", "id": f"rs_{m['x_id']}", "encrypted_content": "gAAAAB" + "x" * (8 * m["x_id"] + 8),
+                            "summary": [{"type": "summary_text", "text": m.get("content") or ""}]})
+            elif m.get("content"):
+                out.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+            out += [{"type": "function_call", "call_id": c["id"], "name": c["function"]["name"],
+                     "arguments": c["function"]["arguments"]} for c in m["tool_calls"]]
+        elif role == "assistant":
+            out.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+        elif m["x_id"] % 3 == 0:
+            out.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": m["content"]}]})
+        else:
+            out.append({"role": "user", "content": m["content"]})
+    for i, item in enumerate(out):
+        item["x_id"] = i
+    return (system if instructions else None), out
+
+
 @st.composite
-def request_body(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(body, settings): a chat body in either dialect and the limits/policy to fit it into."""
+def request_body(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic")) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(body, settings): a body in one of `dialects` and the limits/policy to fit it into."""
     msgs = draw(openai_conversation())
-    dialect = draw(st.sampled_from(["openai", "anthropic"]))
-    if dialect == "anthropic":
+    dialect = draw(st.sampled_from(dialects))
+    if dialect == "responses":
+        instructions, items = to_responses(msgs, draw(st.booleans()))
+        body = {"model": "tiny", "input": items}
+        if instructions is not None:
+            body["instructions"] = instructions
+        if draw(st.booleans()):
+            body["max_output_tokens"] = draw(st.integers(1, 2000))
+        if draw(st.integers(0, 3)) == 0:
+            body["tools"] = [{"type": "function", "name": "search", "parameters": {"type": "object"}}]
+    elif dialect == "anthropic":
         system, converted = to_anthropic(msgs)
         body: dict[str, Any] = {"model": "tiny", "messages": converted}
         if system is not None:
             body["system"] = system
     else:
         body = {"model": "tiny", "messages": msgs}
-    if draw(st.booleans()):
+    if dialect != "responses" and draw(st.booleans()):
         body["max_tokens"] = draw(st.integers(1, 2000))
-    if draw(st.integers(0, 3)) == 0:
+    if dialect != "responses" and draw(st.integers(0, 3)) == 0:
         body["tools"] = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
     settings = {
         "window": draw(st.integers(300, 8000)),

@@ -18,7 +18,12 @@ from guard.policy import Policy, PolicySet
 from guard.tokens import TokenCounter
 from tests.strategies import CANARY, request_body
 
-UNDERLYING = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5"}
+UNDERLYING = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5", "responses": "gpt-4o"}
+
+
+def _turns(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A body's list of turns: chat and /v1/messages `messages`, Responses `input`."""
+    return body["input"] if "input" in body else body["messages"]
 
 
 def _engine(settings: dict[str, Any]) -> Engine:
@@ -78,7 +83,7 @@ def test_a_request_that_fits_is_forwarded_unchanged_but_for_max_tokens(case):
         return
     key = result.report.output_key
     assert {k: v for k, v in result.body.items() if k != key} == {k: v for k, v in body.items() if k != key}
-    assert result.body["messages"] is body["messages"]
+    assert _turns(result.body) is _turns(body)
     assert isinstance(result.body[key], int) and result.body[key] >= 1
     assert result.report.input_tokens_before <= result.report.room
 
@@ -91,11 +96,12 @@ def test_system_first_and_last_user_messages_are_verbatim(case):
         return
     out = result.body
     d = by_name(settings["dialect"])
-    assert out.get("system") == body.get("system")
-    assert [m for m in out["messages"] if d.is_system(m)] == [m for m in body["messages"] if d.is_system(m)]
-    users = [m for m in body["messages"] if d.is_user_turn(m)]
+    for key in d.system_keys:
+        assert out.get(key) == body.get(key)
+    assert [m for m in _turns(out) if d.is_system(m)] == [m for m in _turns(body) if d.is_system(m)]
+    users = [m for m in _turns(body) if d.is_user_turn(m)]
     for kept in users[:1] + users[-1:]:  # the task and the current question
-        assert any(m == kept for m in out["messages"])
+        assert any(m == kept for m in _turns(out))
 
 
 def _normal(value: Any) -> Any:
@@ -112,11 +118,11 @@ def test_newest_turns_are_kept_unless_the_last_resort_ran(case):
     if any(a.kind == "truncate_recent_tool_results" for a in result.report.actions):
         return
     d = by_name(settings["dialect"])
-    msgs = body["messages"]
+    msgs = _turns(body)
     groups = group_messages(d, msgs)
     ordinary = [g for g, m in zip(groups, msgs) if not d.is_system(m)]
     newest = set(list(dict.fromkeys(reversed(ordinary)))[: settings["keep_recent_groups"]])
-    kept = {m["x_id"]: m for m in result.body["messages"] if "x_id" in m}
+    kept = {m["x_id"]: m for m in _turns(result.body) if "x_id" in m}
     for g, m in zip(groups, msgs):
         if g not in newest:
             continue
@@ -144,6 +150,8 @@ def _pairing_ok(dialect: str, messages: list[dict[str, Any]]) -> None:
             while j < len(messages) and messages[j].get("role") == "tool":
                 results += d.tool_result_ids(messages[j])
                 j += 1
+        elif dialect == "responses":  # each call's output comes later in the list
+            results = [r for m2 in messages[i + 1 :] for r in d.tool_result_ids(m2) if r in calls]
         else:
             results = d.tool_result_ids(messages[i + 1]) if i + 1 < len(messages) else []
         assert sorted(results) == sorted(calls), f"call {calls} lost its results {results}"
@@ -151,16 +159,18 @@ def _pairing_ok(dialect: str, messages: list[dict[str, Any]]) -> None:
         for rid in d.tool_result_ids(m):
             prior = [k for k in range(i) if rid in d.tool_call_ids(messages[k])]
             assert prior, f"tool result {rid} has no call before it"
+        if m.get("type") == "reasoning":  # a reasoning item stays with the item it preceded, unedited
+            assert i + 1 < len(messages) and messages[i + 1].get("x_id") == m["x_id"] + 1, "a reasoning item lost its next item"
 
 
 @given(request_body())
 def test_tool_calls_keep_their_results(case):
     body, settings = case
-    _pairing_ok(settings["dialect"], body["messages"])  # the generator makes valid pairs
+    _pairing_ok(settings["dialect"], _turns(body))  # the generator makes valid pairs
     result = _fit(body, settings)
     if isinstance(result, ContextWindowExceeded):
         return
-    _pairing_ok(settings["dialect"], result.body["messages"])
+    _pairing_ok(settings["dialect"], _turns(result.body))
 
 
 def _marked(msg: dict[str, Any]) -> bool:
@@ -174,14 +184,14 @@ def test_order_is_kept_and_insertions_are_marked(case):
     result = _fit(body, settings)
     if isinstance(result, ContextWindowExceeded):
         return
-    ids = [m["x_id"] for m in result.body["messages"] if "x_id" in m]
+    ids = [m["x_id"] for m in _turns(result.body) if "x_id" in m]
     assert ids == sorted(ids)
-    for m in result.body["messages"]:
+    for m in _turns(result.body):
         if "x_id" not in m:
             assert _marked(m), "the guard inserted an unmarked message"
-    originals = {m["x_id"]: m for m in body["messages"]}
+    originals = {m["x_id"]: m for m in _turns(body)}
     d = by_name(settings["dialect"])
-    for m in result.body["messages"]:
+    for m in _turns(result.body):
         if "x_id" in m and m != originals[m["x_id"]]:
             for (_, before), (_, after) in zip(d.tool_results(originals[m["x_id"]]), d.tool_results(m)):
                 if _normal(before) == _normal(after):
@@ -295,14 +305,14 @@ def test_with_summaries_pairing_order_and_pinned_messages_hold(case):
     result = _fit_compacting(body, settings, _Summaries())
     if isinstance(result, ContextWindowExceeded):
         return
-    out = result.body["messages"]
+    out = _turns(result.body)
     _pairing_ok(settings["dialect"], out)
     ids = [m["x_id"] for m in out if "x_id" in m]
     assert ids == sorted(ids)
     assert all(_marked(m) for m in out if "x_id" not in m)
     d = by_name(settings["dialect"])
-    users = [m for m in body["messages"] if d.is_user_turn(m)]
-    for kept in [m for m in body["messages"] if d.is_system(m)] + users[:1] + users[-1:]:
+    users = [m for m in _turns(body) if d.is_user_turn(m)]
+    for kept in [m for m in _turns(body) if d.is_system(m)] + users[:1] + users[-1:]:
         assert any(m == kept for m in out)
     counted = _fresh_count(_engine(settings), result.body, settings["dialect"])
     assert counted + result.body[result.report.output_key] + result.report.safety_margin_tokens <= settings["window"]
@@ -358,8 +368,8 @@ def test_tool_results_with_text_blocks_fit_as_readily_as_without(case):
     if settings["dialect"] != "anthropic":
         return
     settings = {**settings, "relevance": "off"}
-    mixed_body = {**body, "messages": _with_reminders(body["messages"])}
-    extra = _extra_tokens(_engine(settings), body["messages"], mixed_body["messages"])
+    mixed_body = {**body, "messages": _with_reminders(_turns(body))}
+    extra = _extra_tokens(_engine(settings), _turns(body), _turns(mixed_body))
     plain = _fit(body, settings)
     # with room for its extra text, the mixed shape fits whenever the plain one does ...
     roomy = _fit(mixed_body, {**settings, "window": settings["window"] + extra + SLACK})
@@ -373,8 +383,8 @@ def test_tool_results_with_text_blocks_fit_as_readily_as_without(case):
         if isinstance(result, ContextWindowExceeded):
             continue
         # the user's text blocks are never edited: every kept text block is byte-identical
-        originals = {m["x_id"]: m for m in mixed_body["messages"]}
-        for m in result.body["messages"]:
+        originals = {m["x_id"]: m for m in _turns(mixed_body)}
+        for m in _turns(result.body):
             if "x_id" not in m or m["role"] != "user" or not isinstance(m["content"], list):
                 continue
             before = [b for b in originals[m["x_id"]]["content"] if b.get("type") == "text"]
@@ -412,7 +422,7 @@ def test_the_airline_case_keeps_the_newest_tool_result_whole():
                     "min_output_tokens": None, "safety_margin_tokens": 0, "dialect": "openai"}
         result = _fit(body, settings)
         assert not isinstance(result, ContextWindowExceeded)
-        newest = result.body["messages"][-1]  # every field of the newest result (compact JSON at most)
+        newest = _turns(result.body)[-1]  # every field of the newest result (compact JSON at most)
         assert newest["tool_call_id"] == "c11" and json.loads(newest["content"]) == json.loads(msgs[-1]["content"]), window
 
 
@@ -424,7 +434,7 @@ def _breakpoints(body: dict[str, Any]) -> int:
     system = body.get("system")
     for part in system if isinstance(system, list) else []:
         n += isinstance(part, dict) and "cache_control" in part
-    for m in body["messages"]:
+    for m in _turns(body):
         n += "cache_control" in m
         for b in m["content"] if isinstance(m.get("content"), list) else []:
             n += isinstance(b, dict) and "cache_control" in b
@@ -438,7 +448,7 @@ def test_cache_breakpoints_move_onto_markers_and_never_multiply(case, marks, sys
         return
     body = copy.deepcopy(body)
     for k in marks:  # breakpoints on some blocks of older and newer messages
-        m = body["messages"][k % len(body["messages"])]
+        m = _turns(body)[k % len(_turns(body))]
         if isinstance(m["content"], str):
             m["content"] = [{"type": "text", "text": m["content"]}]
         if m["content"]:
@@ -451,21 +461,24 @@ def test_cache_breakpoints_move_onto_markers_and_never_multiply(case, marks, sys
     out = result.body
     assert out.get("system") == body.get("system")  # the system prompt's breakpoint untouched
     assert _breakpoints(out) <= _breakpoints(body) <= 4
-    kept = {m["x_id"] for m in out["messages"] if "x_id" in m}
-    lost = [m for m in body["messages"] if m["x_id"] not in kept and cache_breakpoint(m) is not None]
+    kept = {m["x_id"] for m in _turns(out) if "x_id" in m}
+    lost = [m for m in _turns(body) if m["x_id"] not in kept and cache_breakpoint(m) is not None]
     if lost:  # a breakpoint on a message that went is on a marker or summary now
-        markers = [m for m in out["messages"] if "x_id" not in m]
+        markers = [m for m in _turns(out) if "x_id" not in m]
         assert any(cache_breakpoint(m) is not None for m in markers)
 
 
 # -- cut points that stay put while a conversation grows (issue 10, item 1) -----------------------
 
 
-def _turns(body: dict[str, Any]) -> list[dict[str, Any]]:
-    """The body as an agent sends it turn by turn: the history before each assistant message."""
-    msgs = body["messages"]
-    cuts = [i for i, m in enumerate(msgs) if m.get("role") == "assistant" and i > 0] + [len(msgs)]
-    return [{**body, "messages": msgs[:i]} for i in cuts]
+def _growing(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The body as an agent sends it turn by turn: the history before each assistant message
+    (before each reasoning item or call, on the Responses API)."""
+    msgs = _turns(body)
+    key = "input" if "input" in body else "messages"
+    starts = ("reasoning", "function_call")
+    cuts = [i for i, m in enumerate(msgs) if i > 0 and (m.get("role") == "assistant" or (m.get("type") in starts and msgs[i - 1].get("type") not in starts))]
+    return [{**body, key: msgs[:i]} for i in cuts + [len(msgs)]]
 
 
 @given(request_body())
@@ -475,7 +488,7 @@ def test_a_growing_conversation_keeps_its_prefix_until_the_report_marks_a_new_cu
     body, settings = case
     engine = _engine(settings)
     previous: Fitted | None = None
-    for turn in _turns(body):
+    for turn in _growing(body):
         try:
             fitted = engine.fit(turn, dialect=settings["dialect"])
         except ContextWindowExceeded:
@@ -483,8 +496,8 @@ def test_a_growing_conversation_keeps_its_prefix_until_the_report_marks_a_new_cu
             continue
         assert fitted.report.fits and fitted.report.input_tokens_after <= fitted.report.room
         if previous is not None and fitted.report.cut == previous.report.cut:
-            before = previous.body["messages"]
-            after = fitted.body["messages"]
+            before = _turns(previous.body)
+            after = _turns(fitted.body)
             assert json.dumps(after[: len(before)]) == json.dumps(before), (previous.report.cut, fitted.report.cut)
         previous = fitted
 
@@ -500,11 +513,11 @@ def test_the_newest_turns_are_sent_as_they_came_while_older_history_can_make_roo
     if isinstance(result, ContextWindowExceeded) or "truncate_recent_tool_results" in [a.kind for a in result.report.actions]:
         return
     d = by_name(settings["dialect"])
-    groups = group_messages(d, body["messages"])
-    ordinary = [g for g, m in zip(groups, body["messages"]) if not d.is_system(m)]
+    groups = group_messages(d, _turns(body))
+    ordinary = [g for g, m in zip(groups, _turns(body)) if not d.is_system(m)]
     newest = set(list(dict.fromkeys(reversed(ordinary)))[: settings["keep_recent_groups"]])
-    recent = [m for g, m in zip(groups, body["messages"]) if g in newest]
-    sent = {m["x_id"]: m for m in result.body["messages"] if "x_id" in m}
+    recent = [m for g, m in zip(groups, _turns(body)) if g in newest]
+    sent = {m["x_id"]: m for m in _turns(result.body) if "x_id" in m}
     for m in recent:
         assert m["x_id"] in sent
         assert sent[m["x_id"]] in (m, compacted(d, m))

@@ -47,6 +47,9 @@ model_list:
   - model_name: claude-small
     litellm_params: {{model: anthropic/claude-8k, api_base: "{base}", api_key: dummy}}
     model_info: {{max_input_tokens: 8192, max_output_tokens: 2048}}
+  - model_name: small-chat-only
+    litellm_params: {{model: openai/gpt-4o-8k, api_base: "{base}/v1", api_key: dummy, use_chat_completions_api: true}}
+    model_info: {{max_input_tokens: 8192, max_output_tokens: 2048}}
   - model_name: undersized
     litellm_params: {{model: openai/gpt-4o-undersized, api_base: "{base}/v1", api_key: dummy}}
     model_info: {{max_input_tokens: 8192, max_output_tokens: 2048}}

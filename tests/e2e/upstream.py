@@ -1,4 +1,4 @@
-"""A strict provider on 127.0.0.1: OpenAI /v1/chat/completions and Anthropic /v1/messages.
+"""A strict provider on 127.0.0.1: OpenAI /v1/chat/completions and /v1/responses, Anthropic /v1/messages.
 
 It counts every request's input with a real tokenizer (tiktoken o200k_base), independently of the
 guard's code, and answers the provider's own 400 when input + max_tokens exceeds the model's
@@ -47,22 +47,78 @@ def _content(value: Any) -> int:
             if not isinstance(part, dict):
                 continue
             kind = part.get("type")
-            if kind == "text":
+            if kind in ("text", "input_text", "output_text"):
                 total += _n(part.get("text", ""))
             elif kind == "tool_use":
                 total += _n(part.get("name", "")) + _n(_dump(part.get("input", {})))
             elif kind == "tool_result":
                 total += _content(part.get("content", ""))
-            elif kind in ("image", "image_url"):
+            elif kind in ("image", "image_url", "input_image"):
                 total += 85
             else:
                 total += _n(_dump(part))
     return total
 
 
+def responses_input_tokens(body: dict[str, Any]) -> int:
+    """A Responses API body's input tokens: instructions, every item's text (a reasoning item
+    its summary: its encrypted content stands for reasoning the provider counts as that), tool
+    schemas and the output format, 3 tokens of framing per item and 3 to prime the reply."""
+    total = 3
+    if body.get("instructions"):
+        total += 3 + _content(body["instructions"])
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    for item in items or []:
+        kind = item.get("type", "message")
+        total += 3
+        if kind == "message":
+            total += _n(item.get("role", "")) + _content(item.get("content"))
+        elif kind in ("function_call", "custom_tool_call"):
+            total += _n(item.get("name", "")) + _n(item.get("arguments", item.get("input", "")))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            total += _content(item.get("output"))
+        elif kind == "reasoning":
+            total += sum(_n(p.get("text", "")) for p in item.get("summary") or [])
+        else:
+            total += _n(_dump(item))
+    for tool in body.get("tools") or []:
+        total += _n(_dump(tool))
+    if isinstance(body.get("text"), dict):
+        total += _n(_dump(body["text"]))
+    return total
+
+
+def responses_invalid(body: dict[str, Any]) -> str | None:
+    """OpenAI's rules for a Responses `input`: every output answers a call sent before it (unless
+    the history lives at the provider), every call has its output, a reasoning item comes with the
+    item that follows it."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return None
+    stored = bool(body.get("previous_response_id") or body.get("conversation"))
+    calls: list[str] = []
+    outputs: set[str] = set()
+    for i, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind.endswith("_call") and "call_id" in item:
+            calls.append(item["call_id"])
+        elif kind.endswith("_call_output"):
+            if item.get("call_id") not in calls and not stored:
+                return f"No tool call found for function call output with call_id {item.get('call_id')}."
+            outputs.add(item.get("call_id"))
+        elif kind == "reasoning" and i + 1 == len(items):
+            return f"Item '{item.get('id')}' of type 'reasoning' was provided without its required following item."
+    missing = [c for c in calls if c not in outputs]
+    return f"No tool output found for function call {missing[0]}." if missing else None
+
+
 def input_tokens(body: dict[str, Any]) -> int:
     """Input tokens as this provider bills them: text of every message, tool call and tool
     result, tool schemas, 3 tokens of framing per message and 3 to prime the reply."""
+    if "input" in body and "messages" not in body:
+        return responses_input_tokens(body)
     total = 3
     system = body.get("system")
     if system:
@@ -168,9 +224,10 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                     state.summary_delay = float(body.get("summary_delay", state.summary_delay))
                 return self._send(200, {"fail_summaries": state.fail_summaries, "summary_delay": state.summary_delay})
             anthropic = self.path.rstrip("/").endswith("/messages")
+            responses = self.path.rstrip("/").endswith("/responses")
             model = str(body.get("model", ""))
             n = state.count(model, body)
-            out = body.get("max_completion_tokens") or body.get("max_tokens")
+            out = body.get("max_output_tokens") if responses else body.get("max_completion_tokens") or body.get("max_tokens")
             window = state.window(model)
             summary_call = is_summary_call(body)
             with state.lock:
@@ -192,7 +249,15 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                 with state.lock:
                     state.stats["refused_thinking"] = state.stats.get("refused_thinking", 0) + 1
                 return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": thinking_error}})
+            invalid = responses_invalid(body) if responses else None
+            if invalid:
+                with state.lock:
+                    state.stats["refused_invalid"] = state.stats.get("refused_invalid", 0) + 1
+                return self._send(400, {"error": {"message": invalid, "type": "invalid_request_error", "param": "input", "code": None}})
             if n + (out or 0) > window:
+                if responses:
+                    msg = "Your input exceeds the context window of this model. Please adjust your input and try again."
+                    return self._send(400, {"error": {"message": msg, "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}})
                 if anthropic:
                     msg = f"prompt is too long: {n} tokens + {out} > {window} maximum"
                     return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": msg}})
@@ -202,6 +267,8 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
             if is_summary_call(body):
                 digest = hashlib.sha256(_dump(body.get("messages")).encode()).hexdigest()[:12]
                 text = f"summary of {n} input tokens (digest {digest}): task, files and errors kept"
+            if responses:
+                return self._responses(body, text, n)
             if anthropic and body.get("stream"):
                 msg_id = "msg_" + uuid.uuid4().hex[:12]
                 events = [
@@ -236,6 +303,44 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
                 "usage": {"prompt_tokens": n, "completion_tokens": 5, "total_tokens": n + 5,
                           "prompt_tokens_details": {"cached_tokens": cached_tokens(n)}},
             })
+
+        def _responses(self, body: dict[str, Any], text: str, n: int) -> None:
+            """A Responses API answer: one output_text message; as server-sent events if streamed."""
+            rid, mid = "resp_" + uuid.uuid4().hex[:12], "msg_" + uuid.uuid4().hex[:12]
+            part = {"type": "output_text", "text": text, "annotations": []}
+            message = {"id": mid, "type": "message", "status": "completed", "role": "assistant", "content": [part]}
+            usage = {"input_tokens": n, "input_tokens_details": {"cached_tokens": cached_tokens(n)},
+                     "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n + 5}
+
+            def response(status: str) -> dict[str, Any]:
+                done = status == "completed"
+                return {
+                    "id": rid, "object": "response", "created_at": int(time.time()), "status": status, "error": None,
+                    "incomplete_details": None, "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
+                    "model": body.get("model"), "output": [message] if done else [], "parallel_tool_calls": True,
+                    "previous_response_id": body.get("previous_response_id"), "reasoning": {"effort": None, "summary": None},
+                    "store": False, "temperature": 1.0, "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [],
+                    "top_p": 1.0, "truncation": "disabled", "usage": usage if done else None, "user": None, "metadata": {},
+                }
+
+            if not body.get("stream"):
+                return self._send(200, response("completed"))
+            where = {"item_id": mid, "output_index": 0, "content_index": 0}
+            events = [
+                {"type": "response.created", "response": response("in_progress")},
+                {"type": "response.in_progress", "response": response("in_progress")},
+                {"type": "response.output_item.added", "output_index": 0, "item": {**message, "status": "in_progress", "content": []}},
+                {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
+                {"type": "response.output_text.delta", **where, "delta": text, "logprobs": []},
+                {"type": "response.output_text.done", **where, "text": text, "logprobs": []},
+                {"type": "response.content_part.done", **where, "part": part},
+                {"type": "response.output_item.done", "output_index": 0, "item": message},
+                {"type": "response.completed", "response": response("completed")},
+            ]
+            data = "".join(
+                f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': i})}\n\n" for i, e in enumerate(events)
+            ).encode()
+            return self._send(200, data, "text/event-stream")
 
     return Handler
 
