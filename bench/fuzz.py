@@ -3,7 +3,7 @@
     .venv/bin/python -m bench.fuzz --bodies 100000 [--seed 0] [--target engine|hook|both]
                                    [--workers 2] [--huge-rate 0.03]
 
-Bodies are valid agent conversations (both dialects) mutated at random: wrong types and missing
+Bodies are valid agent conversations (chat, /v1/messages and Responses API bodies) mutated at random: wrong types and missing
 fields, unknown roles, content as numbers/objects, broken tool calls, invalid and deeply nested
 JSON in tool results, huge and empty texts, lone surrogates and control characters, orphan tool
 results, and a few 10,000-message bodies. Every body must end in one of three ways:
@@ -98,6 +98,26 @@ def anthropic(msgs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"model": "fuzz", "system": msgs[0]["content"], "messages": out, "max_tokens": 512}
 
 
+def responses(msgs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The conversation as a Responses API body: instructions, input items (a reasoning item
+    before every other call), max_output_tokens."""
+    items: list[dict[str, Any]] = []
+    for k, m in enumerate(msgs[1:]):
+        if m.get("tool_calls"):
+            if k % 2:
+                items.append({"type": "reasoning", "id": f"rs_{k}", "summary": [], "encrypted_content": "gAAAAB" + "x" * 40})
+            items += [{"type": "function_call", "call_id": c["id"], "name": "f", "arguments": "{}"} for c in m["tool_calls"]]
+        elif m["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+        else:
+            items.append({"type": "message", "role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]})
+    return {"model": "fuzz", "instructions": msgs[0]["content"], "input": items, "max_output_tokens": 512}
+
+
+def _key(body: dict[str, Any]) -> str:
+    return "input" if "input" in body else "messages"
+
+
 MUTATIONS = []
 
 
@@ -108,28 +128,28 @@ def mutation(fn):  # noqa: ANN001
 
 @mutation
 def wrong_role(rng, body):  # noqa: ANN001
-    m = rng.choice(body["messages"]) if isinstance(body["messages"], list) and body["messages"] else None
+    m = rng.choice(body[_key(body)]) if isinstance(body[_key(body)], list) and body[_key(body)] else None
     if isinstance(m, dict):
         m["role"] = rng.choice(ROLES)
 
 
 @mutation
 def drop_field(rng, body):  # noqa: ANN001
-    m = rng.choice(body["messages"]) if isinstance(body["messages"], list) and body["messages"] else None
+    m = rng.choice(body[_key(body)]) if isinstance(body[_key(body)], list) and body[_key(body)] else None
     if isinstance(m, dict) and m:
         m.pop(rng.choice(list(m)), None)
 
 
 @mutation
 def wrong_content_type(rng, body):  # noqa: ANN001
-    m = rng.choice(body["messages"]) if isinstance(body["messages"], list) and body["messages"] else None
+    m = rng.choice(body[_key(body)]) if isinstance(body[_key(body)], list) and body[_key(body)] else None
     if isinstance(m, dict):
         m["content"] = rng.choice([7, 3.5, True, {"text": "x"}, [1, 2], [{"type": "image_url"}], [{"type": "text"}], [None]])
 
 
 @mutation
 def broken_tool_calls(rng, body):  # noqa: ANN001
-    for m in body["messages"] if isinstance(body["messages"], list) else []:
+    for m in body[_key(body)] if isinstance(body[_key(body)], list) else []:
         if isinstance(m, dict) and m.get("tool_calls"):
             m["tool_calls"] = rng.choice(["oops", [None], [{"id": None}], [{"function": "f"}], {}])
             return
@@ -137,29 +157,48 @@ def broken_tool_calls(rng, body):  # noqa: ANN001
 
 @mutation
 def orphan_result(rng, body):  # noqa: ANN001
-    if isinstance(body["messages"], list):
-            body["messages"].insert(rng.randint(0, len(body["messages"])), {"role": "tool", "tool_call_id": "nobody", "content": "x"})
+    if isinstance(body[_key(body)], list):
+            body[_key(body)].insert(rng.randint(0, len(body[_key(body)])), {"role": "tool", "tool_call_id": "nobody", "content": "x"})
 
 
 @mutation
 def bad_messages(rng, body):  # noqa: ANN001
-    body["messages"] = rng.choice([None, "hi", {}, [None], [1, 2], [[]], []])
+    body[_key(body)] = rng.choice([None, "hi", {}, [None], [1, 2], [[]], []])
 
 
 @mutation
 def bad_output_limit(rng, body):  # noqa: ANN001
-    body[rng.choice(["max_tokens", "max_completion_tokens"])] = rng.choice([-1, 0, "100", 1.5, True, None, 10**12])
+    body[rng.choice(["max_tokens", "max_completion_tokens", "max_output_tokens"])] = rng.choice([-1, 0, "100", 1.5, True, None, 10**12])
 
 
 @mutation
 def many_messages(rng, body):  # noqa: ANN001
     if rng.random() < 0.02:
-        body["messages"] = [{"role": "user" if i % 2 == 0 else "assistant", "content": "m %d" % i} for i in range(10_000)]
+        body[_key(body)] = [{"role": "user" if i % 2 == 0 else "assistant", "content": "m %d" % i} for i in range(10_000)]
 
 
 @mutation
 def bad_tools(rng, body):  # noqa: ANN001
     body["tools"] = rng.choice(["x", [None], [{"type": "function"}], [{"function": {"name": 5, "parameters": "p"}}], {}])
+
+
+@mutation
+def responses_items(rng, body):  # noqa: ANN001
+    """Responses API oddities: a trailing reasoning item, an output of the wrong type, unknown or
+    opaque items, input as one string."""
+    if "input" not in body or not isinstance(body["input"], list):
+        return
+    body["input"].insert(rng.randint(0, len(body["input"])), rng.choice([
+        {"type": "reasoning", "id": "rs_x", "encrypted_content": None},
+        {"type": "function_call_output", "call_id": "c0", "output": rng.choice([5, {"a": 1}, None, [{"type": "input_image"}]])},
+        {"type": "item_reference", "id": "msg_1"},
+        {"type": "compaction", "encrypted_content": "x" * 200},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        {"type": 7},
+        {"type": "message", "role": None, "content": "x"},
+    ]))
+    if rng.random() < 0.2:
+        body["input"] = text(rng)
 
 
 @mutation
@@ -170,8 +209,9 @@ def nothing(rng, body):  # noqa: ANN001
 def make(rng: random.Random) -> tuple[dict[str, Any], list[str]]:
     """A body and its traits (dialect, mutations applied, and what makes it extreme)."""
     msgs = conversation(rng)
-    body: dict[str, Any] = anthropic(msgs) if rng.random() < 0.4 else {"model": "fuzz", "messages": msgs}
-    traits = ["anthropic" if "system" in body else "openai"]
+    pick = rng.random()
+    body: dict[str, Any] = anthropic(msgs) if pick < 0.3 else responses(msgs) if pick < 0.6 else {"model": "fuzz", "messages": msgs}
+    traits = [_dialect(body)]
     for _ in range(rng.randint(0, 3)):
         fn = rng.choice(MUTATIONS)
         fn(rng, body)
@@ -179,9 +219,13 @@ def make(rng: random.Random) -> tuple[dict[str, Any], list[str]]:
     return body, traits + _extremes(body)
 
 
+def _dialect(body: dict[str, Any]) -> str:
+    return "responses" if "instructions" in body else "anthropic" if "system" in body else "openai"
+
+
 def _extremes(body: dict[str, Any]) -> list[str]:
     out = []
-    msgs = body.get("messages")
+    msgs = body.get(_key(body))
     if isinstance(msgs, list) and len(msgs) >= 10_000:
         out.append("10k_messages")
     texts = [body.get("system")] + [m.get("content") for m in msgs if isinstance(m, dict)] if isinstance(msgs, list) else []
@@ -241,9 +285,9 @@ class HookTarget:
         self.loop = asyncio.new_event_loop()
 
     def check(self, body: dict[str, Any], i: int) -> str:
-        anthropic_body = "system" in body
-        call_type = "anthropic_messages" if anthropic_body else "acompletion"
-        md_key = "litellm_metadata" if anthropic_body else "metadata"
+        dialect = _dialect(body)
+        call_type = {"anthropic": "anthropic_messages", "responses": "aresponses"}.get(dialect, "acompletion")
+        md_key = "metadata" if dialect == "openai" else "litellm_metadata"
         data = {**body, md_key: {"user_api_key_team_id": "team-fuzz", "user_api_key_hash": "h"}, "litellm_call_id": f"fuzz-{i}"}
         snapshot = repr(body)
         try:
@@ -267,7 +311,7 @@ class HookTarget:
             raise AssertionError("the hook returned a body without the guard's report")
         if report["outcome"] == "rejected":
             raise AssertionError("a rejected body was forwarded")
-        _fits(self.engine, {k: v for k, v in out.items() if k not in (md_key, "litellm_call_id", "model_info")}, {**report, "dialect": "anthropic" if anthropic_body else "openai"})
+        _fits(self.engine, {k: v for k, v in out.items() if k not in (md_key, "litellm_call_id", "model_info")}, {**report, "dialect": dialect})
         return "fitted" if report["outcome"] == "fitted" else "unchanged"
 
 
