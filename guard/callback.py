@@ -326,6 +326,9 @@ class ContextGuard(CustomLogger):
             return kwargs
         md = kwargs.get(_md_key(kwargs, dialect)) or {}
         model = kwargs.get("model")
+        provider = kwargs.get("custom_llm_provider")
+        if isinstance(model, str) and "/" not in model and isinstance(provider, str) and provider:
+            model = f"{provider}/{model}"  # sync litellm.responses hands the hook the bare model name
         deployment = None
         if isinstance(model, str):
             info = kwargs.get("model_info")
@@ -380,6 +383,8 @@ class ContextGuard(CustomLogger):
             if not any(word in call_type for word in _PROMPT_CALL_WORDS) or _report_in(kwargs) is not None:
                 return
             call = str(kwargs.get("litellm_call_id") or id(kwargs))
+            if call in _REPORTS:  # fitted by a hook whose metadata the logging object does not share (sync responses)
+                return
             if call in _UNGUARDED_SEEN:  # one count per call, however many guards are registered
                 return
             bounded_put(_UNGUARDED_SEEN, call, None, _BOUND)

@@ -224,18 +224,17 @@ def test_sync_router_wrap_falls_back_like_the_async_router(sdk, upstream):
     assert litellm.completion is guard.callback._litellm_completion  # patched only during the call
 
 
-def test_responses_calls_are_not_guarded_yet_and_say_so(sdk, upstream, caplog):
+def test_sync_responses_are_fitted_by_the_hook_litellm_runs_for_them(sdk, upstream):
+    """LiteLLM 1.106 runs the async deployment hook for sync `litellm.responses` too: fitted
+    without the wrapper, and not counted as a bypass."""
     from guard import telemetry
 
     before = telemetry.UNGUARDED.labels("responses")._value.get()
-    telemetry._warned.discard("responses")
-    with caplog.at_level("WARNING", logger="context_guard"):
-        try:
-            litellm.responses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input="hello")
-        except Exception:
-            pass  # the test upstream answers in chat shape; what matters is the warning before the call
-    assert telemetry.UNGUARDED.labels("responses")._value.get() == before + 1
-    assert any("a responses call reached the provider without being fitted" in r.getMessage() for r in caplog.records)
+    instructions, items = responses_input()
+    resp = litellm.responses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input=items, instructions=instructions)
+    assert resp.output[0].content[0].text.startswith("ok")
+    assert_responses_fitted(upstream, 256)
+    assert telemetry.UNGUARDED.labels("responses")._value.get() == before
 
 
 def test_router_thinking_under_a_model_cap_reaches_the_provider_valid(sdk, upstream):
@@ -254,3 +253,55 @@ def test_router_thinking_under_a_model_cap_reaches_the_provider_valid(sdk, upstr
     body = received(upstream)[-1]["body"]
     assert body["max_tokens"] == 8192 and body["thinking"]["budget_tokens"] == 8191
     assert guard.report_of(resp)["reasoning"] == [{"field": "thinking.budget_tokens", "before": 31999, "after": 8191}]
+
+
+# -- the Responses API in SDK code ------------------------------------------------------------
+
+
+def responses_input(turns: int = 40):
+    from bench.traces import to_responses
+
+    body = to_responses({"messages": conversation(turns)})
+    return body["instructions"], body["input"]
+
+
+def assert_responses_fitted(upstream, max_output_tokens):
+    got = received(upstream)
+    assert len(got) == 1 and got[0]["path"].endswith("/responses")
+    assert got[0]["body"]["max_output_tokens"] == max_output_tokens
+    assert got[0]["input_tokens"] + max_output_tokens <= WINDOW
+
+
+def test_aresponses_is_fitted_by_the_callback(sdk, upstream):
+    instructions, items = responses_input()
+    before = copy.deepcopy(items)
+    resp = asyncio.run(litellm.aresponses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input=items, instructions=instructions))
+    assert resp.output[0].content[0].text.startswith("ok")
+    assert_responses_fitted(upstream, 256)
+    assert items == before
+    assert guard.report_of(resp)["dialect"] == "responses"
+
+
+def test_aresponses_hopeless_raises_context_window_error(sdk, upstream):
+    with pytest.raises(litellm.ContextWindowExceededError) as err:
+        asyncio.run(litellm.aresponses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input="data " * 20000))
+    assert "maximum context length is 8192" in str(err.value)
+    assert received(upstream) == []
+
+
+def test_router_aresponses_is_fitted(sdk, upstream):
+    router = litellm.Router(model_list=[{
+        "model_name": "agent", "litellm_params": {"model": "openai/gpt-4o-8k", "api_base": sdk, "api_key": "x"},
+        "model_info": {"max_input_tokens": WINDOW, "max_output_tokens": 2048},
+    }])
+    instructions, items = responses_input()
+    asyncio.run(router.aresponses(model="agent", input=items, instructions=instructions, max_output_tokens=300))
+    assert_responses_fitted(upstream, 300)
+
+
+def test_sync_responses_through_the_wrapper(sdk, upstream):
+    instructions, items = responses_input()
+    resp = guard.responses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input=items, instructions=instructions, max_output_tokens=300)
+    assert resp.output[0].content[0].text.startswith("ok")
+    assert_responses_fitted(upstream, 300)
+    assert guard.report_of(resp)["outcome"] == "fitted"

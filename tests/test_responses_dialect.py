@@ -1,0 +1,154 @@
+"""The Responses API dialect: what its items are to the core, how they are counted, grouped, cut
+and reported."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import pytest
+
+from guard import coexistence
+from guard.cli import main as cli_main
+from guard.config import Deployment
+from guard.dialects import RESPONSES, by_name, detect
+from guard.encodings import get_encoding
+from guard.engine import Engine
+from guard.errors import BadRequest, ContextWindowExceeded
+from guard.policy import Policy, PolicySet
+from guard.tokens import TokenCounter
+from bench.traces import agent_trace, to_responses
+
+ENC = get_encoding("o200k_base")
+
+
+def _engine(window: int = 8192, **policy) -> Engine:
+    return Engine(
+        PolicySet(defaults=Policy(**{"keep_recent_groups": 2, "default_max_tokens": 512, **policy})),
+        deployments={"small": Deployment("small", "gpt-4o", {"max_input_tokens": window, "max_output_tokens": 2048})},
+        model_map={},
+    )
+
+
+def _loop(turns: int = 40) -> dict:
+    body = agent_trace(turns=turns, seed=turns, scale=0.05)
+    body["messages"].append({"role": "user", "content": "so what broke?"})
+    return to_responses(body, model="small")
+
+
+def test_detected_by_its_fields_and_named():
+    assert detect({"model": "m", "input": "hi"}) is RESPONSES
+    assert detect({"model": "m", "instructions": "x", "input": []}) is RESPONSES
+    assert detect({"model": "m", "messages": [], "input": "x"}) is not RESPONSES  # a chat body first
+    assert by_name("responses") is RESPONSES
+    with pytest.raises(ValueError, match="responses"):
+        by_name("gemini")
+
+
+def test_items_are_turns_calls_results_and_pinned_parts():
+    call = {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}
+    out = {"type": "function_call_output", "call_id": "c1", "output": "42"}
+    user = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+    dev = {"role": "developer", "content": "rules"}
+    d = RESPONSES
+    assert d.tool_call_ids(call) == ["c1"] and d.tool_result_ids(out) == ["c1"]
+    assert d.tool_results(out) == [(None, "42")] and d.tool_results(call) == []
+    assert d.with_tool_result(out, None, "short")["output"] == "short" and out["output"] == "42"
+    assert d.is_user_turn(user) and not d.is_user_turn(out) and d.is_system(dev) and not d.is_system(user)
+    assert d.output_key({}, "gpt-4o") == "max_output_tokens"
+    assert d.messages({"input": "hello"}) == [{"role": "user", "content": "hello"}]
+    marker = d.marker("[context-guard: x]")
+    assert marker["content"][0]["type"] == "input_text"
+
+
+def test_a_reasoning_item_is_grouped_with_the_item_after_it_and_parallel_calls_with_their_outputs():
+    items = [
+        {"role": "user", "content": "go"},
+        {"type": "reasoning", "id": "rs_1", "encrypted_content": "e"},
+        {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+        {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": "1"},
+        {"type": "function_call_output", "call_id": "b", "output": "2"},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "3"},
+        {"type": "reasoning", "id": "rs_2", "encrypted_content": "e"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+        {"type": "function_call_output", "call_id": "elsewhere", "output": "held by previous_response_id"},
+    ]
+    assert RESPONSES.groups(items) == [0, 1, 1, 1, 1, 1, 2, 2, 3, 3, 4]
+
+
+def test_counts_every_kind_of_item_and_the_pinned_parts():
+    counter = TokenCounter(ENC)
+    n = lambda text: len(ENC.encode_ordinary(text))  # noqa: E731
+    text_item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello world"}]}
+    assert counter.message(RESPONSES, text_item) == 3 + n("user") + n("hello world")
+    call = {"type": "function_call", "call_id": "c", "name": "grep", "arguments": '{"q":"x"}'}
+    assert counter.message(RESPONSES, call) == 3 + n("grep") + n('{"q":"x"}')
+    output = {"type": "function_call_output", "call_id": "c", "output": "result text"}
+    assert counter.message(RESPONSES, output) == 3 + n("result text")
+    reasoning = {"type": "reasoning", "id": "rs", "encrypted_content": "gAAAA" * 50, "summary": []}
+    assert counter.message(RESPONSES, reasoning) >= n("gAAAA" * 50)  # opaque: counted as its JSON, never less
+    image = {"role": "user", "content": [{"type": "input_image", "image_url": "https://x.invalid/a.png", "detail": "low"}]}
+    assert counter.message(RESPONSES, image) >= 85
+    pdf = base64.b64encode(b"%PDF-1.4 /Type /Page /Type /Page").decode()
+    doc = {"role": "user", "content": [{"type": "input_file", "filename": "a.pdf", "file_data": f"data:application/pdf;base64,{pdf}"}]}
+    assert counter.message(RESPONSES, doc) >= 2 * 1500
+    body = {"instructions": "be brief", "input": [], "tools": [{"type": "web_search"}],
+            "text": {"format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}}}}
+    bare = counter.fixed(RESPONSES, {"input": []})
+    assert counter.fixed(RESPONSES, body) >= bare + n("be brief") + n(json.dumps({"type": "web_search"})) + 10
+
+
+def test_bad_items_are_clear_errors():
+    engine = _engine()
+    for bad, where in (({"input": 5}, "'input'"), ({"input": [3]}, "input[0]"), ({"input": [{"type": 7}]}, "input[0].type"),
+                       ({"input": [{"role": None, "content": "x"}]}, "input[0].role"),
+                       ({"input": [{"type": "function_call_output", "call_id": "c", "output": 5}]}, "input[0].output")):
+        with pytest.raises(BadRequest, match=where.replace("[", r"\[").replace("]", r"\]")):
+            engine.fit({"model": "small", **bad}, dialect="responses")
+
+
+def test_an_agent_loop_is_fitted_with_pairs_and_reasoning_intact():
+    body = _loop()
+    fitted = _engine().fit(body)
+    report, sent = fitted.report, fitted.body["input"]
+    assert report.dialect == "responses" and report.outcome == "fitted"
+    assert report.input_tokens_before > 8192 >= report.input_tokens_after + fitted.body["max_output_tokens"]
+    assert fitted.body["instructions"] == body["instructions"] and fitted.body["tools"] == body["tools"]
+    originals = [json.dumps(i) for i in body["input"]]
+    for k, item in enumerate(sent):
+        if item.get("type") == "reasoning":
+            j = originals.index(json.dumps(item))
+            assert sent[k + 1] == body["input"][j + 1]
+    calls = [i["call_id"] for i in sent if i.get("type") == "function_call"]
+    assert calls == [i["call_id"] for i in sent if i.get("type") == "function_call_output"]
+    assert sent[-1] == body["input"][-1]
+
+
+def test_a_string_input_too_long_is_refused_with_the_numbers():
+    with pytest.raises(ContextWindowExceeded) as caught:
+        _engine().fit({"model": "small", "input": "lorem ipsum " * 8000})
+    assert caught.value.report.dialect == "responses" and caught.value.report.output_key == "max_output_tokens"
+
+
+def test_provider_held_state_is_reported_and_counted_as_a_lower_bound():
+    fitted = _engine().fit({"model": "small", "input": "and then?", "previous_response_id": "resp_1", "conversation": "conv_1"})
+    assert fitted.report.unseen_state == ["previous_response_id", "conversation"]
+    assert _engine().fit({"model": "small", "input": "hi"}).report.unseen_state == []
+
+
+def test_provider_side_context_managers_are_named():
+    body = {"input": [], "context_management": [{"type": "compaction", "compact_threshold": 2000}], "truncation": "auto"}
+    assert coexistence.detect(body) == ["openai_context_management", "openai_truncation_auto"]
+    assert coexistence.detect({"messages": [], "truncation": "auto"}) == []
+
+
+def test_cli_fits_a_responses_body(tmp_path, capsys):
+    path = tmp_path / "req.json"
+    path.write_text(json.dumps({**_loop(), "model": "gpt-4o"}))
+    out = tmp_path / "out.json"
+    assert cli_main(["fit", str(path), "--dialect", "responses", "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["dialect"] == "responses" and report["output_key"] == "max_output_tokens"
+    assert json.loads(out.read_text())["max_output_tokens"] == report["max_tokens"]
