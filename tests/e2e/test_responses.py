@@ -150,3 +150,16 @@ def test_responses_to_a_chat_only_deployment_arrive_fitted(proxy):
     assert isinstance(sent.get("max_tokens") or sent.get("max_completion_tokens"), int)
     assert got["input_tokens"] + (sent.get("max_tokens") or sent.get("max_completion_tokens")) <= WINDOW
     assert sent["messages"][0] == {"role": "system", "content": body["instructions"]}
+
+
+def test_a_responses_request_too_big_for_its_model_goes_to_the_context_window_fallback(proxy):
+    """`tiny-with-fallback` (2k) falls back to `big` (32k): the guard hands the request over
+    whole instead of cutting it for the small model, as on the other routes."""
+    proxy.reset()
+    body = responses_body(turns=24)
+    resp = client(proxy).responses.with_raw_response.create(model="tiny-with-fallback", input=body["input"], instructions=body["instructions"])
+    assert resp.http_response.status_code == 200
+    got = only_upstream(proxy)
+    assert got["body"]["model"] == "gpt-4o-32k" and got["path"].endswith("/responses")
+    assert got["body"]["input"] == body["input"] or json.dumps(got["body"]["input"], sort_keys=True) == json.dumps(body["input"], sort_keys=True)
+    assert got["input_tokens"] + got["body"]["max_output_tokens"] <= 32768
