@@ -327,7 +327,7 @@ class ContextGuard(CustomLogger):
         md = kwargs.get(_md_key(kwargs, dialect)) or {}
         model = kwargs.get("model")
         provider = kwargs.get("custom_llm_provider")
-        if isinstance(model, str) and "/" not in model and isinstance(provider, str) and provider:
+        if dialect is RESPONSES and isinstance(model, str) and "/" not in model and isinstance(provider, str) and provider:
             model = f"{provider}/{model}"  # sync litellm.responses hands the hook the bare model name
         deployment = None
         if isinstance(model, str):
