@@ -23,9 +23,9 @@ if TYPE_CHECKING:  # visible to type checkers; loaded lazily at run time (they i
         ContextWindowExceededError,
         GuardFailed,
         completion,
-        responses,
         instrument,
         report_of,
+        responses,
         uninstrument,
     )
     from guard.summarizer import Summarizer
@@ -79,10 +79,10 @@ __all__ = [
     "SummaryRequest",
     "UnknownModel",
     "completion",
-    "responses",
     "instrument",
     "load_config",
     "load_policy_set",
     "report_of",
+    "responses",
     "uninstrument",
 ]
