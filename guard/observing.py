@@ -1,0 +1,119 @@
+"""What the LiteLLM logging hooks learn after the provider answered (or failed): provider cache
+usage and its count against the guard's (telemetry, spend logs, calibration), counting misses,
+and prompts that reached a provider without being fitted. Telemetry never fails a request: every
+function here logs an exception's type and returns.
+
+Functions take the `ContextGuard` whose calibration store and miss record they use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import litellm
+
+from guard import records, telemetry
+from guard.jsontext import bounded_put
+from guard.summarizer import internal_call
+
+if TYPE_CHECKING:
+    from guard.callback import ContextGuard
+
+# call types that send a prompt to a model: one of these reaching a provider unfitted is a bypass
+_PROMPT_CALL_WORDS = ("completion", "responses", "messages", "generate_content")
+_UNGUARDED_SEEN: dict[str, None] = {}  # call ids counted as unguarded
+
+
+def bypass(kwargs: Any) -> None:
+    """No silent bypass: a prompt reaching a provider without having been fitted (sync
+    completion without the wrapper, a call type the guard does not handle) is logged once per
+    call type, naming the guarded alternative, and counted."""
+    try:
+        if internal_call.get(False) or not isinstance(kwargs, Mapping):
+            return
+        call_type = str(kwargs.get("call_type") or "unknown")
+        if not any(word in call_type for word in _PROMPT_CALL_WORDS) or records.report_in(kwargs) is not None:
+            return
+        call = str(kwargs.get("litellm_call_id") or id(kwargs))
+        if call in records.REPORTS:  # fitted by a hook whose metadata the logging object does not share (sync responses)
+            return
+        if call in _UNGUARDED_SEEN:  # one count per call, however many guards are registered
+            return
+        bounded_put(_UNGUARDED_SEEN, call, None, records.BOUND)
+        telemetry.unguarded(call_type)
+    except Exception as e:  # telemetry must never fail a request
+        telemetry.log.error("context-guard bypass check: %s", type(e).__name__)
+
+
+async def succeeded(cg: ContextGuard, kwargs: Any, response: Any) -> None:
+    """What the provider's prompt cache did for a guarded request (streaming included: LiteLLM
+    logs the assembled response), and its input count against the guard's, from its usage."""
+    try:
+        if internal_call.get(False) or not isinstance(kwargs, Mapping):
+            return
+        report = records.report_in(kwargs)
+        if report is None:
+            return
+        usage = getattr(response, "usage", None)
+        if usage is None and isinstance(response, Mapping):
+            usage = response.get("usage")
+        split = telemetry.prompt_cache(str(report.get("model")), usage)
+        notes: dict[str, Any] = {}
+        if split:
+            notes["prompt_cache"] = split
+        ratio = telemetry.count_ratio(str(report.get("model")), telemetry.provider_input(usage), int(report.get("input_tokens_after") or 0))
+        if ratio is not None:
+            notes["count_ratio"] = round(ratio, 4)
+            await _learn(cg, report, ratio)
+        if notes:
+            if isinstance(report, dict):
+                report.update(notes)  # the report kept for this call (`report_of`) too
+            records.note_in_spend_logs(kwargs, notes)
+    except Exception as e:  # telemetry must never fail a request
+        telemetry.log.error("context-guard success hook: %s", type(e).__name__)
+
+
+async def _learn(cg: ContextGuard, report: Mapping[str, Any], ratio: float) -> None:
+    """One provider answer into the deployment's calibration record: the ratio to the guard's
+    raw (unscaled) count. Only for estimated counts, and only from the provider's usage."""
+    key = report.get("calibration_key")
+    factor = report.get("calibration_factor")
+    if not isinstance(key, str) or report.get("exact_count") or not isinstance(factor, (int, float)):
+        return
+    if report.get("outcome") == "rejected":
+        return
+    await cg.calibrations.observe(key, ratio * float(factor))
+
+
+async def failed_async(cg: ContextGuard, kwargs: Any) -> None:
+    """A counting miss also raises the deployment's learned factor (see `failed`)."""
+    report = failed(cg, kwargs)
+    key = report.get("calibration_key") if report is not None else None
+    factor = report.get("calibration_factor") if report is not None else None
+    if isinstance(key, str) and isinstance(factor, (int, float)) and not report.get("exact_count"):  # type: ignore[union-attr]
+        try:
+            await cg.calibrations.miss(key, float(factor))
+        except Exception as e:  # telemetry must never fail a request
+            telemetry.log.error("context-guard calibration miss: %s", type(e).__name__)
+
+
+def failed(cg: ContextGuard, kwargs: Any) -> Mapping[str, Any] | None:
+    """A provider call failed. A context-window error on a request the guard counted as
+    fitting is a counting miss: counted once per call, logged with numbers only. Returns the
+    report of a counting miss."""
+    try:
+        if not isinstance(kwargs, Mapping) or not isinstance(kwargs.get("exception"), litellm.ContextWindowExceededError):
+            return None
+        report = records.report_in(kwargs)
+        if report is None or report.get("outcome") not in ("fitted", "unchanged"):
+            return None  # not checked by the guard, or let through on purpose (context_window_fallbacks)
+        call = str(kwargs.get("litellm_call_id") or id(kwargs))
+        if call in cg._misses:
+            return None
+        bounded_put(cg._misses, call, None, 4096)
+        telemetry.counting_miss(report)
+        return report
+    except Exception as e:  # telemetry must never fail a request
+        telemetry.log.error("context-guard failure hook: %s", type(e).__name__)
+        return None
