@@ -59,12 +59,9 @@ def litellm_model_info(model: str) -> Mapping[str, Any] | None:
 
 
 class ContextGuard(CustomLogger):
-    """Fit every request (chat, /v1/messages, Responses) to its model before LiteLLM sends it.
-
-    ContextGuard()                         # defaults
-    ContextGuard(config="proxy_config.yaml")   # context_guard: section + model_list model_info
-    ContextGuard(policies={"default_max_tokens": 2048, "teams": {...}})
-    """
+    """Fit every request (chat, /v1/messages, Responses) to its model before LiteLLM sends it:
+    `ContextGuard()` (defaults), `ContextGuard(config="proxy_config.yaml")` (its `context_guard:`
+    section and `model_list` model_info), `ContextGuard(policies={"default_max_tokens": 2048})`."""
 
     def __init__(
         self,
@@ -82,13 +79,9 @@ class ContextGuard(CustomLogger):
         self._config_path = config
         self._engine = engine
         self._policies = policies if isinstance(policies, PolicySet) or policies is None else load_policy_set(policies)
-        self._summarizer_settings = (
-            SummarizerSettings.model_validate(summarizer) if isinstance(summarizer, Mapping) else summarizer
-        )
+        self._summarizer_settings = SummarizerSettings.model_validate(summarizer) if isinstance(summarizer, Mapping) else summarizer
         self._cache = cache if isinstance(cache, SummaryCache) else None
-        self._cache_settings = CacheSettings.model_validate(cache) if isinstance(cache, Mapping) else (
-            cache if isinstance(cache, CacheSettings) else None
-        )
+        self._cache_settings = CacheSettings.model_validate(cache) if isinstance(cache, Mapping) else cache if isinstance(cache, CacheSettings) else None
         self._summarize_call = summarize_call
         self._summarizer: Summarizer | None = None
         self._misses: dict[str, None] = {}  # call ids already counted as counting misses
@@ -98,7 +91,6 @@ class ContextGuard(CustomLogger):
         elif engine is not None:
             self._build_summarizer(None)
 
-    # -- set-up -----------------------------------------------------------------------------
     def _build(self) -> None:
         if self._config_path is not None:
             cfg = load_config(self._config_path)
@@ -182,22 +174,15 @@ class ContextGuard(CustomLogger):
         request_headers: dict[str, str] | None = None,
         litellm_call_info: dict[str, object] | None = None,
     ) -> dict[str, str] | None:
-        # the latest pass of this request (after a fallback, the attempt that served it), else the
-        # report in the proxy's own copy of the metadata
-        call = data.get("litellm_call_id") if isinstance(data, dict) else None
-        report = records.REPORTS.get(call) if isinstance(call, str) else None
-        if report is None and isinstance(data, dict):
-            report = records.report_in(data)
+        report = records.latest(data)
         return telemetry.headers(report) if report is not None else None
 
     async def async_post_call_success_deployment_hook(self, request_data: dict, response: Any, call_type: Any) -> Any:
-        """SDK callers: the report rides on the response (`guard.report_of(response)`)."""
-        report = records.report_in(request_data) if isinstance(request_data, Mapping) else None
-        return records.attach(response, report)
+        # SDK callers: the report rides on the response (`guard.report_of(response)`)
+        return records.attach(response, records.report_in(request_data) if isinstance(request_data, Mapping) else None)
 
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
-        """No silent bypass (LiteLLM swallows exceptions from this hook, so it cannot stop the call)."""
-        observing.bypass(kwargs)
+        observing.bypass(kwargs)  # no silent bypass (LiteLLM swallows this hook's exceptions: it cannot stop the call)
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         await observing.succeeded(self, kwargs, response_obj)
@@ -210,19 +195,16 @@ class ContextGuard(CustomLogger):
 
     # -- one pass, and sync calls -------------------------------------------------------------
     async def _guard(self, data: dict, route: Route, **kw: Any) -> dict:
-        """One pass over a body (see `guard.fitting.fit`); the hooks call it through the instance."""
-        return await fitting.fit(self, data, route, **kw)
+        return await fitting.fit(self, data, route, **kw)  # one pass; the hooks call it through the instance
 
     def fit_kwargs(self, kwargs: Mapping[str, Any], *, router: Any = None, route: Route = routes.CHAT) -> dict[str, Any]:
-        """The kwargs of a sync call (chat; `route=guard.routes.RESPONSES` for `litellm.responses`),
-        fitted as the deployment hook fits an async one (raises `guard.ContextWindowExceededError`)."""
+        """A sync call's kwargs, fitted like an async call's (see `guard.sync_calls.fit_kwargs`)."""
         return sync_calls.fit_kwargs(self, kwargs, router=router, route=route)
 
     def wrap(self, fn: Callable[..., Any], *, router: Any = None, route: Route = routes.CHAT) -> Callable[..., Any]:
-        """`fn` with its requests fitted: `wrap(litellm.completion)` fits the kwargs first
-        (`wrap(litellm.responses, route=guard.routes.RESPONSES)`: a Responses API call);
-        `wrap(router.completion, router=router)` fits each attempt to the deployment the Router picks,
-        so window-aware fallbacks (`context_window_fallbacks`) work as in the async Router."""
+        """`fn` with its requests fitted: `wrap(litellm.completion)`, `wrap(litellm.responses,
+        route=guard.routes.RESPONSES)`; `wrap(router.completion, router=router)` fits each attempt to
+        the deployment the Router picks, so context-window fallbacks work as in the async Router."""
         return sync_calls.wrap(self, fn, router=router, route=route)
 
 

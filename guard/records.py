@@ -37,6 +37,16 @@ def attach(response: Any, report: Mapping[str, Any] | None) -> Any:
     return response
 
 
+def latest(data: Any) -> Mapping[str, Any] | None:
+    """The report of a request's latest pass (after a fallback, the attempt that served it), else
+    the one in the proxy's own copy of its metadata."""
+    if not isinstance(data, dict):
+        return None
+    call = data.get("litellm_call_id")
+    report = REPORTS.get(call) if isinstance(call, str) else None
+    return report if report is not None else report_in(data)
+
+
 def first_count(call: str | None, default: bool = True) -> bool:
     """Whether this pass should count the request in the metrics: once per call id."""
     if call is None:
