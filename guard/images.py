@@ -70,10 +70,17 @@ def anthropic_image_tokens(width: int | None, height: int | None) -> int:
 
 
 def image_part_tokens(part: Mapping[str, Any], formula: str) -> int:
-    """Tokens of one image part, OpenAI `image_url` or Anthropic `image` shape."""
+    """Tokens of one image part: OpenAI chat `image_url`, Responses `input_image` (`image_url` a
+    string, `detail` on the part; by `file_id`, the formula's largest) or Anthropic `image`."""
     size: tuple[int, int] | None = None
     detail = "auto"
-    if part.get("type") == "image_url":
+    if part.get("type") == "input_image":
+        url = part.get("image_url")
+        if isinstance(part.get("detail"), str):
+            detail = part["detail"]
+        if isinstance(url, str):
+            size = _size_from_url(url)
+    elif part.get("type") == "image_url":
         spec = part.get("image_url")
         url = spec.get("url") if isinstance(spec, Mapping) else spec
         if isinstance(spec, Mapping) and isinstance(spec.get("detail"), str):

@@ -90,7 +90,9 @@ def test_counts_every_kind_of_item_and_the_pinned_parts():
     reasoning = {"type": "reasoning", "id": "rs", "encrypted_content": "gAAAA" * 50, "summary": []}
     assert counter.message(RESPONSES, reasoning) >= n("gAAAA" * 50)  # opaque: counted as its JSON, never less
     image = {"role": "user", "content": [{"type": "input_image", "image_url": "https://x.invalid/a.png", "detail": "low"}]}
-    assert counter.message(RESPONSES, image) >= 85
+    assert counter.message(RESPONSES, image) == 3 + n("user") + 85  # low detail: OpenAI's flat 85
+    unknown = {"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}
+    assert counter.message(RESPONSES, unknown) > counter.message(RESPONSES, image)  # size unseen: the formula's largest
     pdf = base64.b64encode(b"%PDF-1.4 /Type /Page /Type /Page").decode()
     doc = {"role": "user", "content": [{"type": "input_file", "filename": "a.pdf", "file_data": f"data:application/pdf;base64,{pdf}"}]}
     assert counter.message(RESPONSES, doc) >= 2 * 1500
