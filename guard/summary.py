@@ -118,6 +118,9 @@ def _line(dialect: Dialect, msg: Mapping[str, Any]) -> str:
     return dialect.line(msg)
 
 
+# -- map-reduce planning ----------------------------------------------------------------------
+
+
 def chunks(lines: Sequence[str], counts: Sequence[int], room: int, raw: Callable[[str], int]) -> list[list[str]]:
     """Pack consecutive lines into calls of at most `room` tokens each (counts are per line,
     separators included). A line that alone exceeds the room is shortened, head and tail kept."""
