@@ -22,7 +22,8 @@ loop the bench prints:
 - room: input tokens / room of each turn the guard cut (min and median).
 
 Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools) and
-the synthetic coding-agent trace of `bench.traces`, as chat and as Anthropic messages.
+the synthetic coding-agent trace of `bench.traces`, as chat and as Anthropic messages (and one
+as a Responses API body, with reasoning items before its calls).
 With `--chart`, a PNG of tokens sent per turn (untrimmed, guarded, cut turns marked) for the
 largest loop (needs matplotlib: `pip install matplotlib`).
 """
@@ -40,7 +41,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from bench.traces import agent_trace, real_traces, to_anthropic  # noqa: E402
+from bench.traces import agent_trace, real_traces, to_anthropic, to_responses  # noqa: E402
 from guard.dialects import detect  # noqa: E402
 from guard.engine import Engine  # noqa: E402
 from guard.errors import ContextWindowExceeded  # noqa: E402
@@ -63,17 +64,26 @@ def loops(limit: int | None = None) -> list[tuple[str, dict[str, Any]]]:
     for seed in (3, 4):
         trace = agent_trace(turns=60, seed=seed)
         out += [(f"agent_trace{seed}/chat", trace), (f"agent_trace{seed}/anthropic", to_anthropic(trace))]
+        if seed == 3:  # the Responses API (reasoning items before calls), as Codex-style agents send it
+            out.append((f"agent_trace{seed}/responses", to_responses(trace, model=trace["model"])))
     return out[-limit:] if limit else out
 
 
+_MODEL_TURN = ("reasoning", "function_call")  # a Responses model turn starts with one of these (or a message)
+
+
 def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The body as the agent sent it turn by turn: the history before each assistant message."""
-    messages = list(body["messages"])
+    """The body as the agent sent it turn by turn: the history before each assistant message
+    (on the Responses API, before each model turn: a reasoning item, calls or a message)."""
+    dialect = detect(body)
+    key, out = dialect.messages_key, dialect.output_key(body, str(body.get("model")))
+    messages = list(dialect.messages(body))
     clean = {k: v for k, v in body.items() if not k.startswith("x_")}
     for i, m in enumerate(messages):
-        if m.get("role") == "assistant" and i > 0:
-            yield {**clean, "messages": messages[:i], "max_tokens": OUTPUT}
-    yield {**clean, "messages": messages, "max_tokens": OUTPUT}
+        starts = m.get("role") == "assistant" or (m.get("type") in _MODEL_TURN and messages[i - 1].get("type") not in _MODEL_TURN)
+        if starts and i > 0 and not (m.get("role") == "assistant" and messages[i - 1].get("type") == "reasoning"):
+            yield {**clean, key: messages[:i], out: OUTPUT}
+    yield {**clean, key: messages, out: OUTPUT}
 
 
 @dataclass
