@@ -239,6 +239,21 @@ class TokenCounter:
         return self.fixed(dialect, body) + sum(self.messages(dialect, dialect.messages(body)))
 
     # -- shapes -------------------------------------------------------------------------------
+    def content(self, value: Any) -> tuple[int, int]:
+        """(text, image) tokens of a content value: a string, or a list of parts or blocks (any
+        dialect); anything else counts nothing."""
+        if isinstance(value, str):
+            return self.raw(value), 0
+        if isinstance(value, list):
+            return self.parts(value)
+        return 0, 0
+
+    def field(self, value: Any) -> int:
+        """Tokens of a field as sent: a string as it is, a structure as compact JSON, None nothing."""
+        if value is None:
+            return 0
+        return self.raw(value) if isinstance(value, str) else self.raw(compact_json(value))
+
     def parts(self, blocks: list[Any]) -> tuple[int, int]:
         """Text and image tokens of a list of content parts or blocks, of any dialect."""
         text = img = 0

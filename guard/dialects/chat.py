@@ -52,11 +52,8 @@ class Chat(Dialect):
         text, img = MESSAGE_FRAMING, 0
         for key, value in msg.items():
             if key == "content":
-                if isinstance(value, str):
-                    text += counter.raw(value)
-                elif isinstance(value, list):
-                    t, i = counter.parts(value)
-                    text, img = text + t, img + i
+                t, i = counter.content(value)
+                text, img = text + t, img + i
             elif key == "tool_calls" and isinstance(value, list):
                 for call in value:
                     text += TOOL_CALL_FRAMING + _call(counter, call)
@@ -86,11 +83,4 @@ def _call(counter: TokenCounter, call: Any) -> int:
     fn = call.get("function") if isinstance(call, Mapping) else None
     if not isinstance(fn, Mapping):
         return counter.raw(compact_json(call))
-    n = 0
-    for field in ("name", "arguments"):
-        value = fn.get(field)
-        if isinstance(value, str):
-            n += counter.raw(value)
-        elif value is not None:
-            n += counter.raw(compact_json(value))
-    return n
+    return counter.field(fn.get("name")) + counter.field(fn.get("arguments"))

@@ -83,23 +83,16 @@ class Messages(Dialect):
         role = msg.get("role")
         if isinstance(role, str):
             text += counter.raw(role)
-        content = msg.get("content")
-        if isinstance(content, str):
-            text += counter.raw(content)
-        elif isinstance(content, list):
-            t, img = counter.parts(content)
-            text += t
-        return text, img
+        t, img = counter.content(msg.get("content"))
+        return text + t, img
 
     def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
         text, img = super().count_fixed(counter, body)
         if isinstance(body.get("tools"), list) and body["tools"]:
             text += TOOL_PROMPT
         system = body.get("system")
-        if isinstance(system, str):
-            text += MESSAGE_FRAMING + counter.raw(system)
-        elif isinstance(system, list):
-            t, i = counter.parts(system)
+        if isinstance(system, (str, list)):
+            t, i = counter.content(system)
             text, img = text + MESSAGE_FRAMING + t, img + i
         return text, img
 

@@ -134,28 +134,13 @@ class Responses(Dialect):
     def count(self, counter: TokenCounter, msg: Message) -> tuple[int, int]:
         kind = _kind(msg)
         if kind == "message":
-            text, img = ITEM_FRAMING + counter.raw(str(msg.get("role"))), 0
-            content = msg.get("content")
-            if isinstance(content, str):
-                text += counter.raw(content)
-            elif isinstance(content, list):
-                t, img = counter.parts(content)
-                text += t
-            return text, img
+            t, img = counter.content(msg.get("content"))
+            return ITEM_FRAMING + counter.raw(str(msg.get("role"))) + t, img
         if kind in RESULT_TYPES:
-            output = msg.get("output")
-            if isinstance(output, str):
-                return ITEM_FRAMING + counter.raw(output), 0
-            if isinstance(output, list):
-                t, img = counter.parts(output)
-                return ITEM_FRAMING + t, img
-            return ITEM_FRAMING, 0
+            t, img = counter.content(msg.get("output"))
+            return ITEM_FRAMING + t, img
         if kind in ("function_call", "custom_tool_call"):
-            text = TOOL_CALL_FRAMING
-            for field in ("name", "arguments", "input"):
-                value = msg.get(field)
-                text += counter.raw(value) if isinstance(value, str) else counter.raw(compact_json(value)) if value is not None else 0
-            return text, 0
+            return TOOL_CALL_FRAMING + sum(counter.field(msg.get(f)) for f in ("name", "arguments", "input")), 0
         # reasoning (its summary and encrypted content), built-in tool calls, references, compaction:
         # counted as their JSON, which is never less than what the provider renders of them
         return ITEM_FRAMING + counter.raw(compact_json(msg)), 0
