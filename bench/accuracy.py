@@ -14,10 +14,14 @@ reference), and the under-count rate (share of samples where the guard counted f
 the model will see: the dangerous direction). OpenAI: the guard's count against tiktoken itself.
 Mistral, Qwen, DeepSeek: the calibrated estimate the guard uses without the `exact` extra
 (cl100k_base x the family's default factor), its exact mode with the extra, and the factor
-`calibration_mode: auto` learns from 200 simulated provider answers (50 texts of each kind from
-another seed, 2,000-20,000 characters as a request body is, each answer the family's real count of
-it: `guard.calibration`'s 99th percentile of the ratios plus its 5% headroom) measured on the same
-samples as the others. Anthropic and
+`calibration_mode: auto` learns from 200 simulated provider answers (`guard.calibration`'s 99th
+percentile of the ratios and its headroom; each answer the family's real count of one text).
+A learner is measured on traffic like the traffic it learned from: the answers are drawn from
+another seed but the same distribution as the measured samples (50-20,000 characters), once per
+kind (a deployment whose traffic is code, prose, JSON or non-English: the rows per kind) and once
+mixed (50 answers of each kind; measured on all 800 samples: the `mixed` row). `--train-min-chars
+2000` learns from long texts only and shows what a shift in traffic does (short texts then
+under-count more often: the margin, not the factor, is what covers them). Anthropic and
 Gemini publish no local tokenizer, so there is no reference to measure against here.
 """
 
@@ -101,16 +105,15 @@ def measure(guard_count: Callable[[str], int], reference: Callable[[str], int], 
     }
 
 
-def learned_factor(static: float, raw: Callable[[str], int], reference: Callable[[str], int], seed: int, answers: int = 200) -> float:
-    """The factor calibration learns from `answers` provider answers (texts of every kind)."""
-    training = samples(answers // len(KINDS), seed, min_chars=2_000)  # an answer is for a whole request body
-    ratios = [reference(t) / raw(t) for kind in KINDS for t in training[kind] if raw(t) > 0]
-    settings = calibration.Settings(mode="auto", min_observations=20, window=answers)
+def learned_factor(static: float, ratios: list[float]) -> float:
+    """The factor calibration learns from these provider answers' ratios (real / raw count)."""
+    settings = calibration.Settings(mode="auto", min_observations=20, window=len(ratios))
     return calibration.factor(static, ratios, settings).value
 
 
-def rows(n: int, seed: int) -> list[tuple[str, str, str, dict[str, float]]]:
+def rows(n: int, seed: int, answers: int = 200, train_min_chars: int = 50) -> list[tuple[str, str, str, dict[str, float]]]:
     corpus = samples(n, seed)
+    training = samples(answers, seed + 1, min_chars=train_min_chars)  # other texts, same kinds and sizes
     out = []
     for enc in ("o200k_base", "cl100k_base"):
         counter = TokenCounter(get_encoding(enc), factor=1.0)
@@ -130,10 +133,16 @@ def rows(n: int, seed: int) -> list[tuple[str, str, str, dict[str, float]]]:
             out.append((name, f"estimate (cl100k x {factor})", kind, measure(lambda t: math.ceil(estimate.raw(t) * factor), lambda t: len(ref(t)), corpus[kind])))
         for kind in KINDS:
             out.append((name, "exact (extra installed)", kind, measure(exact.raw, lambda t: len(ref(t)), corpus[kind])))
-        learned = learned_factor(factor, estimate.raw, lambda t: len(ref(t)), seed + 1)
+        ratios = {kind: [len(ref(t)) / estimate.raw(t) for t in training[kind] if estimate.raw(t) > 0] for kind in KINDS}
         for kind in KINDS:
-            out.append((name, f"learned (cl100k x {learned} from 200 answers)", kind,
+            learned = learned_factor(factor, ratios[kind][:answers])
+            out.append((name, f"learned (cl100k x {learned} from {answers} {kind} answers)", kind,
                         measure(lambda t: math.ceil(estimate.raw(t) * learned), lambda t: len(ref(t)), corpus[kind])))
+        share = answers // len(KINDS)
+        learned = learned_factor(factor, [r for kind in KINDS for r in ratios[kind][:share]])
+        everything = [t for kind in KINDS for t in corpus[kind]]
+        out.append((name, f"learned (cl100k x {learned} from {share * len(KINDS)} mixed answers)", "mixed",
+                    measure(lambda t: math.ceil(estimate.raw(t) * learned), lambda t: len(ref(t)), everything)))
     return out
 
 
@@ -141,18 +150,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=200, help="per kind")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--train-min-chars", type=int, default=50, help="shortest text the learner sees an answer for")
     args = parser.parse_args(argv)
     print("| family | guard counts with | text | samples | mean error | worst over | worst under | under-count rate |")
     print("|---|---|---|---|---|---|---|---|")
     worst = {}
-    for family, mode, kind, m in rows(args.samples, args.seed):
+    for family, mode, kind, m in rows(args.samples, args.seed, train_min_chars=args.train_min_chars):
         print(f"| {family} | {mode} | {kind} | {m['samples']:.0f} | {m['mean']:+.1f}% | {m['worst_over']:+.1f}% | {m['worst_under']:+.1f}% | {m['under_rate']:.1f}% |")
         key = "openai" if family.startswith("openai") else "learned" if mode.startswith("learned") else "others"
         worst[key] = max(worst.get(key, 0.0), m["under_rate"])
     ok = worst.get("openai", 0.0) == 0.0 and worst.get("others", 0.0) <= 1.0
     print(f"\nworst under-count rate: OpenAI {worst.get('openai', 0.0):.1f}% (bar 0), others {worst.get('others', 0.0):.1f}% (bar <= 1%): {'PASS' if ok else 'FAIL'}")
-    print(f"learned factors (calibration_mode: auto): worst under-count rate {worst.get('learned', 0.0):.1f}% (issue 12's bar <= 1%)")
-    return 0 if ok else 1
+    learned_ok = worst.get("learned", 0.0) <= 1.0
+    print(f"learned factors (calibration_mode: auto): worst under-count rate {worst.get('learned', 0.0):.1f}% (bar <= 1%): {'PASS' if learned_ok else 'FAIL'}")
+    return 0 if ok and learned_ok else 1
 
 
 if __name__ == "__main__":

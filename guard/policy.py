@@ -93,7 +93,8 @@ class Policy(BaseModel):
     calibration_quantile: float = Field(0.99, gt=0.0, le=1.0, description="the learned factor: this quantile of recent ratios")
     calibration_min_observations: int = Field(20, ge=1, description="answers needed before a learned factor replaces the static one")
     calibration_miss_step: float = Field(1.1, ge=1.0, description="a counting miss raises the factor to this times the one that missed")
-    calibration_headroom: float = Field(0.05, ge=0.0, le=1.0, description="a learned factor is the quantile times 1 + this")
+    calibration_tail: float = Field(0.5, ge=0.0, le=10.0, description="a learned factor adds this times the gap between its quantile and the 90th percentile")
+    calibration_headroom: float = Field(0.03, ge=0.0, le=1.0, description="and is then multiplied by 1 + this")
     strategies: list[StrategyName] = Field(default_factory=lambda: list(STRATEGY_ORDER))
     keep_recent_groups: int = Field(3, ge=0, description="newest turn groups kept verbatim")
     keep_first_user_turn: bool = Field(True, description="keep the first user message (the task) verbatim")
@@ -142,6 +143,7 @@ class Policy(BaseModel):
             quantile=self.calibration_quantile,
             min_observations=self.calibration_min_observations,
             miss_step=self.calibration_miss_step,
+            tail=self.calibration_tail,
             headroom=self.calibration_headroom,
         )
 

@@ -50,15 +50,21 @@ def test_exact_counters_match_their_reference_packages():
 def test_a_share_of_the_accuracy_bench_meets_the_bars():
     """0 under-counts for OpenAI; <= 1% for the calibrated estimates; exact mode is exact."""
     static: dict[tuple[str, str], float] = {}
+    learned: dict[str, list[tuple[float, float]]] = {}
     for family, mode, kind, m in accuracy.rows(60, seed=5):
         if family.startswith("openai") or mode.startswith("exact"):
             assert m["under_rate"] == 0.0 and abs(m["mean"]) < 0.5, (family, mode, kind, m)
         elif mode.startswith("learned"):
-            # a factor learned from 200 answers over-counts less than the static one, and
-            # under-counts at most a few short texts (measured: 0-2.5% at 200 samples per kind)
-            assert m["mean"] < static[(family, kind)], (family, mode, kind, m)
-            assert m["under_rate"] <= 5.0, (family, mode, kind, m)
+            # a factor learned from 200 answers of the traffic it is measured on meets the static
+            # ones' bar (issue 12: <= 1%) and, over a family's kinds, over-counts less
+            if kind != "mixed":
+                learned.setdefault(family, []).append((m["mean"], static[(family, kind)]))
+            under = round(m["under_rate"] * m["samples"] / 100)
+            assert under <= max(1, 0.01 * m["samples"]), (family, mode, kind, m)
         else:
             static[(family, kind)] = m["mean"]
             under = round(m["under_rate"] * m["samples"] / 100)
             assert under <= max(1, 0.01 * m["samples"]), (family, mode, kind, m)  # 1% (one sample of 60)
+    assert set(learned) == {"mistral", "qwen2.5", "qwen3.6", "deepseek"}
+    for family, means in learned.items():
+        assert sum(a for a, _ in means) < sum(b for _, b in means), (family, means)
