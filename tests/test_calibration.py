@@ -43,6 +43,17 @@ def test_a_counting_miss_never_lowers_the_factor(observed, static, misses):
         before = after
 
 
+@given(st.lists(st.floats(0.5, 3.0), min_size=20, max_size=300), st.floats(0.5, 3.0), st.floats(0.0, 2.0), st.floats(0.0, 0.2))
+def test_a_learned_factor_is_never_below_the_quantile_and_one_answer_cannot_carry_it(observed, wild, tail, headroom):
+    settings = calibration.Settings(mode="auto", floor=0.5, cap=3.0, min_observations=20, window=1000, tail=tail, headroom=headroom)
+    top = calibration.quantile(observed, settings.quantile)
+    f = calibration.factor(1.25, observed, settings).value
+    assert f >= min(settings.cap, top * (1 + headroom)) - 1e-9
+    if len(observed) >= 100:  # how odd one answer is never matters: it counts as the highest honest one
+        nudged = calibration.factor(1.25, observed + [wild], settings).value
+        assert nudged == calibration.factor(1.25, observed + [min(wild, max(observed))], settings).value or wild < max(observed)
+
+
 def test_too_few_answers_keep_the_static_factor_then_a_high_quantile_takes_over():
     few = calibration.factor(1.25, [1.0] * 4, AUTO)
     assert (few.value, few.source) == (1.25, "static")
