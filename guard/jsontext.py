@@ -203,40 +203,29 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
     if n <= max_tokens:
         full = compact_json(value)
         return full if count(full) <= max_tokens else head_tail(full, max_tokens, count)
-    # proportional guesses, each corrected by the real count of the last one (2 renders usually)
-    scale, last = 0.9 * max_tokens / n, None
+    # proportional guesses, each corrected by the real count of the last one: a cut that does not
+    # fit is scaled down, one that fits far below its budget (structure shrinks in steps: whole
+    # items, whole strings) is scaled up; the largest that fits is kept (2 renders usually)
+    scale, best, best_tokens, last = _AIM * max_tokens / n, None, 0, None
     for _ in range(6):
-        candidate = compact_json(_shrunk(value, scale, 24))
+        candidate = compact_json(_shrunk(value, min(1.0, scale), 24))
         tokens_now = count(candidate)
         if tokens_now <= max_tokens:
-            return _closer(value, scale, candidate, tokens_now, max_tokens, count)
-        if last is not None and tokens_now >= last:
+            if tokens_now > best_tokens:
+                best, best_tokens = candidate, tokens_now
+            if tokens_now >= _CLOSE * max_tokens or scale >= 1.0:
+                break
+        elif last is not None and tokens_now >= last and best is None:
             break  # at the floor of the structure (one item per list, short strings): cut text
         last = tokens_now
-        scale *= 0.9 * max_tokens / tokens_now
-    return head_tail(compact_json(value), max_tokens, count)
-
-
-def _closer(value: Any, scale: float, best: str, tokens: int, max_tokens: int, count: Callable[[str], int]) -> str:
-    """Structure does not shrink evenly (list items and strings are cut in steps): a cut that
-    fits may land far below its budget. Bisect the scale upward a few times, keeping the largest
-    rendering that still fits."""
-    for text_only in (False, True):  # first the whole structure, then the kept items' strings only
-        lo, hi = scale, min(1.0, scale * max_tokens / max(1, tokens))
-        for _ in range(4):
-            if tokens >= 0.9 * max_tokens or hi <= lo * 1.01:
-                break
-            mid = (lo + hi) / 2 if hi < 1.0 else hi
-            candidate = compact_json(_shrunk(value, scale, 24, mid) if text_only else _shrunk(value, mid, 24))
-            n = count(candidate)
-            if n <= max_tokens:
-                best, tokens, lo = candidate, n, mid
-                if not text_only:
-                    scale = mid
-                hi = min(1.0, max(hi, mid * max_tokens / max(1, n)))
-            else:
-                hi = mid
+        scale *= _AIM * max_tokens / max(1, tokens_now)
+    if best is None:
+        return head_tail(compact_json(value), max_tokens, count)
     return best
+
+
+_AIM = 0.95  # each guess aims this far under the budget (cuts do not scale exactly)
+_CLOSE = 0.85  # a cut that fits is kept once it uses this much of its budget
 
 
 def head_tail(text: str, max_tokens: int, count: Callable[[str], int], tokens: int | None = None) -> str:
