@@ -109,7 +109,7 @@ def factor(
 def learned(ratios: Sequence[float], settings: Settings) -> float:
     """The factor learned from these (bounded) ratios: the quantile, plus `tail` times its gap above
     the 90th percentile, times 1 + `headroom` (measured in docs/benchmarks.md: with 200 answers the
-    quantile alone under-counts more than 1% of texts on 2 of 80 traffic samples; with both parts,
+    quantile alone under-counts more than 1% of texts on 2 of 80 train/test pairs; with both parts,
     on none)."""
     top = quantile(ratios, settings.quantile)
     gap = top - quantile(ratios, TAIL_FROM) if settings.quantile > TAIL_FROM else 0.0
