@@ -7,7 +7,7 @@ import json
 import pytest
 from PIL import Image
 
-from guard.dialects import ANTHROPIC, OPENAI
+from guard.dialects import ANTHROPIC, OPENAI, RESPONSES
 from guard.encodings import get_encoding
 from guard.images import anthropic_image_tokens, openai_image_tokens
 from guard.dialects.messages import TOOL_PROMPT as ANTHROPIC_TOOL_PROMPT
@@ -80,6 +80,15 @@ def test_anthropic_blocks_system_and_tool_prompt(counter):
     assert total - no_system == 3 + enc("Be brief.")
     result_msg = body["messages"][2]
     assert counter.message(ANTHROPIC, result_msg) == 3 + enc("user") + 3 + enc("file body here")
+
+
+def test_a_pinned_prompt_in_blocks_is_counted_once(counter):
+    """A system prompt (Anthropic) or instructions (Responses) sent as a list costs what its text
+    costs, not that plus its JSON."""
+    text = "You are a careful assistant who checks every claim. " * 20
+    assert counter.fixed(ANTHROPIC, {"system": [{"type": "text", "text": text}]}) == counter.fixed(ANTHROPIC, {"system": text})
+    listed = counter.fixed(RESPONSES, {"instructions": [{"type": "message", "role": "developer", "content": text}]})
+    assert listed - counter.fixed(RESPONSES, {"instructions": text}) == enc("developer")
 
 
 def test_cache_by_content_not_identity(counter):

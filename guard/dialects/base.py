@@ -145,7 +145,7 @@ class Dialect:
             for tool in tools:
                 text += TOOL_SCHEMA_FRAMING + counter.raw(compact_json(tool))
         for key in self.fixed_keys:
-            if key == "tools":
+            if key == "tools" or key in self.system_keys:  # a pinned prompt is counted by its dialect
                 continue
             value = body.get(key)
             if isinstance(value, (list, Mapping)):
@@ -171,7 +171,6 @@ def text_of(content: Content) -> str:
         others = sum(1 for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS))
         texts += ["[image]"] * others
     return "\n".join(texts)
-
 
 
 def cache_breakpoint(msg: Message) -> Mapping[str, Any] | None:
