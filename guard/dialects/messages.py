@@ -3,11 +3,10 @@ and `tool_result` blocks in the user message that follows; the output limit is `
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
-from guard.dialects.base import Content, Dialect, Message, _blocks, text_of
+from guard.dialects.base import Content, Dialect, Message, _blocks, compact_json, text_of
 
 if TYPE_CHECKING:
     from guard.tokens import TokenCounter
@@ -109,8 +108,7 @@ class Messages(Dialect):
             if kind == "text":
                 parts.append(str(block.get("text", "")))
             elif kind == "tool_use":
-                args = json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":"), default=str)
-                parts.append(f"(calls tool {block.get('name')} with {args})")
+                parts.append(f"(calls tool {block.get('name')} with {compact_json(block.get('input'))})")
             elif kind == "tool_result":
                 parts.append(f"[tool result {block.get('tool_use_id')}] " + text_of(block.get("content")))
             elif kind in ("image", "document"):
