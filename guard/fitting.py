@@ -144,7 +144,7 @@ async def fit(
     if fresh:
         md.pop(STATE_KEY, None)  # the proxy's first pass: a client cannot plant a report
     name = alias or str(data.get("model"))
-    call = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+    call = records.call_id(data)
     layers: list[str] = []
     try:
         engine = cg.engine
@@ -286,7 +286,7 @@ async def check_candidates(
     report = first.report.to_dict()
     report["models_tried"] = [name for name, _ in errors]
     md = dict(data.get(md_key) or {})
-    call = data.get("litellm_call_id") if isinstance(data.get("litellm_call_id"), str) else None
+    call = records.call_id(data)
     report["policy_layers"], report["passes"] = [], 1
     records.store(data, md_key, md, report, call)
     telemetry.observe(first.report.to_dict(), "proxy", time.perf_counter() - start, first_pass=records.first_count(call))

@@ -37,13 +37,19 @@ def attach(response: Any, report: Mapping[str, Any] | None) -> Any:
     return response
 
 
+def call_id(data: Mapping[str, Any]) -> str | None:
+    """The request's `litellm_call_id` (the key of its report across passes), if it has one."""
+    call = data.get("litellm_call_id")
+    return call if isinstance(call, str) else None
+
+
 def latest(data: Any) -> Mapping[str, Any] | None:
     """The report of a request's latest pass (after a fallback, the attempt that served it), else
     the one in the proxy's own copy of its metadata."""
     if not isinstance(data, dict):
         return None
-    call = data.get("litellm_call_id")
-    report = REPORTS.get(call) if isinstance(call, str) else None
+    call = call_id(data)
+    report = REPORTS.get(call) if call is not None else None
     return report if report is not None else report_in(data)
 
 
