@@ -74,26 +74,33 @@ async def succeeded(cg: ContextGuard, kwargs: Any, response: Any) -> None:
         telemetry.log.error("context-guard success hook: %s", type(e).__name__)
 
 
+def _calibrated(report: Mapping[str, Any] | None) -> tuple[str, float] | None:
+    """The deployment key and factor a request was counted with, if its count was an estimate
+    (exact counts have nothing to learn)."""
+    if report is None or report.get("exact_count"):
+        return None
+    key, factor = report.get("calibration_key"), report.get("calibration_factor")
+    if not isinstance(key, str) or not isinstance(factor, (int, float)):
+        return None
+    return key, float(factor)
+
+
 async def _learn(cg: ContextGuard, report: Mapping[str, Any], ratio: float) -> None:
     """One provider answer into the deployment's calibration record: the ratio to the guard's
     raw (unscaled) count. Only for estimated counts, and only from the provider's usage."""
-    key = report.get("calibration_key")
-    factor = report.get("calibration_factor")
-    if not isinstance(key, str) or report.get("exact_count") or not isinstance(factor, (int, float)):
+    counted = _calibrated(report)
+    if counted is None or report.get("outcome") == "rejected":
         return
-    if report.get("outcome") == "rejected":
-        return
-    await cg.calibrations.observe(key, ratio * float(factor))
+    key, factor = counted
+    await cg.calibrations.observe(key, ratio * factor)
 
 
 async def failed_async(cg: ContextGuard, kwargs: Any) -> None:
     """A counting miss also raises the deployment's learned factor (see `failed`)."""
-    report = failed(cg, kwargs)
-    key = report.get("calibration_key") if report is not None else None
-    factor = report.get("calibration_factor") if report is not None else None
-    if isinstance(key, str) and isinstance(factor, (int, float)) and not report.get("exact_count"):  # type: ignore[union-attr]
+    counted = _calibrated(failed(cg, kwargs))
+    if counted is not None:
         try:
-            await cg.calibrations.miss(key, float(factor))
+            await cg.calibrations.miss(*counted)
         except Exception as e:  # telemetry must never fail a request
             telemetry.log.error("context-guard calibration miss: %s", type(e).__name__)
 
