@@ -68,12 +68,20 @@ def wrap(cg: ContextGuard, fn: Callable[..., Any], *, router: Any = None, route:
 
     @functools.wraps(fn)
     def guarded(*args: Any, **kwargs: Any) -> Any:
-        if args:
-            kwargs = {**dict(zip(("model", route.dialect.messages_key), args)), **kwargs}
-        fitted = fit_kwargs(cg, kwargs, router=router, route=route)
-        return records.attach(fn(**fitted), records.report_in(fitted))
+        return _fitted_call(cg, fn, args, kwargs, router=router, route=route)
 
     return guarded
+
+
+def _fitted_call(
+    cg: ContextGuard, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, router: Any = None,
+    route: Route = routes.CHAT,
+) -> Any:
+    """`fn(*args, **kwargs)` with the request fitted first and the report on its response."""
+    if args:
+        kwargs = {**dict(zip(("model", route.dialect.messages_key), args)), **kwargs}
+    fitted = fit_kwargs(cg, kwargs, router=router, route=route)
+    return records.attach(fn(**fitted), records.report_in(fitted))
 
 
 def run_sync(coro: Any) -> Any:
@@ -104,10 +112,7 @@ def _completion_entry(*args: Any, **kwargs: Any) -> Any:
     guard = _SCOPE.get() or (_INSTRUMENTED[0] if _INSTRUMENTED else None)
     if guard is None or internal_call.get(False):
         return original(*args, **kwargs)
-    if args:
-        kwargs = {**dict(zip(("model", "messages"), args)), **kwargs}
-    fitted = fit_kwargs(guard, kwargs)
-    return records.attach(original(**fitted), records.report_in(fitted))
+    return _fitted_call(guard, original, args, kwargs)
 
 
 def _install() -> None:
