@@ -9,6 +9,7 @@ A `Conversation` is immutable; every edit returns a new one. Per message it keep
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field, fields, replace
 from collections.abc import Mapping
@@ -150,8 +151,8 @@ class Context:
     skipped: list[Skipped] = field(default_factory=list)
     exhausted: set[str] = field(default_factory=set)
     # origin indices of the messages the last user message is about, among those not summarized
-    # (called with the summarized span's indices; computed on first use per span)
-    relevance: Callable[[frozenset[int]], frozenset[int]] | None = None
+    # (called with the summarized span's indices and the last index to score; computed on first use per span)
+    relevance: Callable[[frozenset[int], int], frozenset[int]] | None = None
     summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
     summary_message: Message | None = None  # the summary in the conversation, and its span
     summary_span: list[int] | None = None
@@ -195,8 +196,19 @@ class Context:
         span = frozenset(self.summary_span or ())
         hit = self._relevant.get(span)
         if hit is None:
-            hit = self._relevant[span] = self.relevance(span)
+            hit = self._relevant[span] = self.relevance(span, self._settled_end())
         return hit
+
+    def _settled_end(self) -> int:
+        """The last original index of the history in whole bands (cumulative original tokens at
+        or below the total, rounded down to the low-water mark plus a whole number of bands):
+        relevance is scored among those messages only, so its statistics, and the order it gives
+        a cut, change once per band of growth, not with every new message."""
+        ends = self._ends()
+        if not ends:
+            return -1
+        band = max(1, self.band)
+        return bisect.bisect_right(ends, ends[-1] - (ends[-1] - self.target) % band) - 1
 
     def relevant_last(self, items: Iterable[T], origins: Callable[[T], Iterable[int]]) -> list[T]:
         """`items` (oldest first) with those the question is about moved to the back, each part

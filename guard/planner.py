@@ -31,6 +31,9 @@ from guard.tokens import TokenCounter
 
 _NEWEST_TURN_STEPS = frozenset({"truncate_recent_tool_results"})  # lossy steps inside keep_recent_groups
 _LOSSY_STEPS = frozenset({"truncate_tool_results", "drop_oldest_turns"})
+# near-lossless rewrites of one message at a time that run on every conversation over its room,
+# even once an earlier step got it to the mark: each message then has one form, turn after turn
+_ON_EVERY_OVERFLOW = frozenset({"compact_json", "drop_metadata"})
 SUMMARY_MARK = MARKER_PREFIX + " summary of {m} earlier messages ({n} tokens)]\n"
 
 
@@ -216,7 +219,7 @@ def _rounds(
         while i < len(names):
             name = names[i]
             i += 1
-            if ctx.done(conv):
+            if ctx.done(conv) and not (estimate and name in _ON_EVERY_OVERFLOW):
                 break
             if spans and estimate and checkpoint is None:
                 conv = yield from _reuse(conv, ctx, spans)  # a conversation once compacted stays so
@@ -505,16 +508,21 @@ def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRe
 
 
 def _relevant_origins(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], transcript: Callable[[], list[str]], summarized: frozenset[int]
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], transcript: Callable[[], list[str]],
+    summarized: frozenset[int], settled_end: int,
 ) -> frozenset[int]:
-    """Indices of the messages (not system, not the last user turn, not summarized) the last user
-    message is about; BM25's statistics are those of the messages that remain."""
+    """Indices of the messages (not system, not the last user turn, not summarized, not after
+    `settled_end`) the last user message is about; BM25's statistics are those of the messages
+    that remain."""
     users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
     if not users:
         return frozenset()
     lines = transcript()
     last = users[-1]
-    candidates = [i for i, m in enumerate(messages) if i != last and i not in summarized and not dialect.is_system(m)]
+    candidates = [
+        i for i, m in enumerate(messages[: settled_end + 1])
+        if i != last and i not in summarized and not dialect.is_system(m)
+    ]
     query = lines[last].split("] ", 1)[-1]  # without the "[user]" label every user line would share
     scores = relevance.scores(query, [lines[i] for i in candidates])
     return frozenset(candidates[j] for j in relevance.relevant(scores))

@@ -40,13 +40,15 @@ def test_the_real_loops_keep_the_fingerprint_honest():
 @pytest.mark.parametrize("name,body", RESPONSES, ids=[n for n, _ in RESPONSES])
 def test_a_responses_loop_keeps_the_fingerprint_honest_and_uses_its_room(name, body):
     """The same synthetic loop as Responses API items (a reasoning item before each batch of
-    calls). Its cuts move more often than the chat form's (12 new cuts against 6 at half its size,
-    hit 0.84 against 0.92: the truncation step reaches past the settled history more often), which
-    is a known gap; what must hold is that every break is marked and every cut uses its room."""
+    calls, which no step edits). Its cuts moved twice as often as the chat form's (12 new cuts,
+    hit 0.84) while relevance was scored among every message, the newest included: the order a
+    cut took its results in then changed with each turn. Scored among the history in whole bands,
+    and with metadata dropped once per band, it keeps the issue's hit bar too."""
     base = replay(name, body, None)
     run = replay(name, body, window_policy(body, 0.5))
     r = row(name, base, run)
     assert r["rejected"] == 0 and r["cut"] >= 30
     assert r["unmarked"] == 0
-    assert r["hit"] >= 0.8 and r["new_cuts"] <= 14
+    assert r["hit"] >= 0.9 and r["new_cuts"] <= 9
+    assert r["anthropic"] <= 1.1
     assert r["room_min"] >= 0.6 and r["room_median"] >= 0.8

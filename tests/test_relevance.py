@@ -44,3 +44,27 @@ def test_a_planted_fact_survives_with_relevance_where_oldest_first_loses_it():
         assert with_relevance or not oldest_first  # relevance never loses a fact oldest-first keeps
         wins += with_relevance and not oldest_first
     assert wins >= 2
+
+
+def test_a_new_turn_does_not_reorder_the_cut_of_the_older_history():
+    """Relevance is scored among the history in whole bands: a new result that matches the
+    question far better than the older ones (its score would raise the bar of what counts as
+    relevant) changes nothing in how the older history is cut until the history grows by a band,
+    so the previous turn's fitted prompt is still a prefix (the provider's cache holds)."""
+    from tests.test_strategies import agent, engine, words
+
+    weak = [words(150, i) + (" rollback notes" if i % 2 else "") for i in range(12)]
+    body = agent(weak, last_user="which rollback key for the orion deployment?")
+    strong = "rollback key orion deployment: the orion rollback key is K-42 " * 3
+    turn = json.loads(json.dumps(body))
+    turn["messages"] += [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "n1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "n1", "content": strong},
+    ]
+    total = engine(100_000).fit(body).report.input_tokens_before
+    guard = engine(total * 4 // 5, strategies=["truncate_tool_results"], keep_recent_groups=1)
+    first, second = guard.fit(body), guard.fit(turn)
+    assert first.report.actions and second.report.actions
+    before, after = first.body["messages"], second.body["messages"]
+    assert after[: len(before)] == before
+    assert second.report.cut == first.report.cut

@@ -65,6 +65,30 @@ def test_drop_metadata_keeps_citation_keys():
     assert out["results"][0] == {"title": "t0", "url": "u0", "text": words(20, 0), "metadata": {"url": "u0"}}
 
 
+def test_metadata_goes_from_the_settled_history_once_over_the_room_even_if_compaction_would_do():
+    """Metadata removal, like compaction, is one form per message for as long as the conversation
+    is over its room: the settled older results lose their bulky keys on the first turn over it,
+    not on whichever later turn compaction stops being enough (that turn would re-send, uncached,
+    everything from the oldest result on). A turn that adds less than a band keeps the prefix."""
+    docs = [{"title": f"t{i}", "text": words(20, i), "metadata": {"url": f"u{i}", "embedding": [0.25] * 30}} for i in range(3)]
+    results = [json.dumps({"results": docs}, indent=2) for _ in range(8)] + ["r1", "r2"]
+    body = agent(results)
+    total = engine(100_000).fit(body).report.input_tokens_before
+    window = total - 200
+    assert engine(window, strategies=only("compact_json")).fit(body).report.fits  # compaction alone would do
+    fitted = engine(window, keep_recent_groups=2).fit(body)
+    assert kinds(fitted.report) == ["compact_json", "drop_metadata"]
+    oldest = json.loads(fitted.body["messages"][3]["content"])
+    assert oldest["results"][0]["metadata"] == {"url": "u0"}  # the embedding went, the citation stayed
+    grown = json.loads(json.dumps(body))
+    grown["messages"] += [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "x", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "x", "content": "r3"},
+    ]
+    again = engine(window, keep_recent_groups=2).fit(grown)
+    assert again.body["messages"][: len(fitted.body["messages"])] == fitted.body["messages"]
+
+
 def test_dedupe_keeps_the_first_copy():
     same = words(300)
     body = agent([same, words(10, 3), same, "tail1", "tail2"])

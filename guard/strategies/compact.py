@@ -35,12 +35,22 @@ def compacted(dialect: Dialect, msg: Message) -> Message:
 
 def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
     """Remove the policy's bulky keys (embeddings, raw html, metadata dicts) from older JSON tool
-    results, keeping citation keys (id, title, url, ...) of bulky dicts."""
+    results, keeping citation keys (id, title, url, ...) of bulky dicts.
+
+    Like compaction, a near-lossless rewrite of one message at a time: it runs on every
+    conversation over its room (the planner does not stop before it) and takes every settled
+    older result at once (`Context.settled_slots`), so the edge of what it rewrote moves once per
+    band of growth, never on the oldest messages again. Only if that is not enough does it go on
+    to the older results that just left the newest turns (see `Context.settled_first`)."""
     bulky, citation = ctx.policy.metadata_keys, ctx.policy.citation_keys
 
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, lambda text: jsontext.drop_keys(text, bulky, citation))
 
+    settled = ctx.settled_slots(conv, conv.tool_slots(recent=False))
+    conv = rewrite_tool_results(conv, ctx, "drop_metadata", settled, transform, lossless=True, exhaustive=True)
+    if ctx.done(conv):
+        return conv
     return ctx.settled_first(
         conv, conv.tool_slots(recent=False), lambda slots: rewrite_tool_results(conv, ctx, "drop_metadata", slots, transform, lossless=True)
     )
