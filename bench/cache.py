@@ -18,7 +18,8 @@ loop the bench prints:
   request, as Claude Code sets) and at OpenAI's (cached input 0.5x, or 0.1x for newer models),
   relative to the untrimmed loop: the guard sends fewer tokens, it must not cost more;
   anthropic_ideal: the same bill if no cut ever broke the cache (only each turn's new tokens
-  uncached), the floor for the guarded sizes;
+  uncached), the floor for the guarded sizes; hit_bound and anthropic_bound: the best any guard
+  could do in that room (every turn sends the whole room, no cut ever breaks the cache);
 - room: input tokens / room of each turn the guard cut (min and median).
 
 Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools) and
@@ -101,6 +102,7 @@ class Replay:
     name: str
     turns: list[Turn] = field(default_factory=list)
     rejected: int = 0
+    room: int | None = None  # the room of the guarded requests (None: untrimmed)
 
     @property
     def sent(self) -> int:
@@ -172,6 +174,7 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
                 out.rejected += 1
                 continue
             sent_body, report = fitted.body, fitted.report
+            out.room = report.room
         if on_turn is not None:
             on_turn(request, fitted if policy is not None else None)
         messages = list(dialect.messages(sent_body))
@@ -224,6 +227,24 @@ def ideal(base: Replay, run: Replay, prices: str) -> float:
     return cost / base.cost(prices)
 
 
+def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | None:
+    """The best any guard could do in this room: every turn sends the whole room (or the whole
+    loop, if smaller) and no cut ever breaks the cache (only each turn's new tokens uncached).
+    (hit relative to the untrimmed loop, bill relative to the untrimmed loop's.) Sending less
+    lowers the bill a little but uses less of the room; no stateless cut reaches this."""
+    if room is None or not base.turns or not base.cached:
+        return None
+    read, write, _ = PRICES[prices]
+    cost = cached = sent = 0.0
+    previous = 0
+    for t in base.turns:
+        size = min(t.sent, room)
+        hit = max(0, size - (t.sent - previous)) if previous else 0
+        cost += hit * read + (size - hit) * write
+        cached, sent, previous = cached + hit, sent + size, t.sent
+    return (cached / sent) / (base.cached / base.sent), cost / base.cost(prices)
+
+
 def row(name: str, base: Replay, run: Replay) -> dict[str, Any]:
     used = run.room_used
     return {
@@ -238,6 +259,8 @@ def row(name: str, base: Replay, run: Replay) -> dict[str, Any]:
         "base_breaks": base.breaks,
         "anthropic": run.cost("anthropic") / base.cost("anthropic"),
         "anthropic_ideal": ideal(base, run, "anthropic") if len(base.turns) == len(run.turns) else None,
+        "hit_bound": (b := bound(base, run.room, "anthropic")) and b[0],
+        "anthropic_bound": b and b[1],
         "openai": run.cost("openai") / base.cost("openai"),
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
         "room_min": min(used) if used else None,
@@ -264,7 +287,7 @@ def _fmt(v: Any) -> str:
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
-    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "openai", "openai_0.1", "room_min", "room_median"]
+    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "openai", "openai_0.1", "room_min", "room_median"]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
