@@ -205,10 +205,9 @@ class Context:
         relevance is scored among those messages only, so its statistics, and the order it gives
         a cut, change once per band of growth, not with every new message."""
         ends = self._ends()
-        if not ends:
-            return -1
-        band = max(1, self.band)
-        return bisect.bisect_right(ends, ends[-1] - (ends[-1] - self.target) % band) - 1
+        if not ends or ends[-1] <= self.target:  # (the pinned prompt and tools make the overflow)
+            return len(ends) - 1
+        return bisect.bisect_right(ends, ends[-1] - (ends[-1] - self.target) % max(1, self.band)) - 1
 
     def relevant_last(self, items: Iterable[T], origins: Callable[[T], Iterable[int]]) -> list[T]:
         """`items` (oldest first) with those the question is about moved to the back, each part

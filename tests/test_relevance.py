@@ -68,3 +68,20 @@ def test_a_new_turn_does_not_reorder_the_cut_of_the_older_history():
     before, after = first.body["messages"], second.body["messages"]
     assert after[: len(before)] == before
     assert second.report.cut == first.report.cut
+
+
+def test_relevance_still_orders_the_cut_when_the_tools_make_the_overflow():
+    """The banded corpus is measured in the messages' own tokens; when the tool schemas (counted
+    outside the messages) are what pushes a request over its room, the messages all stay scored."""
+    from guard.conversation import Context
+    from guard.policy import Policy
+
+    def settled_end(counts: tuple[int, ...]) -> int:
+        ctx = Context(counter=None, policy=Policy(), stop_at=0, target=1000, band=350)  # type: ignore[arg-type]
+        ctx.original_counts = counts
+        return ctx._settled_end()
+
+    assert settled_end((100, 200, 300)) == 2  # below the mark: every message is scored
+    assert settled_end((600, 500, 300)) == 1  # 1,400 tokens: scored up to 1,000 + one band
+    assert settled_end((600, 500, 300, 40)) == 1  # a new message within the band changes nothing
+    assert settled_end((600, 500, 300, 400)) == 2  # one past the next band (1,700) moves it
