@@ -214,17 +214,23 @@ def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Pol
     return Policy(context_window=window, default_max_tokens=OUTPUT, **settings)
 
 
-def ideal(base: Replay, run: Replay, prices: str) -> float:
-    """The guarded loop's bill if no cut ever broke the cache: each turn re-sends uncached only
-    what the untrimmed loop adds that turn (a bound no stateless cut can beat)."""
+def _unbroken(base: Replay, sizes: list[int], prices: str) -> tuple[float, float, float]:
+    """(cached, sent, cost) of a loop that sends `sizes` tokens turn by turn if no cut ever broke
+    the cache: each turn re-sends uncached only what the untrimmed loop adds that turn."""
     read, write, _ = PRICES[prices]
-    cost, previous = 0.0, None
-    for b, r in zip(base.turns, run.turns):
-        new = b.sent - (previous.sent if previous else 0)
-        cached = max(0, r.sent - new) if previous else 0
-        cost += cached * read + (r.sent - cached) * write
-        previous = b
-    return cost / base.cost(prices)
+    cost = cached = sent = 0.0
+    previous: int | None = None
+    for t, size in zip(base.turns, sizes):
+        hit = max(0, size - (t.sent - previous)) if previous is not None else 0
+        cost += hit * read + (size - hit) * write
+        cached, sent, previous = cached + hit, sent + size, t.sent
+    return cached, sent, cost
+
+
+def ideal(base: Replay, run: Replay, prices: str) -> float:
+    """The guarded loop's bill if no cut ever broke the cache (a bound no stateless cut of these
+    sizes can beat), relative to the untrimmed loop's."""
+    return _unbroken(base, [t.sent for t in run.turns], prices)[2] / base.cost(prices)
 
 
 def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | None:
@@ -234,14 +240,7 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
     lowers the bill a little but uses less of the room; no stateless cut reaches this."""
     if room is None or not base.turns or not base.cached:
         return None
-    read, write, _ = PRICES[prices]
-    cost = cached = sent = 0.0
-    previous = 0
-    for t in base.turns:
-        size = min(t.sent, room)
-        hit = max(0, size - (t.sent - previous)) if previous else 0
-        cost += hit * read + (size - hit) * write
-        cached, sent, previous = cached + hit, sent + size, t.sent
+    cached, sent, cost = _unbroken(base, [min(t.sent, room) for t in base.turns], prices)
     return (cached / sent) / (base.cached / base.sent), cost / base.cost(prices)
 
 

@@ -163,24 +163,23 @@ def array_items(value: Any) -> list[Any]:
     return out
 
 
-def _shrunk(value: Any, scale: float, min_chars: int, text_scale: float | None = None) -> Any:
-    """`value` with its lists, objects and strings cut to `scale` of their size (strings to
-    `text_scale` when given)."""
+def _shrunk(value: Any, scale: float, min_chars: int) -> Any:
+    """`value` with its lists, objects and strings cut to `scale` of their size."""
     if isinstance(value, str):
-        keep = max(min_chars, math.ceil(len(value) * (scale if text_scale is None else text_scale)))
+        keep = max(min_chars, math.ceil(len(value) * scale))
         if keep + 30 >= len(value):
             return value
         return value[:keep] + "…" + TRIM_MARK.format(n=len(value) - keep, what="chars")
     if isinstance(value, list):
         keep = max(1, math.ceil(len(value) * scale))
-        items = [_shrunk(x, scale, min_chars, text_scale) for x in value[:keep]]
+        items = [_shrunk(x, scale, min_chars) for x in value[:keep]]
         if keep < len(value):
             items.append(TRIM_MARK.format(n=len(value) - keep, what="items"))
         return items
     if isinstance(value, dict):
         keys = list(value)
         keep = max(8, math.ceil(len(keys) * scale))
-        out = {k: _shrunk(value[k], scale, min_chars, text_scale) for k in keys[:keep]}
+        out = {k: _shrunk(value[k], scale, min_chars) for k in keys[:keep]}
         if keep < len(keys):
             out["context-guard"] = TRIM_MARK.format(n=len(keys) - keep, what="keys")
         return out

@@ -35,7 +35,7 @@ def bypass(kwargs: Any) -> None:
         call_type = str(kwargs.get("call_type") or "unknown")
         if not any(word in call_type for word in _PROMPT_CALL_WORDS) or records.report_in(kwargs) is not None:
             return
-        call = str(kwargs.get("litellm_call_id") or id(kwargs))
+        call = _once_key(kwargs)
         if call in records.REPORTS:  # fitted by a hook whose metadata the logging object does not share (sync responses)
             return
         if call in _UNGUARDED_SEEN:  # one count per call, however many guards are registered
@@ -72,6 +72,12 @@ async def succeeded(cg: ContextGuard, kwargs: Any, response: Any) -> None:
             records.note_in_spend_logs(kwargs, notes)
     except Exception as e:  # telemetry must never fail a request
         telemetry.log.error("context-guard success hook: %s", type(e).__name__)
+
+
+def _once_key(kwargs: Mapping[str, Any]) -> str:
+    """What a failure or bypass is counted once per: the call's `litellm_call_id`, else the
+    identity of its kwargs."""
+    return str(kwargs.get("litellm_call_id") or id(kwargs))
 
 
 def _calibrated(report: Mapping[str, Any] | None) -> tuple[str, float] | None:
@@ -115,7 +121,7 @@ def failed(cg: ContextGuard, kwargs: Any) -> Mapping[str, Any] | None:
         report = records.report_in(kwargs)
         if report is None or report.get("outcome") not in ("fitted", "unchanged"):
             return None  # not checked by the guard, or let through on purpose (context_window_fallbacks)
-        call = str(kwargs.get("litellm_call_id") or id(kwargs))
+        call = _once_key(kwargs)
         if call in cg._misses:
             return None
         bounded_put(cg._misses, call, None, 4096)

@@ -25,8 +25,8 @@ def report_of(response: Any) -> Mapping[str, Any] | None:
     report = hidden.get(STATE_KEY)
     if isinstance(report, Mapping):
         return report
-    call = hidden.get("litellm_call_id")
-    return REPORTS.get(call) if isinstance(call, str) else None
+    call = call_id(hidden)
+    return REPORTS.get(call) if call is not None else None
 
 
 def attach(response: Any, report: Mapping[str, Any] | None) -> Any:
