@@ -152,7 +152,7 @@ class Context:
     exhausted: set[str] = field(default_factory=set)
     # origin indices of the messages the last user message is about, among those not summarized
     # (called with the summarized span's indices and the last index to score; computed on first use per span)
-    relevance: Callable[[frozenset[int], int], frozenset[int]] | None = None
+    relevance: Callable[[frozenset[int], tuple[int, ...]], frozenset[int]] | None = None
     summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
     summary_message: Message | None = None  # the summary in the conversation, and its span
     summary_span: list[int] | None = None
@@ -196,8 +196,25 @@ class Context:
         span = frozenset(self.summary_span or ())
         hit = self._relevant.get(span)
         if hit is None:
-            hit = self._relevant[span] = self.relevance(span, self._settled_end())
+            hit = self._relevant[span] = self.relevance(span, self._band_edges())
         return hit
+
+    def _band_edges(self) -> tuple[int, ...]:
+        """The last original index of each whole band of the history, oldest first: the messages
+        at or below the low-water mark, then each band above it, up to `_settled_end`."""
+        ends = self._ends()
+        last = self._settled_end()
+        if not ends or ends[-1] <= self.target:
+            return (last,)
+        edges: list[int] = []
+        mark = self.target
+        while True:
+            edge = min(last, bisect.bisect_right(ends, mark) - 1)
+            if not edges or edge > edges[-1]:
+                edges.append(edge)
+            if edge >= last:
+                return tuple(e for e in edges if e >= 0) or (last,)
+            mark += max(1, self.band)
 
     def _settled_end(self) -> int:
         """The last original index of the history in whole bands (cumulative original tokens at

@@ -7,6 +7,7 @@ summarize, it yields a `SummaryRequest` and expects the summary text (or None) t
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import json
@@ -509,23 +510,28 @@ def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRe
 
 def _relevant_origins(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], transcript: Callable[[], list[str]],
-    summarized: frozenset[int], settled_end: int,
+    summarized: frozenset[int], edges: tuple[int, ...],
 ) -> frozenset[int]:
-    """Indices of the messages (not system, not the last user turn, not summarized, not after
-    `settled_end`) the last user message is about; BM25's statistics are those of the messages
-    that remain."""
+    """Indices of the messages (not system, not the last user turn or its copies, not summarized,
+    not after the last of `edges`) the last user message is about. Each band of the history (between two
+    edges) is judged with BM25's statistics of the history up to its own end, so a band, once
+    whole, keeps its verdicts however far the conversation grows."""
     users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
     if not users:
         return frozenset()
     lines = transcript()
     last = users[-1]
-    candidates = [
-        i for i, m in enumerate(messages[: settled_end + 1])
-        if i != last and i not in summarized and not dialect.is_system(m)
-    ]
     query = lines[last].split("] ", 1)[-1]  # without the "[user]" label every user line would share
-    scores = relevance.scores(query, [lines[i] for i in candidates])
-    return frozenset(candidates[j] for j in relevance.relevant(scores))
+    # earlier copies of the question are not what it is about: agent frameworks resend the same
+    # nudge ("please proceed") as a user turn, and each copy would match it best, set the bar of
+    # what counts as relevant and move with every new copy
+    candidates = [
+        i for i, m in enumerate(messages[: edges[-1] + 1])
+        if lines[i] != lines[last] and i not in summarized and not dialect.is_system(m)
+    ]
+    ends = [bisect.bisect_right(candidates, edge) for edge in edges]
+    hot = relevance.relevant_in_bands(query, [lines[i] for i in candidates], ends)
+    return frozenset(candidates[j] for j in hot)
 
 
 def _breakdown(conv: Conversation | _Unchanged, counter: TokenCounter, body: Mapping[str, Any]) -> dict[str, int]:

@@ -12,7 +12,7 @@ import functools
 import re
 import threading
 from collections import Counter
-from typing import Sequence
+from typing import Any, Sequence
 
 from guard.jsontext import bounded_put
 
@@ -29,51 +29,84 @@ def _clip(text: str) -> str:
     return text[:half] + "\n" + text[-half:]
 
 
+K1, B = 1.5, 0.75  # bm25s's defaults; its "lucene" scoring is the formula below
+
+
 def scores(query: str, docs: Sequence[str]) -> list[float]:
-    """The BM25 score of each doc for the query (bm25s: its default tokenization with English stop
-    words, its Lucene-variant scoring); 0 when nothing matches.
+    """The BM25 score of each doc for the query (bm25s's tokenization with English stop words, its
+    Lucene-variant scoring, the same numbers its index gives); 0 when nothing matches."""
+    table = _table(query, docs)
+    if table is None:
+        return [0.0] * len(docs)
+    out = [0.0] * len(docs)
+    rows, values = _scored(*table, len(docs))
+    for i, v in zip(rows.tolist(), values.tolist()):
+        out[i] = v
+    return out
+
+
+def relevant_in_bands(query: str, docs: Sequence[str], ends: Sequence[int], share: float = RELEVANT_SHARE) -> set[int]:
+    """The relevant docs (see `relevant`) of each band `docs[ends[k-1]:ends[k]]`, each band judged
+    with the statistics (number of docs, document frequencies, mean length) and the best score of
+    the docs up to its own end. Docs appended after a band never change its verdicts: a growing
+    conversation keeps the order its older history is cut in."""
+    table = _table(query, docs)
+    if table is None:
+        return set()
+    out: set[int] = set()
+    start = 0
+    for end in ends:
+        rows, values = _scored(*table, end)
+        if values.size and (best := float(values.max())) > 0:
+            keep = (values > 0) & (values >= share * best) & (rows >= start)
+            out.update(rows[keep].tolist())
+        start = end
+    return out
+
+
+def _table(query: str, docs: Sequence[str]) -> tuple[Any, Any, Any] | None:
+    """(indices of the docs that contain a query term, their term frequencies per query term,
+    every doc's length in terms), or None if no doc matches.
 
     Agent loops resend the same documents every turn, so each document's term counts are
-    memoised, and the index bm25s builds holds the query's terms only, every other term of a
-    document folded into one placeholder (BM25 reads only the query terms' frequencies and the
-    documents' lengths). A document that contains none of the query's terms even as a substring
-    scores 0 and is not tokenized: its length enters the average document length as an estimate
-    from its characters (at the characters-per-term of the tokenized ones)."""
-    import bm25s  # numpy-backed; imported on first use so the fast path never pays for it
-    from bm25s.tokenization import Tokenized
+    memoised. A document that contains none of the query's terms even as a substring scores 0 and
+    is not tokenized: its length enters the mean document length as an estimate from its
+    characters (at the characters-per-term of the tokenized ones)."""
+    import numpy as np  # a dependency of bm25s; imported on first use so the fast path never pays for it
 
-    zeros = [0.0] * len(docs)
     if not docs or not query.strip():
-        return zeros
+        return None
     terms = list(dict.fromkeys(_terms([query])[0][1]))
     if not terms:
-        return zeros
+        return None
     lowered = [_lowered(d) for d in docs]
     hit = [i for i, d in enumerate(lowered) if any(t in d for t in terms)]
     if not hit:
-        return zeros
-    stats = dict(zip(hit, _terms([docs[i] for i in hit])))
-    present = [t for t in terms if any(t in counts for _, counts in stats.values())]
+        return None
+    stats = _terms([docs[i] for i in hit])
+    present = [t for t in terms if any(t in counts for _, counts in stats)]
     if not present:
-        return zeros
-    chars = sum(len(lowered[i]) for i in hit)
-    per_term = chars / max(1, sum(length for length, _ in stats.values()))
-    vocab = {t: i for i, t in enumerate(present)}
-    other = len(vocab)
-    vocab[""] = other
-    ids: list[list[int]] = []
-    for i in range(len(docs)):
-        if i not in stats:
-            ids.append([other] * max(1, round(len(lowered[i]) / max(per_term, 1e-9))))
-            continue
-        length, counts = stats[i]
-        row: list[int] = []
-        for t in present:
-            row += [vocab[t]] * counts.get(t, 0)
-        ids.append(row + [other] * (length - len(row)))
-    retriever = bm25s.BM25()
-    retriever.index(Tokenized(ids=ids, vocab=vocab), show_progress=False)
-    return [float(x) for x in retriever.get_scores([vocab[t] for t in present])]
+        return None
+    per_term = sum(len(lowered[i]) for i in hit) / max(1, sum(length for length, _ in stats))
+    lengths = np.array([max(1, round(len(d) / max(per_term, 1e-9))) for d in lowered], dtype=float)
+    lengths[hit] = [length for length, _ in stats]
+    tf = np.array([[counts.get(t, 0) for t in present] for _, counts in stats], dtype=float)
+    return np.array(hit), tf, lengths
+
+
+def _scored(hit: Any, tf: Any, lengths: Any, end: int) -> tuple[Any, Any]:
+    """(rows, BM25 scores) of the matching docs among `docs[:end]`, with the statistics of those
+    `end` docs: idf = ln(1 + (N - df + 0.5) / (df + 0.5)); per term tf / (tf + K1 (1 - B + B dl / avgdl))."""
+    import numpy as np
+
+    inside = hit < end
+    rows, tf = hit[inside], tf[inside]
+    if not rows.size:
+        return rows, np.zeros(0)
+    df = (tf > 0).sum(axis=0)
+    idf = np.log1p((end - df + 0.5) / (df + 0.5))
+    norm = K1 * (1 - B + B * lengths[rows] / lengths[:end].mean())
+    return rows, (idf * tf / (tf + norm[:, None])).sum(axis=1)
 
 
 _LOWER: dict[str, str] = {}

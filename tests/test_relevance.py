@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from hypothesis import given, settings, strategies as st
+
 from bench import needle
 from guard import relevance
 from guard.config import Deployment
@@ -85,3 +88,79 @@ def test_relevance_still_orders_the_cut_when_the_tools_make_the_overflow():
     assert settled_end((600, 500, 300)) == 1  # 1,400 tokens: scored up to 1,000 + one band
     assert settled_end((600, 500, 300, 40)) == 1  # a new message within the band changes nothing
     assert settled_end((600, 500, 300, 400)) == 2  # one past the next band (1,700) moves it
+
+
+def test_band_edges_are_the_low_water_mark_then_whole_bands():
+    from guard.conversation import Context
+    from guard.policy import Policy
+
+    ctx = Context(counter=None, policy=Policy(), stop_at=0, target=1000, band=350)  # type: ignore[arg-type]
+    ctx.original_counts = (600, 300, 200, 300, 300, 40)  # cumulative 600, 900, 1100, 1400, 1700, 1740
+    assert ctx._band_edges() == (1, 2, 4)  # cumulative <= 1,000, <= 1,350, <= 1,700 (1,740 is within its band)
+    ctx.original_counts = (100, 200)
+    ctx._cumulative = []
+    assert ctx._band_edges() == (1,)  # below the mark: one band, everything
+
+
+_WORDS = ["rollback", "key", "helix", "deploy", "orion", "alpha", "beta", "gamma", "delta", "log", "error", "the", "is"]
+_doc = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12).map(" ".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(docs=st.lists(_doc, min_size=1, max_size=12), query=st.lists(st.sampled_from(_WORDS[:6]), min_size=1, max_size=4).map(" ".join))
+def test_scores_are_bm25s_scores(docs, query):
+    """The guard scores from memoised term counts; the numbers are those of a bm25s index built on
+    the same documents (every doc here shares a term with the query, so no length is estimated)."""
+    import bm25s
+
+    docs = [d + " " + query.split()[0] for d in docs]
+    ours = relevance.scores(query, docs)
+    tokens = bm25s.tokenize(docs, stopwords="en", show_progress=False)
+    index = bm25s.BM25()
+    index.index(tokens, show_progress=False)
+    terms = [t for t in dict.fromkeys(query.split()) if t in tokens.vocab and t not in ("the", "is")]
+    theirs = index.get_scores([tokens.vocab[t] for t in terms]) if terms else [0.0] * len(docs)
+    assert ours == pytest.approx([float(x) for x in theirs], rel=1e-5, abs=1e-6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    docs=st.lists(_doc, min_size=2, max_size=16),
+    more=st.lists(_doc, min_size=1, max_size=8),
+    cut=st.integers(1, 15),
+    query=st.lists(st.sampled_from(_WORDS[:6]), min_size=1, max_size=3).map(" ".join),
+)
+def test_a_whole_band_keeps_its_verdicts_whatever_comes_after_it(docs, more, cut, query):
+    cut = min(cut, len(docs) - 1)
+    ends = [cut, len(docs)]
+    before = relevance.relevant_in_bands(query, docs, ends)
+    # each band is judged as the relevant set of its own prefix, restricted to the band
+    expect = {i for i in relevance.relevant(relevance.scores(query, docs[:cut]))} | {
+        i for i in relevance.relevant(relevance.scores(query, docs)) if i >= cut
+    }
+    assert before == expect
+    after = relevance.relevant_in_bands(query, docs + more, ends + [len(docs) + len(more)])
+    assert {i for i in after if i < len(docs)} == before
+
+
+def test_earlier_copies_of_the_question_are_not_what_it_is_about():
+    """Agent frameworks resend the same nudge ("please proceed") as a user turn: its earlier copies
+    would match it best and set the bar of what counts as relevant. They are not candidates; the
+    messages that share its terms are."""
+    from guard.dialects import OPENAI
+    from guard.planner import _relevant_origins
+    from guard import summary
+
+    nudge = "Please proceed to the next step using your best judgement."
+    messages: tuple[dict, ...] = (
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Find the flag on this machine."},
+        {"role": "assistant", "content": "Listing the home directory."},
+        {"role": "user", "content": nudge},
+        {"role": "assistant", "content": "Next step: decode the cipher, my best guess is a Vigenere key."},
+        {"role": "assistant", "content": "Unrelated build output, 40 passed."},
+        {"role": "user", "content": nudge},
+    )
+    transcript = summary.transcript(OPENAI, messages)
+    hot = _relevant_origins(OPENAI, messages, lambda: transcript, frozenset(), (len(messages) - 1,))
+    assert hot == {4}
