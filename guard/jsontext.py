@@ -204,8 +204,12 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
         return full if count(full) <= max_tokens else head_tail(full, max_tokens, count)
     # proportional guesses, each corrected by the real count of the last one: a cut that does not
     # fit is scaled down, one that fits far below its budget (structure shrinks in steps: whole
-    # items, whole strings) is scaled up; the largest that fits is kept (2 renders usually)
+    # items, whole strings) is scaled up; the largest that fits is kept (2 renders usually). Once
+    # a scale that fits and one that does not are known, a guess that would leave the gap between
+    # them halves it, once: a step of the structure (one more whole item) can lie there, and
+    # guesses would swing across it until the last try
     scale, best, best_tokens, last = _AIM * max_tokens / n, None, 0, None
+    fits, over, halved = 0.0, math.inf, False  # the largest scale known to fit, the smallest known not to
     for _ in range(6):
         candidate = compact_json(_shrunk(value, min(1.0, scale), 24))
         tokens_now = count(candidate)
@@ -214,10 +218,18 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
                 best, best_tokens = candidate, tokens_now
             if tokens_now >= _CLOSE * max_tokens or scale >= 1.0:
                 break
-        elif last is not None and tokens_now >= last and best is None:
-            break  # at the floor of the structure (one item per list, short strings): cut text
+            fits = max(fits, scale)
+        else:
+            if last is not None and tokens_now >= last and best is None:
+                break  # at the floor of the structure (one item per list, short strings): cut text
+            over = min(over, scale)
         last = tokens_now
-        scale *= _AIM * max_tokens / max(1, tokens_now)
+        guess = scale * _AIM * max_tokens / max(1, tokens_now)
+        if fits and over < math.inf and not fits < guess < over:
+            if halved or over <= fits * _NARROW:
+                break  # a step of the structure lies between them: keep the cut that fits
+            guess, halved = (fits + over) / 2, True
+        scale = guess
     if best is None:
         return head_tail(compact_json(value), max_tokens, count)
     return best
@@ -225,6 +237,7 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
 
 _AIM = 0.95  # each guess aims this far under the budget (cuts do not scale exactly)
 _CLOSE = 0.85  # a cut that fits is kept once it uses this much of its budget
+_NARROW = 1.02  # scales closer than this render the same cut
 
 
 def head_tail(text: str, max_tokens: int, count: Callable[[str], int], tokens: int | None = None) -> str:
