@@ -244,8 +244,53 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
     return (cached / sent) / (base.cached / base.sent), cost / base.cost(prices)
 
 
-def row(name: str, base: Replay, run: Replay) -> dict[str, Any]:
+def best_cut(body: Mapping[str, Any], room: int | None, floor: float = 0.6, prices: str = "anthropic") -> tuple[float, float, float] | None:
+    """The best a guard that cuts the oldest history in whole turns could do in this room, knowing
+    every future turn: (cached tokens, bill) of the cheapest sequence of cuts (dynamic programming
+    over the first turn kept at each request) where every request over the room keeps at least
+    `floor` of it (the room bar), the system prompt and first user message pinned. A turn that
+    keeps the previous cut re-reads the previous prompt from the cache; one that moves it reads
+    only the pinned prefix. Markers and truncation are left out: a guard can beat this a little by
+    truncating (finer steps), not by much."""
+    if room is None:
+        return None
+    read, write, _ = PRICES[prices]
+    dialect = detect(body)
+    engine = engine_for(body, None)
+    counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
+    messages = list(dialect.messages(body))
+    cumulative = [0]
+    for n in counter.messages(dialect, messages):
+        cumulative.append(cumulative[-1] + n)
+    fixed = counter.fixed(dialect, body)
+    ends = [len(dialect.messages(r)) for r in requests(body)]
+    first = next((i + 1 for i, m in enumerate(messages) if dialect.is_user_turn(m)), 0)
+    pinned = fixed + cumulative[first]
+    starts = sorted({first} | {e for e in ends if e > first})
+    # first kept message -> (bill, cached, sent over the loop, sent last turn) of the cheapest way there
+    states: dict[int | None, tuple[float, float, float, int]] = {None: (0.0, 0.0, 0.0, 0)}
+    for end in ends:
+        full = fixed + cumulative[end]
+        options = [first]
+        if full > room:
+            fitting = [s for s in starts if s <= end and pinned + cumulative[end] - cumulative[s] <= room]
+            options = [s for s in fitting if pinned + cumulative[end] - cumulative[s] >= floor * room] or fitting[-1:]
+        new: dict[int | None, tuple[float, float, float, int]] = {}
+        for s in options:
+            sent = pinned + cumulative[end] - cumulative[s]
+            for previous, (bill, cached, total, last) in states.items():
+                hit = 0 if previous is None else last if previous == s else pinned
+                candidate = (bill + hit * read + (sent - hit) * write, cached + hit, total + sent, sent)
+                if s not in new or candidate[0] < new[s][0]:
+                    new[s] = candidate
+        states = new
+    bill, cached, total, _ = min(states.values())
+    return cached, total, bill
+
+
+def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
     used = run.room_used
+    best = best_cut(body, run.room) if body is not None else None
     return {
         "loop": name,
         "turns": len(base.turns),
@@ -260,6 +305,8 @@ def row(name: str, base: Replay, run: Replay) -> dict[str, Any]:
         "anthropic_ideal": ideal(base, run, "anthropic") if len(base.turns) == len(run.turns) else None,
         "hit_bound": (b := bound(base, run.room, "anthropic")) and b[0],
         "anthropic_bound": b and b[1],
+        "hit_best_cut": best and (best[0] / best[1]) / (base.cached / base.sent),
+        "anthropic_best_cut": best and best[2] / base.cost("anthropic"),
         "openai": run.cost("openai") / base.cost("openai"),
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
         "room_min": min(used) if used else None,
@@ -273,7 +320,7 @@ def measure(ratio: float, limit: int | None = None, summarize: bool = False, **s
         base = replay(name, body, None)
         policy = window_policy(body, ratio, **settings)
         run = replay(name, body, policy, Scripted() if summarize else None)
-        rows.append(row(name, base, run))
+        rows.append(row(name, base, run, body))
     return rows
 
 
@@ -286,7 +333,7 @@ def _fmt(v: Any) -> str:
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
-    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "openai", "openai_0.1", "room_min", "room_median"]
+    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "openai", "openai_0.1", "room_min", "room_median"]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
