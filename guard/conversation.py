@@ -151,7 +151,8 @@ class Context:
     skipped: list[Skipped] = field(default_factory=list)
     exhausted: set[str] = field(default_factory=set)
     # origin indices of the messages the last user message is about, among those not summarized
-    # (called with the summarized span's indices and the last index to score; computed on first use per span)
+    # (called with the summarized span's indices and the last index of each whole band, see
+    # `_band_edges`; computed on first use per span)
     relevance: Callable[[frozenset[int], tuple[int, ...]], frozenset[int]] | None = None
     summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
     summary_message: Message | None = None  # the summary in the conversation, and its span

@@ -1,8 +1,9 @@
-"""Which older messages the current question is about: BM25 (the `bm25s` library) between the last
-user message and each candidate, so lossy strategies cut what the question asks about last.
+"""Which older messages the current question is about: BM25 between the last user message and each
+candidate (the tokenization and stop words of the `bm25s` library, its Lucene-variant formula), so
+lossy strategies cut what the question asks about last.
 
 A candidate is *relevant* when its score is positive and at least `RELEVANT_SHARE` of the best
-score. Strategies then take the other candidates first, oldest first, and the relevant ones after
+score (per band of the history, see `relevant_in_bands`). Strategies then take the other candidates first, oldest first, and the relevant ones after
 them, oldest first: age still orders everything, relevance only moves the few matches to the back.
 """
 
@@ -72,7 +73,7 @@ def _table(query: str, docs: Sequence[str]) -> tuple[Any, Any, Any] | None:
     memoised. A document that contains none of the query's terms even as a substring scores 0 and
     is not tokenized: its length enters the mean document length as an estimate from its
     characters (at the characters-per-term of the tokenized ones)."""
-    import numpy as np  # a dependency of bm25s; imported on first use so the fast path never pays for it
+    import numpy as np  # imported on first use so the fast path never pays for it
 
     if not docs or not query.strip():
         return None
