@@ -246,7 +246,7 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
 
 def best_cut(body: Mapping[str, Any], room: int | None, floor: float = 0.6, prices: str = "anthropic") -> tuple[float, float, float] | None:
     """The best a guard that cuts the oldest history in whole turns could do in this room, knowing
-    every future turn: (cached tokens, bill) of the cheapest sequence of cuts (dynamic programming
+    every future turn: (cached tokens, tokens sent, bill) of the cheapest sequence of cuts (dynamic programming
     over the first turn kept at each request) where every request over the room keeps at least
     `floor` of it (the room bar), the system prompt and first user message pinned. A turn that
     keeps the previous cut re-reads the previous prompt from the cache; one that moves it reads
