@@ -58,9 +58,8 @@ def relevant_in_bands(query: str, docs: Sequence[str], ends: Sequence[int], shar
     start = 0
     for end in ends:
         rows, values = _scored(*table, end)
-        if values.size and (best := float(values.max())) > 0:
-            keep = (values > 0) & (values >= share * best) & (rows >= start)
-            out.update(rows[keep].tolist())
+        band = rows.tolist()
+        out.update(band[j] for j in relevant(values.tolist(), share) if band[j] >= start)
         start = end
     return out
 
