@@ -35,12 +35,25 @@ def parse(text: str) -> Any:
     return hit
 
 
+def _not_json(literal: str) -> Any:
+    raise ValueError(f"{literal} is not JSON")
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if not math.isfinite(value):
+        raise ValueError("a number out of range")
+    return value
+
+
 MAX_DEPTH = 200  # deeper JSON is treated as text: every structural step here recurses
 
 
 def _parse(text: str) -> Any:
+    # strict JSON: NaN, Infinity and numbers out of a float's range are not JSON (and `dump`
+    # writes with orjson, which would make them null)
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
     except (ValueError, RecursionError):
         return None
     if not isinstance(value, (dict, list)) or not _shallow(value, MAX_DEPTH):

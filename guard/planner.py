@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
-import json
 import math
 from dataclasses import dataclass, replace
 from collections.abc import Mapping
@@ -18,7 +17,7 @@ from typing import Any, Callable, Generator
 
 from guard.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation
-from guard.dialects import MARKER_PREFIX, Dialect, cache_breakpoint, content_texts, map_texts
+from guard.dialects import MARKER_PREFIX, Dialect, cache_breakpoint, compact_json, content_texts, map_texts
 from guard import jsontext, reasoning, relevance, summary
 from guard.errors import ContextWindowExceeded, Shortfall
 from guard.limits import ModelLimits
@@ -580,7 +579,7 @@ def _cut(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], conv: Conve
 
 
 def _sha256(value: Any) -> str:
-    data = json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)  # key order is kept
+    data = compact_json(value)  # key order is kept
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -25,6 +25,17 @@ def test_compact_keeps_the_data():
     assert jsontext.compact("{not json") == "{not json"
 
 
+def test_only_strict_json_is_rewritten_and_numbers_stay_exact():
+    """Rewrites are written by orjson: what it cannot write exactly goes to `json`, and what is not
+    JSON (NaN, Infinity, a number out of a float's range, which orjson would write as null) is text."""
+    for text in ('{"a": NaN}', '{"a": [Infinity]}', '{"a": -Infinity}', '{"a": 1e400}'):
+        assert jsontext.parse(text) is None and jsontext.compact(text) is text
+    big = '{"id": 123456789012345678901234567890, "u": 18446744073709551615, "f": 1.5e-07, "s": "\\ud800 é"}'
+    out = jsontext.compact(big)
+    assert json.loads(out) == json.loads(big) and "123456789012345678901234567890" in out
+    assert jsontext.compact('{"u": 18446744073709551615,  "x": [1, 2]}') == '{"u":18446744073709551615,"x":[1,2]}'
+
+
 def test_drop_keys_keeps_citations():
     doc = {"results": [{"title": "T", "text": "body", "embedding": [0.1] * 10, "metadata": {"url": "u", "scores": {"x": 1}}}]}
     out = json.loads(jsontext.drop_keys(json.dumps(doc), ["embedding", "metadata"], ["url", "title"]))

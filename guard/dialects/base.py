@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
+import orjson
+
 from guard.errors import BadRequest
 
 if TYPE_CHECKING:
@@ -159,7 +161,14 @@ class Dialect:
 
 
 def compact_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    """JSON without spaces, non-ASCII kept as is. orjson writes it ~10x faster than `json`; what it
+    cannot write (integers past 64 bits, lone surrogates, non-string keys) goes to `json`. Floats
+    that are not finite come out as null (`json` writes NaN, which is not JSON): values parsed by
+    `jsontext` never hold them."""
+    try:
+        return orjson.dumps(value, default=str).decode()
+    except TypeError:  # orjson.JSONEncodeError is a TypeError
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 def text_of(content: Content) -> str:
