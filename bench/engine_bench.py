@@ -6,7 +6,8 @@ Prints best-of-N times and the ratios the engine issue sets as bars:
 - cold count of a ~400-message / ~120k-token agent conversation <= 1.5x `litellm.token_counter`
   (while counting more of what is sent: tool names, framing, schemas as sent);
 - warm re-check after one new message <= 1 ms and >= 20x faster than `litellm.token_counter`;
-- a full fit of a ~300k-token overflow into a 128k window <= 150 ms.
+- a full fit of a ~300k-token overflow into a 128k window <= 150 ms, and <= 2x the time
+  `litellm.token_counter` alone takes to count that request (the prompt-cache issue's bar).
 Each request is a fresh JSON parse, as in the proxy, so caching by object identity cannot help.
 """
 
@@ -98,11 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     report = Engine(policies).fit(big).report
     print(
         f"full fit: {size:,} tokens into gpt-4o's 128k window (room {report.room:,}) -> {report.input_tokens_after:,} "
-        f"in {t_fit * 1e3:.0f} ms, cold caches, relevance {args.relevance} (bar <= 150 ms; token_counter alone: {t_big * 1e3:.0f} ms, "
-        f"{t_fit / t_big:.1f}x); actions: "
+        f"in {t_fit * 1e3:.0f} ms, cold caches, relevance {args.relevance} (bars <= 150 ms, <= 2x token_counter "
+        f"alone: {t_big * 1e3:.0f} ms, {t_fit / t_big:.2f}x); actions: "
         + ", ".join(f"{a.kind} -{a.tokens_saved:,}" for a in report.actions)
     )
-    ok = t_cold / t_lite <= 1.5 and t_warm <= 1e-3 and t_lite_grown / t_warm >= 20 and t_fit <= 0.150
+    ok = t_cold / t_lite <= 1.5 and t_warm <= 1e-3 and t_lite_grown / t_warm >= 20 and t_fit <= 0.150 and t_fit <= 2 * t_big
     print("all bars met" if ok else "SOME BARS MISSED")
     return 0
 

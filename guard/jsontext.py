@@ -56,7 +56,10 @@ def _parse(text: str) -> Any:
         value = json.loads(text, parse_constant=_not_json, parse_float=_finite)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(value, (dict, list)) or not _shallow(value, MAX_DEPTH):
+    if not isinstance(value, (dict, list)):
+        return None
+    # each level of nesting opens a bracket: text with few of them needs no walk
+    if text.count("[") + text.count("{") > MAX_DEPTH and not _shallow(value, MAX_DEPTH):
         return None
     return value
 

@@ -1,6 +1,8 @@
 """A share of the fuzz run (bench/fuzz.py) on every change: malformed and extreme bodies end in a
 fit that fits, a rejection or a clear bad-request error, never another exception."""
 
+import json
+
 from bench import fuzz
 from guard import jsontext
 
@@ -21,5 +23,9 @@ def test_a_share_through_the_proxy_hook_has_no_unhandled_exception(capsys):
 def test_deeply_nested_json_is_treated_as_text():
     deep = "[" * 3000 + "1" + "]" * 3000
     assert jsontext.parse(deep) is None
+    limit = jsontext.MAX_DEPTH
+    assert jsontext.parse("[" * limit + "]" * limit) is not None
+    assert jsontext.parse("[" * (limit + 1) + "]" * (limit + 1)) is None
+    assert jsontext.parse(json.dumps([[i] for i in range(3 * limit)])) is not None  # many brackets, shallow
     assert jsontext.drop_keys(deep, ["metadata"], ["id"]) == deep
     assert jsontext.parse("[" * 10 + "1" + "]" * 10) is not None
