@@ -217,7 +217,8 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
     n = tokens if tokens is not None else count(compact_json(value))
     if n <= max_tokens:
         full = compact_json(value)
-        return full if count(full) <= max_tokens else head_tail(full, max_tokens, count, n)
+        exact = count(full)
+        return full if exact <= max_tokens else head_tail(full, max_tokens, count, exact)
     # proportional guesses, each corrected by the count of the last one: a cut that does not
     # fit is scaled down, one that fits far below its budget (structure shrinks in steps: whole
     # items, whole strings) is scaled up; the largest that fits is kept (2 renders usually). A

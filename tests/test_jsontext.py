@@ -57,6 +57,13 @@ def test_shrink_stays_valid_json_within_budget(value, budget):
         assert "[context-guard:" in out  # fell back to a marked head/tail cut
 
 
+def test_shrink_holds_its_budget_when_the_callers_count_is_low():
+    """`tokens` is the caller's bound on the text; the cut is held to the budget by real counts."""
+    text = json.dumps({"k": "word " * 300})
+    out = jsontext.shrink(text, 40, count, tokens=30)
+    assert count(out) <= 40
+
+
 def test_shrink_cuts_array_tails_with_a_marker():
     value = {"items": [{"id": i, "text": "word " * 50} for i in range(200)]}
     out = jsontext.shrink(json.dumps(value), 500, count)
