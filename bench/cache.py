@@ -42,7 +42,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from bench.traces import agent_trace, real_traces, to_anthropic, to_responses  # noqa: E402
+from bench.traces import agent_trace, coding_trace, real_traces, to_anthropic, to_responses, to_text_agent  # noqa: E402
 from guard.dialects import detect  # noqa: E402
 from guard.engine import Engine  # noqa: E402
 from guard.errors import ContextWindowExceeded  # noqa: E402
@@ -62,6 +62,14 @@ PRICES = {"anthropic": (0.10, 1.25, 1.0), "openai": (0.50, 1.0, 1.0), "openai-0.
 def loops(limit: int | None = None) -> list[tuple[str, dict[str, Any]]]:
     # the real runs long enough to be a loop (10+ turns; the shorter ones are one big tool output)
     out = [(f"docent/{b['x_trace'].split('/')[-1].removesuffix('.json')}", b) for b in real_traces() if len(b["messages"]) >= 20]
+    # one-tool coding runs of 160 turns: squeezed to half, whole turns go on most overflowing turns
+    for seed in (1, 2, 3):
+        trace = coding_trace(turns=160, seed=seed)
+        out.append((f"coding{seed}/chat", trace))
+        if seed == 1:
+            out += [(f"coding{seed}/anthropic", to_anthropic(trace)), (f"coding{seed}/responses", to_responses(trace, model=trace["model"]))]
+        if seed == 2:
+            out.append((f"coding{seed}/text", to_text_agent(trace)))
     for seed in (3, 4):
         trace = agent_trace(turns=60, seed=seed)
         out += [(f"agent_trace{seed}/chat", trace), (f"agent_trace{seed}/anthropic", to_anthropic(trace))]
@@ -288,9 +296,45 @@ def best_cut(body: Mapping[str, Any], room: int | None, floor: float = 0.6, pric
     return cached, total, bill
 
 
+def over_room(base: Replay, run: Replay, prices: str = "openai-0.1") -> tuple[float, float] | None:
+    """(hit, bill) over the overflowing turns only (those the untrimmed loop sends over the room),
+    relative to the untrimmed loop's same turns: what cutting costs where it has to cut. With the
+    default prices, cache reads at 0.1x and no write premium."""
+    if run.room is None or len(base.turns) != len(run.turns):
+        return None
+    turns = [i for i, t in enumerate(base.turns) if t.sent > run.room]
+    if not turns:
+        return None
+    read, write, _ = PRICES[prices]
+
+    def cost(r: Replay) -> float:
+        return sum(r.turns[i].cached * read + (r.turns[i].sent - r.turns[i].cached) * write for i in turns)
+
+    def share(r: Replay) -> float:
+        return sum(r.turns[i].cached for i in turns) / max(1, sum(r.turns[i].sent for i in turns))
+
+    return share(run) / max(1e-9, share(base)), cost(run) / cost(base)
+
+
+def best_over_room(body: Mapping[str, Any], base: Replay, room: int | None, prices: str = "openai-0.1") -> float | None:
+    """`best_cut`'s bill over the overflowing turns only (see `over_room`): the turns that fit are
+    sent whole by every cutter, so the cheapest cuts of the whole loop are the cheapest there too."""
+    best = best_cut(body, room, prices=prices)
+    if best is None or room is None:
+        return None
+    read, write, _ = PRICES[prices]
+    turns = [t for t in base.turns if t.sent > room]
+    fitting = [t for t in base.turns if t.sent <= room]
+    if not turns:
+        return None
+    before = sum(t.cached * read + (t.sent - t.cached) * write for t in fitting)
+    return (best[2] - before) / sum(t.cached * read + (t.sent - t.cached) * write for t in turns)
+
+
 def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
     used = run.room_used
     best = best_cut(body, run.room) if body is not None else None
+    over = over_room(base, run)
     return {
         "loop": name,
         "turns": len(base.turns),
@@ -307,6 +351,9 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
         "anthropic_bound": b and b[1],
         "hit_best_cut": best and (best[0] / best[1]) / (base.cached / base.sent),
         "anthropic_best_cut": best and best[2] / base.cost("anthropic"),
+        "hit_over": over and over[0],
+        "bill_over": over and over[1],
+        "best_bill_over": best_over_room(body, base, run.room) if body is not None else None,
         "openai": run.cost("openai") / base.cost("openai"),
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
         "room_min": min(used) if used else None,
@@ -333,7 +380,7 @@ def _fmt(v: Any) -> str:
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
-    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "openai", "openai_0.1", "room_min", "room_median"]
+    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "hit_over", "bill_over", "best_bill_over", "openai", "openai_0.1", "room_min", "room_median"]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")

@@ -258,3 +258,69 @@ def real_traces() -> list[dict[str, Any]]:
                 messages.append(msg)
             bodies.append({"model": "gpt-4o", "messages": messages, "x_trace": name})
     return bodies
+
+
+SHELL_TOOL = [{
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Run a shell command in the repository and return its output",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string", "description": "the command"}}, "required": ["command"]},
+    },
+}]
+
+
+def coding_trace(turns: int = 150, seed: int = 0, model: str = "gpt-4o") -> dict[str, Any]:
+    """An OpenAI chat body shaped like a SWE-bench run of a one-tool coding agent: one shell call
+    per turn, a short thought before it, outputs of a few dozen to a few thousand tokens (file
+    views, greps, test runs, edits that print nothing). Whole turns, not long results, make its
+    size: squeezed to half, truncating results alone does not fit it, so turns are dropped."""
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM + " You have one tool, bash. Think step by step before each command."},
+        {"role": "user", "content": "<issue>\nImporting the package fails after the refactor of the config loader; "
+                                    "`python -c 'import pkg'` raises KeyError: 'defaults'. Fix it and add a test.\n</issue>"},
+    ]
+    for t in range(turns):
+        kind = rng.choice(["view", "view", "grep", "test", "edit", "edit", "ls"])
+        if kind == "view":
+            path, text = _read(rng, rng.randint(600, 5000))
+            cmd, out = f"sed -n '1,200p' Lib/{path}", text
+        elif kind == "grep":
+            lines = []
+            for _ in range(rng.randint(3, 25)):
+                path, text = _read(rng, 300)
+                line = text.splitlines()[len(text.splitlines()) // 2] if text.strip() else ""
+                lines.append(f"Lib/{path}:{rng.randint(1, 3000)}:{line.strip()}")
+            cmd, out = "grep -rn 'defaults' Lib/ | head -40", "\n".join(lines)
+        elif kind == "test":
+            n = rng.randint(10, 60)
+            rows = [f"tests/test_{rng.choice(['config', 'loader', 'api'])}.py::test_{i} {rng.choice(['PASSED'] * 5 + ['FAILED'])}" for i in range(n)]
+            cmd, out = "python -m pytest -q tests/ 2>&1 | tail -80", "\n".join(rows) + f"\n{n} tests in {rng.random() * 9:.2f}s"
+        elif kind == "edit":
+            cmd, out = f"python - <<'EOF'\n# patch step {t}\nEOF", rng.choice(["", "", "File updated.", "Traceback (most recent call last):\n  File \"<stdin>\", line 3\nSyntaxError: invalid syntax"])
+        else:
+            cmd, out = "ls -la Lib/ | head -30", "\n".join(p.name for p in stdlib_files()[rng.randrange(0, 200):][:30])
+        thought = " ".join(rng.choice(["Let me", "Now I", "I should", "Next,"]) + " " + rng.choice(
+            ["look at the loader.", "check how defaults are merged.", "run the tests again.", "inspect the traceback.",
+             "search for other uses.", "fix the key lookup."]) for _ in range(rng.randint(1, 4)))
+        call = {"id": f"call_{seed}_{t}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}
+        messages.append({"role": "assistant", "content": thought, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": call["id"], "content": out or "(no output)"})
+    return {"model": model, "messages": messages, "tools": SHELL_TOOL}
+
+
+def to_text_agent(body: dict[str, Any]) -> dict[str, Any]:
+    """The same loop as a text-based agent sends it (no native tool calls): each action a fenced
+    shell block in the assistant's text, each output a user message. Every turn then brings a new
+    last user message."""
+    out: list[dict[str, Any]] = []
+    for m in body["messages"]:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            actions = "\n".join(json.loads(c["function"]["arguments"]).get("command", "") for c in m["tool_calls"])
+            out.append({"role": "assistant", "content": f"{m.get('content') or ''}\n\n```bash\n{actions}\n```"})
+        elif m["role"] == "tool":
+            out.append({"role": "user", "content": f"<returncode>0</returncode>\n<output>\n{m['content']}\n</output>"})
+        else:
+            out.append(m)
+    return {"model": body["model"], "messages": out}

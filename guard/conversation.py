@@ -147,6 +147,11 @@ class Context:
     room: int = 0  # the most input tokens the request may carry (see Budget.room)
     target: int = 0  # the low-water mark (see Budget.target)
     band: int = 1  # the quantum cuts move in (see Budget.band)
+    ceiling: int | None = None  # a stop mark no step may move above (a carried cut's, see planner._carried)
+    least: int = 0  # a carried cut's bottom: a drop that would leave less is passed over when later turns can do
+    # near-lossless rewrites run on every overflow, past the stop mark (one form per message, turn
+    # after turn); a carried cut's prefix is fitted once per band and only as far as its mark
+    every_overflow: bool = True
     estimate: bool = False
     skipped: list[Skipped] = field(default_factory=list)
     exhausted: set[str] = field(default_factory=set)
@@ -301,7 +306,11 @@ class Context:
         the total crosses a band, so a growing conversation keeps the same cut, turn after turn,
         whatever the steps before it saved on newer messages."""
         self.stop_at = quantized_stop(conv.total, self.target, self.band)
+        if self.ceiling is not None:
+            self.stop_at = min(self.stop_at, self.ceiling)
         self.floor = self.stop_at - self.band
+        if self.least < self.stop_at:
+            self.floor = max(self.floor, self.least)
 
     def done(self, conv: Conversation) -> bool:
         return conv.total <= self.stop_at

@@ -13,11 +13,11 @@ import hashlib
 import math
 from dataclasses import dataclass, replace
 from collections.abc import Mapping
-from typing import Any, Callable, Generator
+from typing import Any, Callable, Generator, Sequence
 
 from guard.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation
-from guard.dialects import MARKER_PREFIX, Dialect, cache_breakpoint, compact_json, content_texts, map_texts
+from guard.dialects import MARKER_PREFIX, Dialect, cache_breakpoint, compact_json, content_texts, group_messages, map_texts
 from guard import jsontext, reasoning, relevance, summary
 from guard.errors import ContextWindowExceeded, Shortfall
 from guard.limits import ModelLimits
@@ -34,6 +34,9 @@ _LOSSY_STEPS = frozenset({"truncate_tool_results", "drop_oldest_turns"})
 # near-lossless rewrites of one message at a time that run on every conversation over its room,
 # even once an earlier step got it to the mark: each message then has one form, turn after turn
 _ON_EVERY_OVERFLOW = frozenset({"compact_json", "drop_metadata"})
+# a carried cut's drop passes over a turn that would leave less than this share of the room, for
+# later, smaller ones, where they can do (the room a cut deep enough to last may still leave)
+ROOM_BAR = 0.6
 SUMMARY_MARK = MARKER_PREFIX + " summary of {m} earlier messages ({n} tokens)]\n"
 
 
@@ -94,6 +97,7 @@ def plan(
     calibration: tuple[str, str] | None = None,
 ) -> Plan:
     messages = dialect.messages(body)
+    cut_from: int | None = None
     key = dialect.output_key(body, limits.model)
     requested = requested_output(body, key)
     budget, source = make_budget(limits, policy, requested)
@@ -113,17 +117,16 @@ def plan(
     conv: Conversation | _Unchanged = _Unchanged(dialect, tuple(messages), tuple(counts), fixed)
 
     if not budget.fits(before):
-        conv = cut = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
         budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
-        ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
-        ctx.band = budget.band
-        start = cut
-        spans = _spans(cut, ctx) if can_summarize and policy.allows("summarize") else []
-        cut = yield from _rounds(cut, ctx, policy, can_summarize, spans)
-        kinds = {a.kind for a in ctx.actions}
-        if "drop_oldest_turns" in kinds and "summarize" not in kinds:
-            cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
-        conv = _orphans_restored(cut, ctx, tuple(messages))
+        summarizing = can_summarize and policy.allows("summarize")
+        carried = None if summarizing else _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx)
+        if carried is not None:
+            conv, ctx, cut_from = carried
+        else:
+            full = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
+            ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
+            ctx.band = budget.band
+            conv, ctx = yield from _fit(full, ctx, policy, can_summarize if summarizing else False)
 
     after = conv.total
     fitted = budget.fits(after)
@@ -183,12 +186,146 @@ def plan(
         report.fitted_messages_sha256 = _sha256(list(conv.messages))
         if isinstance(conv, Conversation):
             report.cut = _cut(dialect, tuple(messages), conv)
+            report.cut_from = cut_from
     out[key] = budget.reserved_output
     reasoning.apply(out, updates)
     for other in OUTPUT_KEYS:  # every output limit the body carries says the same: the reserved one
         if other != key and out.get(other) is not None:
             out[other] = budget.reserved_output
     return Fitted(out, report)
+
+
+def _fit(conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool) -> Generator[Any, Any, tuple[Conversation, Context]]:
+    """Run the strategies on a conversation over its room (the context holds its marks)."""
+    start, originals, original_counts = conv, ctx.originals, ctx.original_counts
+    spans = _spans(conv, ctx) if can_summarize else []
+    cut = yield from _rounds(conv, ctx, policy, can_summarize, spans)
+    kinds = {a.kind for a in ctx.actions}
+    if "drop_oldest_turns" in kinds and "summarize" not in kinds:
+        cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
+        ctx.originals, ctx.original_counts = originals, original_counts  # (for what reads the fit after it)
+    return _orphans_restored(cut, ctx, originals), ctx
+
+
+def crossing(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int, target: int, band: int) -> int:
+    """Where the conversation last crossed a band: the shortest prefix, ending at a turn boundary,
+    whose tokens (as the client sent them) are already in the same band above the low-water mark
+    as the whole request's. Every turn from that prefix up to the next crossing gets the cut the
+    prefix got (see `_carried`). `len(messages)` if the request itself is the crossing turn."""
+    total = fixed + sum(counts)
+    k = math.ceil(max(0, total - target) / band)
+    threshold = target + (k - 1) * band
+    groups = group_messages(dialect, messages)
+    running = fixed
+    for j, n in enumerate(counts):
+        if j and groups[j] != groups[j - 1] and running > threshold:
+            return j
+        running += n
+    return len(messages)
+
+
+def _carried(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
+    budget: Budget, policy: Policy, ctx: Context,
+) -> tuple[Conversation, Context, int] | None:
+    """The cut of the turn where the conversation crossed its current band, carried forward.
+
+    Agents resend their history, so the prefix up to the last crossing (`crossing`) is the same
+    on every turn until the next one. That prefix is fitted as if it were the request, to the
+    stop mark of the whole request's band (its tokens minus the band's whole quanta, so whatever
+    the client adds before the next crossing, less than a band, still fits), and its edits are
+    applied to this request: the messages after the prefix go as sent (JSON compacted, as on
+    every overflow). Every turn of a band then sends the same cut, byte for byte, whatever the
+    strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
+    at a crossing the prefix moves, and the cut is made once, a band deeper. None when the
+    carried cut does not fit (the request is then fitted whole)."""
+    # bands are counted on the messages as they go once the request is over its room: JSON
+    # compacted (a pure function of each message, so the same on every turn)
+    forms = [compacted(dialect, msg) for msg in messages] if policy.allows("compact_json") else list(messages)
+    changed = [i for i, (a, b) in enumerate(zip(forms, messages)) if a is not b]
+    lossless = list(counts)
+    for i, n in zip(changed, ctx.counter.messages(dialect, [forms[i] for i in changed])):
+        if n < counts[i]:
+            lossless[i] = n
+        else:
+            forms[i] = messages[i]  # (a rewrite is kept only if it saves tokens, as compact_json does)
+    target, band = budget.target, budget.band
+    total = fixed + sum(lossless)
+    k = math.ceil(max(0, total - target) / band)
+    m = crossing(dialect, messages, tuple(lossless), fixed, target, band)
+    mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
+    if mark <= fixed:
+        return None
+    question = _query(dialect, messages[:m])
+    cut, part = _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question)
+    if part.relevance is not None:
+        # the band's question is the one its prefix ended with; the first question asked since
+        # that is about something the cut removed takes its place, once: a later one waits for the
+        # next crossing (agents that send each tool's output as a user message ask every turn)
+        later = _questions(dialect, messages[m:])
+        tail = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m:])] if later else []
+        for asked in dict.fromkeys(later):
+            # (the question itself holds its terms: what else is sent must)
+            if asked != question and _cuts_into(cut, part, asked, [line for line in tail if line != asked]):
+                cut, part = _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked)
+                break
+    if cut.total > mark:
+        return None
+    saved = [counts[i] - lossless[i] for i in range(m, len(messages)) if lossless[i] < counts[i]]
+    part.record("compact_json", sum(saved), len(saved))
+    rest = len(messages) - m
+    conv = replace(
+        cut, messages=cut.messages + tuple(forms[m:]), counts=cut.counts + tuple(lossless[m:]), groups=cut.groups + (-1,) * rest,
+        pinned=cut.pinned + (False,) * rest, recent=cut.recent + (True,) * rest, pending=cut.pending + (None,) * rest,
+        origin=cut.origin + tuple(range(m, len(messages))),
+    )
+    if conv.total > budget.room:
+        return None
+    part.originals, part.original_counts = messages, counts
+    return conv, part, m
+
+
+def _fit_prefix(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
+    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None,
+) -> tuple[Conversation, Context]:
+    """The prefix of a carried cut fitted to `mark`, its lossy steps ranking by `question`."""
+    band = budget.band
+    part = Context(counter=ctx.counter, policy=policy, stop_at=mark, floor=mark - band, target=budget.target,
+                   room=min(budget.room, mark), band=band, ceiling=mark, every_overflow=False,
+                   least=math.ceil(budget.room * ROOM_BAR))
+    part.originals, part.original_counts = messages, counts
+    part.transcript = functools.cache(functools.partial(summary.transcript, dialect, part.originals))
+    if policy.relevance == "bm25":
+        part.relevance = functools.partial(_relevant_origins, dialect, part.originals, part.transcript, query=question)
+    for action in ctx.actions:  # the output clamp of this request
+        part.record(action.kind, action.tokens_saved, action.items)
+    prefix = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
+    return _drained(_fit(prefix, part, policy, can_summarize=False))
+
+
+def _cuts_into(cut: Conversation, part: Context, question: str, tail: Sequence[str]) -> bool:
+    """Whether `question` asks about something only the part `cut` removed held: a term of it
+    that the prefix's history has is in none of the messages the cut keeps, nor in `tail` (the
+    transcript lines of the messages after the prefix)."""
+    if part.transcript is None:
+        return False
+    lines = part.transcript()
+    kept = [lines[o] if msg is part.originals[o] else summary.transcript(cut.dialect, (msg,))[0]
+            for o, msg in zip(cut.origin, cut.messages) if o >= 0]
+    return relevance.lost_terms(question, lines, [*kept, *tail])
+
+
+def _questions(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The user turns' transcript lines without their label (what relevance scores against), in order."""
+    users = [m for m in messages if dialect.is_user_turn(m)]
+    return [line.split("] ", 1)[-1] for line in summary.transcript(dialect, tuple(users))] if users else []
+
+
+def _query(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The last user message's question (see `_questions`)."""
+    users = [m for m in messages if dialect.is_user_turn(m)]
+    return _questions(dialect, users[-1:])[0] if users else None
 
 
 @dataclass(frozen=True)
@@ -219,7 +356,7 @@ def _rounds(
         while i < len(names):
             name = names[i]
             i += 1
-            if ctx.done(conv) and not (estimate and name in _ON_EVERY_OVERFLOW):
+            if ctx.done(conv) and not (estimate and name in _ON_EVERY_OVERFLOW and ctx.every_overflow):
                 break
             if spans and estimate and checkpoint is None:
                 conv = yield from _reuse(conv, ctx, spans)  # a conversation once compacted stays so
@@ -283,6 +420,9 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
         target=ctx.target,
         room=ctx.room,
         band=ctx.band,
+        ceiling=ctx.ceiling,
+        every_overflow=ctx.every_overflow,
+        least=ctx.least,
         skipped=list(ctx.skipped),
         relevance=ctx.relevance,
         transcript=ctx.transcript,
@@ -509,7 +649,7 @@ def _apply(conv: Conversation, ctx: Context, span: list[int], request: SummaryRe
 
 def _relevant_origins(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], transcript: Callable[[], list[str]],
-    summarized: frozenset[int], edges: tuple[int, ...],
+    summarized: frozenset[int], edges: tuple[int, ...], query: str | None = None,
 ) -> frozenset[int]:
     """Indices of the messages (not system, not the last user turn or its copies, not summarized,
     not after the last of `edges`) the last user message is about. Each band of the history (between two
@@ -520,13 +660,14 @@ def _relevant_origins(
         return frozenset()
     lines = transcript()
     last = users[-1]
-    query = lines[last].split("] ", 1)[-1]  # without the "[user]" label every user line would share
+    if query is None:  # (a carried cut scores its prefix against the whole request's question)
+        query = lines[last].split("] ", 1)[-1]  # without the "[user]" label every user line would share
     # earlier copies of the question are not what it is about: agent frameworks resend the same
     # nudge ("please proceed") as a user turn, and each copy would match it best, set the bar of
     # what counts as relevant and move with every new copy
     candidates = [
         i for i, m in enumerate(messages[: edges[-1] + 1])
-        if lines[i] != lines[last] and i not in summarized and not dialect.is_system(m)
+        if lines[i] != lines[last] and lines[i].split("] ", 1)[-1] != query and i not in summarized and not dialect.is_system(m)
     ]
     ends = [bisect.bisect_right(candidates, edge) for edge in edges]
     hot = relevance.relevant_in_bands(query, [lines[i] for i in candidates], ends)
@@ -553,29 +694,24 @@ def _breakdown(conv: Conversation | _Unchanged, counter: TokenCounter, body: Map
     }
 
 
-def _cut(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], conv: Conversation) -> str | None:
+def _cut(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], conv: Conversation) -> str:
     """The fingerprint of a cut (see Report.cut): the messages dropped, and every message edited
-    or inserted with its hash, in order. A message whose only edit is compact JSON is left out
-    (that rewrite is a pure function of the message, applied to all of them once a conversation
-    is over its room): the new messages of each turn would otherwise change it every time."""
+    or inserted with its hash, in order. A message whose only edit is compact JSON is left out:
+    that rewrite is a pure function of the message, applied to all of them once a conversation is
+    over its room (which every cut conversation is), so new JSON results would otherwise change
+    the fingerprint while the prompt still starts with the previous one."""
     edits: list[Any] = []
-    compacted_any = False
     for msg, origin in zip(conv.messages, conv.origin):
         if origin < 0:
             edits.append(["inserted", _sha256(msg)])
             continue
         original = originals[origin]
-        if msg is original or msg == original:
-            continue
-        if msg == compacted(dialect, original):
-            compacted_any = True
+        if msg is original or msg == original or msg == compacted(dialect, original):
             continue
         edits.append([origin, _sha256(msg)])
     kept = set(conv.origin)
     dropped = [i for i in range(len(originals)) if i not in kept]
-    if not edits and not dropped and not compacted_any:
-        return None
-    return _sha256([compacted_any, dropped, edits])[:16]
+    return _sha256(["over-room", dropped, edits])[:16]
 
 
 def _sha256(value: Any) -> str:

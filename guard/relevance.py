@@ -165,3 +165,19 @@ def relevant(values: Sequence[float], share: float = RELEVANT_SHARE) -> set[int]
     if best <= 0:
         return set()
     return {i for i, s in enumerate(values) if s > 0 and s >= share * best}
+
+
+def lost_terms(query: str, before: Sequence[str], after: Sequence[str]) -> bool:
+    """Whether a term of the query that some text of `before` holds is in no text of `after`
+    (what the question asks about was only in what a cut removed). Terms are the query's BM25
+    terms, found as substrings of the whole lower-cased texts (no clipping: a fact can sit in the
+    middle of a long result)."""
+    wanted = set(_terms([query])[0][1])
+    if not wanted:
+        return False
+    lowered = [t.lower() for t in before]
+    had = {t for t in wanted if any(t in text for text in lowered)}
+    if not had:
+        return False
+    kept = [t.lower() for t in after]
+    return any(not any(t in text for text in kept) for t in had)

@@ -64,6 +64,10 @@ class Report:
     # JSON is one flag): two turns of a growing conversation with the same `cut` send prompts
     # where the later starts with the earlier, byte for byte (the provider's cached prefix holds)
     cut: str | None = None
+    # the number of leading messages the cut was decided on: the prefix up to the conversation's
+    # last band crossing, whose cut every turn until the next crossing carries (None: decided on
+    # the whole request, as when a summarizer is configured)
+    cut_from: int | None = None
     summary: dict[str, Any] | None = None  # source (cache/llm), calls, span and summary sizes
     reasoning: list[dict[str, Any]] = field(default_factory=list)  # thinking fields lowered with the output
     # fields that make the provider add input the body does not carry (Responses API:

@@ -193,3 +193,46 @@ def request_body(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthro
         "dialect": dialect,
     }
     return body, settings
+
+
+@st.composite
+def long_agent_loop(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic", "responses")) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(body, settings): one task, then 30-70 tool turns whose results (plain text or JSON, 40-400
+    words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
+    has whole turns dropped on most turns. Turn sizes vary, so crossings fall anywhere."""
+    turns = draw(st.integers(30, 70))
+    sizes = draw(st.lists(st.integers(40, 400), min_size=turns, max_size=turns))
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent. " + CANARY, "x_id": 0},
+        {"role": "user", "content": "Fix the failing import in the config loader. " + CANARY, "x_id": 1},
+    ]
+    for t, n in enumerate(sizes):
+        words = " ".join(WORDS[(t * 7 + i) % len(WORDS)] for i in range(n))
+        out = json.dumps({"lines": words.split(" ")[: n // 4], "path": f"f{t}.py"}, indent=2) if t % 3 == 0 else f"{words} {CANARY}"
+        call = {"id": f"c{t}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": f"step {t}"})}}
+        msgs.append({"role": "assistant", "content": draw(_text(0, 12)), "tool_calls": [call], "x_id": len(msgs)})
+        msgs.append({"role": "tool", "tool_call_id": f"c{t}", "content": out, "x_id": len(msgs)})
+    dialect = draw(st.sampled_from(dialects))
+    if dialect == "responses":
+        instructions, items = to_responses(msgs, draw(st.booleans()))
+        body: dict[str, Any] = {"model": "tiny", "input": items, "max_output_tokens": 256}
+        if instructions is not None:
+            body["instructions"] = instructions
+    elif dialect == "anthropic":
+        system, converted = to_anthropic(msgs)
+        body = {"model": "tiny", "messages": converted, "max_tokens": 256}
+        if system is not None:
+            body["system"] = system
+    else:
+        body = {"model": "tiny", "messages": msgs, "max_tokens": 256}
+    settings = {
+        "share": draw(st.floats(0.2, 0.5)),  # of the whole loop's size: the window is set by the test
+        "max_output": 256,
+        "low_water_ratio": 1.0,
+        "keep_recent_groups": draw(st.integers(1, 3)),
+        "min_output_tokens": None,
+        "safety_margin_tokens": 0,
+        "relevance": draw(st.sampled_from(["bm25", "off"])),
+        "dialect": dialect,
+    }
+    return body, settings

@@ -10,6 +10,7 @@ import pytest
 from bench.cache import loops, replay, row, window_policy
 
 SYNTHETIC = [(name, body) for name, body in loops() if name.startswith("agent_trace") and not name.endswith("/responses")]
+CODING = [(name, body) for name, body in loops() if name.startswith("coding")]
 RESPONSES = [(name, body) for name, body in loops() if name.endswith("/responses")]
 
 
@@ -22,12 +23,14 @@ def test_an_agent_loop_over_its_window_keeps_its_cached_prefix(name, body):
     assert r["unmarked"] == 0  # a prompt that is not a prefix of the next always has a new cut fingerprint
     assert r["hit"] >= 0.9  # cached share of input: at least 90% of the untrimmed loop's
     assert r["hit"] <= r["hit_bound"] + 1e-9  # the bound: no cut ever breaks, every turn fills its room
-    assert r["new_cuts"] <= 6  # a new cut about every 5+ turns, not every turn (was 22-24)
-    assert r["anthropic"] <= 1.05  # was 2.2-2.9x the untrimmed loop's bill
-    # within 0.1 of the cheapest oldest-first cuts a guard knowing the future could make (the
-    # Anthropic forms were 0.12-0.16 above it while relevance verdicts moved with the history)
+    assert r["new_cuts"] <= 4  # a new cut once per band of growth (was 22-24, then 4-6)
+    assert r["anthropic"] <= 1.0  # was 2.2-2.9x the untrimmed loop's bill
+    # within 0.05 of the cheapest oldest-first cuts a guard knowing the future could make, in
+    # cached share and in bill (before cuts were carried from the last crossing, the Anthropic
+    # and Responses forms were 0.07-0.16 above it: 0.94, 1.04, 1.02 against 0.85, 0.88, 0.94)
     assert r["anthropic_bound"] <= r["anthropic_best_cut"]
-    assert r["anthropic"] <= r["anthropic_best_cut"] + 0.1
+    assert r["hit"] >= r["hit_best_cut"] - 0.05
+    assert r["anthropic"] <= r["anthropic_best_cut"] + 0.05
     assert r["room_min"] >= 0.6 and r["room_median"] >= 0.8
 
 
@@ -57,3 +60,20 @@ def test_a_responses_loop_keeps_the_fingerprint_honest_and_uses_its_room(name, b
     assert r["hit"] >= 0.9 and r["new_cuts"] <= 9
     assert r["anthropic"] <= 1.1
     assert r["room_min"] >= 0.6 and r["room_median"] >= 0.8
+
+
+@pytest.mark.parametrize("name,body", CODING, ids=[n for n, _ in CODING])
+def test_a_long_coding_loop_whose_turns_must_go_costs_what_the_best_oldest_first_cuts_cost(name, body):
+    """One-tool coding runs of 160 turns squeezed to half their size: whole turns go on most of the
+    overflowing turns. Before cuts were carried from the last band crossing, the guard re-decided
+    the kept turns nearly every turn (9-36 breaks, 1.08-2.0x the untrimmed loop's Anthropic bill;
+    the text-based form, whose every output is a user message, 65-80 breaks and 4.2-4.5x)."""
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.5))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["cut"] >= 60 and r["unmarked"] == 0
+    assert r["hit"] >= 0.9  # of the untrimmed loop's cached share
+    assert r["hit"] >= r["hit_best_cut"] - 0.05
+    assert r["anthropic"] <= r["anthropic_best_cut"] + (0.05 if not name.endswith("/text") else 0.2)
+    assert r["bill_over"] <= 1.0  # over the overflowing turns, reads at 0.1x, no write premium
+    assert r["room_min"] >= 0.6 and r["room_median"] >= 0.75

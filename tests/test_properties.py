@@ -16,7 +16,7 @@ from guard.errors import ContextWindowExceeded
 from guard.planner import CachedSummaries, Fitted, SummaryAnswer
 from guard.policy import Policy, PolicySet
 from guard.tokens import TokenCounter
-from tests.strategies import CANARY, request_body
+from tests.strategies import CANARY, long_agent_loop, request_body
 
 UNDERLYING = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5", "responses": "gpt-4o"}
 
@@ -521,3 +521,36 @@ def test_the_newest_turns_are_sent_as_they_came_while_older_history_can_make_roo
     for m in recent:
         assert m["x_id"] in sent
         assert sent[m["x_id"]] in (m, compacted(d, m))
+
+
+@given(long_agent_loop())
+def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
+    """Issue 24: a loop that grows to 2-5x its room, with results too many for truncation alone, so
+    whole turns go on most turns. Turn N+1's fitted messages start with turn N's, byte for byte,
+    except on turns whose report marks a new cut; and new cuts come once per band of growth (the
+    quantum, `cut_quantum_ratio` of the room), plus one, not once per turn."""
+    body, settings = case
+    probe = Engine(PolicySet(defaults=Policy()), deployments={"tiny": Deployment("tiny", UNDERLYING[settings["dialect"]], {"max_input_tokens": 10**7})}, model_map={})
+    full = probe.fit(body, dialect=settings["dialect"]).report.input_tokens_before
+    settings["window"] = int(full * settings["share"]) + settings["max_output"]
+    engine = _engine(settings)
+    previous: Fitted | None = None
+    new_cuts = cut_turns = 0
+    last_before = room = band = 0
+    trail = []
+    for turn in _growing(body):
+        fitted = engine.fit(turn, dialect=settings["dialect"])  # the newest turns are small: never refused
+        report = fitted.report
+        assert report.fits and report.input_tokens_after <= report.room
+        trail.append((report.input_tokens_before, report.cut_from, report.cut and report.cut[:4]))
+        if report.cut is not None:
+            cut_turns += 1
+            new_cuts += previous is None or report.cut != previous.report.cut
+            last_before, room = report.input_tokens_before, report.room
+            band = max(1, int(room * Policy().cut_quantum_ratio))
+        if previous is not None and report.cut == previous.report.cut:
+            before, after = _turns(previous.body), _turns(fitted.body)
+            assert json.dumps(after[: len(before)]) == json.dumps(before), report.cut
+        previous = fitted
+    assert cut_turns >= 5
+    assert new_cuts <= (last_before - room) // band + 2, (new_cuts, cut_turns, last_before, room, band, trail)

@@ -48,7 +48,7 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
         return map_texts(result.content, lambda text: jsontext.drop_keys(text, bulky, citation))
 
     settled = ctx.settled_slots(conv, conv.tool_slots(recent=False))
-    conv = rewrite_tool_results(conv, ctx, "drop_metadata", settled, transform, lossless=True, exhaustive=True)
+    conv = rewrite_tool_results(conv, ctx, "drop_metadata", settled, transform, lossless=True, exhaustive=ctx.every_overflow)
     if ctx.done(conv):
         return conv
     return ctx.settled_first(
