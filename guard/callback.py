@@ -40,22 +40,14 @@ from guard.calibration_store import CalibrationStore
 from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config
 from guard.engine import Engine
 from guard.fitting import GuardFailed, proxy_config_path as _proxy_config_path
+from guard.modelmap import litellm_resolver
+from guard.modelmap import litellm_resolver as litellm_model_info  # (the name this module exported before)
 from guard.identity import STATE_KEY, Identity, identity_from_auth, identity_from_metadata
 from guard.policy import Policy, PolicySet, load_policy_set
 from guard.records import CLIENT_POLICY_KEY, report_of
 from guard.routes import ContextWindowExceededError, Route
 from guard.summarizer import Call, Summarizer, internal_call
 from guard.sync_calls import _litellm_completion, completion, instrument, is_instrumented, responses, uninstrument
-
-
-def litellm_model_info(model: str) -> Mapping[str, Any] | None:
-    """LiteLLM's own resolution of a model's limits (quietly: it prints a banner for unknown names)."""
-    import contextlib
-    import io
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        info = litellm.get_model_info(model)
-    return dict(info) if info else None
 
 
 class ContextGuard(CustomLogger):
@@ -97,7 +89,7 @@ class ContextGuard(CustomLogger):
         else:
             cfg = GuardConfig(self._policies or PolicySet(), {})
         self._engine = Engine(
-            cfg.policies, deployments=cfg.deployments, model_map=litellm.model_cost, resolver=litellm_model_info
+            cfg.policies, deployments=cfg.deployments, model_map=litellm.model_cost, resolver=litellm_resolver
         )
         self._build_summarizer(cfg)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
@@ -62,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, UnicodeDecodeError) as e:
         return _fail(f"{args.request} is not valid JSON: {e}")
     try:
-        engine = Engine.from_config(args.config, resolver=_litellm_resolver) if args.config else Engine(resolver=_litellm_resolver)
+        engine = Engine.from_config(args.config) if args.config else Engine()
         fitted = engine.fit(body, model=args.model, dialect=args.dialect)
     except ContextWindowExceeded as e:
         report: Report = e.report
@@ -156,17 +155,6 @@ def _redis_url(raw: Any) -> str | None:
         auth = f":{redis['password']}@" if redis.get("password") else ""
         return f"redis://{auth}{redis['host']}:{redis.get('port', 6379)}/0"
     return None
-
-
-def _litellm_resolver(model: str) -> Any:
-    """LiteLLM's own model resolution, for names LiteLLM's map does not hold exactly; LiteLLM is
-    imported on first use only (a few seconds), so common names stay fast."""
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    try:
-        from guard.callback import litellm_model_info
-    except ImportError:  # the core installed without LiteLLM: the raw map decides
-        return None
-    return litellm_model_info(model)
 
 
 def _fail(message: str) -> int:

@@ -379,7 +379,7 @@ def rewrite_tool_results(
         new_msg = dialect.with_tool_result(current, slot, new_content)
         estimate = None
         if lossless and ctx.estimate:
-            old_chars = chars[i] if i in chars else _chars(dialect, current)
+            old_chars = chars[i] if i in chars else tool_chars(dialect, current)
             new_chars = old_chars - _texts_chars(content) + _texts_chars(new_content)
             count = _estimated(counts[i], old_chars, new_chars)
             prior = pending[i] or Estimate(current, counts[i], ())
@@ -402,7 +402,9 @@ def rewrite_tool_results(
     return replace(conv, messages=tuple(msgs), counts=tuple(counts), pending=tuple(pending))
 
 
-def _chars(dialect: Dialect, msg: Message) -> int:
+def tool_chars(dialect: Dialect, msg: Message) -> int:
+    """The characters of a message's tool results (plus a constant for the rest): what scales an
+    estimated count when a rewrite changes only those."""
     return sum(_texts_chars(content) for _, content in dialect.tool_results(msg)) + 16
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from guard import calibration
 from guard.config import Deployment, GuardConfig, load_config
@@ -19,7 +19,7 @@ from guard.dialects import Dialect, by_name, detect
 from guard.encodings import exact_available, get_vocab
 from guard.errors import BadRequest
 from guard.limits import ModelLimits, Resolver, lookup, resolve_limits
-from guard.modelmap import bundled_model_map
+from guard.modelmap import bundled_model_map, litellm_available, litellm_resolver
 from guard.models import profile
 from guard.planner import Fitted, Plan, SummaryRequest, plan, run
 from guard.policy import Policy, PolicySet
@@ -38,15 +38,19 @@ class Engine:
         deployments: Mapping[str, Deployment] | None = None,
         model_map: Mapping[str, Any] | None = None,
         encoding_loader: Callable[[str], Encoding] = get_vocab,
-        resolver: Resolver | None = None,
+        resolver: Resolver | None | Literal["litellm"] = "litellm",
         learned: Callable[[str], tuple[list[float], float | None]] | None = None,
     ) -> None:
-        """`resolver`: limits of a model name the map does not hold exactly (the shells pass
-        LiteLLM's `get_model_info`; the core never imports LiteLLM)."""
+        """`resolver`: limits of a model name the map does not hold exactly. By default LiteLLM's
+        own `get_model_info` when LiteLLM is installed (imported on the first such name only, so
+        `Engine()` resolves what the hooks and the CLI resolve; the core imports nothing of
+        LiteLLM's until then); None: the raw map and the policy alone."""
         self.policies = policies or PolicySet()
         self.deployments = dict(deployments or {})
         self._model_map = model_map
-        self.resolver = resolver
+        if resolver == "litellm":
+            resolver = litellm_resolver if litellm_available() else None
+        self.resolver: Resolver | None = resolver  # type: ignore[assignment]
         # the shell's record of what providers reported per deployment: (recent ratios, miss floor)
         self.learned = learned
         self._load_encoding = encoding_loader

@@ -32,3 +32,26 @@ def bundled_model_map() -> Mapping[str, Any]:
     with path.open(encoding="utf-8") as f:
         data = json.load(f)
     return data if isinstance(data, dict) else {}
+
+
+def litellm_available() -> bool:
+    """Whether LiteLLM is installed (without importing it)."""
+    return "litellm" in sys.modules or importlib.util.find_spec("litellm") is not None
+
+
+def litellm_resolver(model: str) -> Mapping[str, Any] | None:
+    """LiteLLM's own resolution of a model's limits (`get_model_info`: provider routes, aliases and
+    spellings the raw map does not hold exactly), quietly. LiteLLM is imported on first use only
+    (a few seconds), so names the map holds exactly never pay for it; None without LiteLLM."""
+    import contextlib
+    import io
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        import litellm
+    except ImportError:
+        return None
+    with contextlib.redirect_stdout(io.StringIO()):
+        info = litellm.get_model_info(model)
+    return dict(info) if info else None

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, Generator, Sequence
 
 from guard.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
-from guard.conversation import Context, Conversation
+from guard.conversation import Context, Conversation, tool_chars
 from guard.dialects import MARKER_PREFIX, Dialect, cache_breakpoint, compact_json, content_texts, group_messages, map_texts
 from guard import jsontext, reasoning, relevance, summary
 from guard.errors import ContextWindowExceeded, Shortfall
@@ -239,16 +239,16 @@ def _carried(
     strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
     at a crossing the prefix moves, and the cut is made once, a band deeper. None when the
     carried cut does not fit (the request is then fitted whole)."""
-    # bands are counted on the messages as they go once the request is over its room: JSON
-    # compacted (a pure function of each message, so the same on every turn)
+    # bands are counted on the messages as they go once the request is over its room, JSON
+    # compacted: a compacted message by its count scaled by its tool results' length (no encoding
+    # of the whole history; this over-states compact JSON by 2-3%, so what is added before the
+    # next crossing rarely counts more than its estimate). Pure functions of each message: the
+    # same on every turn.
     forms = [compacted(dialect, msg) for msg in messages] if policy.allows("compact_json") else list(messages)
-    changed = [i for i, (a, b) in enumerate(zip(forms, messages)) if a is not b]
     lossless = list(counts)
-    for i, n in zip(changed, ctx.counter.messages(dialect, [forms[i] for i in changed])):
-        if n < counts[i]:
-            lossless[i] = n
-        else:
-            forms[i] = messages[i]  # (a rewrite is kept only if it saves tokens, as compact_json does)
+    for i, (form, msg) in enumerate(zip(forms, messages)):
+        if form is not msg:
+            lossless[i] = min(counts[i], math.ceil(counts[i] * tool_chars(dialect, form) / max(1, tool_chars(dialect, msg))))
     target, band = budget.target, budget.band
     total = fixed + sum(lossless)
     k = math.ceil(max(0, total - target) / band)
@@ -271,11 +271,19 @@ def _carried(
                 break
     if cut.total > mark:
         return None
-    saved = [counts[i] - lossless[i] for i in range(m, len(messages)) if lossless[i] < counts[i]]
-    part.record("compact_json", sum(saved), len(saved))
+    # what follows the prefix goes JSON compacted where that saves tokens (counted exactly: less
+    # than a band of messages, most of them counted on earlier turns already)
+    tail, tail_counts = list(forms[m:]), list(counts[m:])
+    changed = [j for j, msg in enumerate(tail) if msg is not messages[m + j]]
+    for j, n in zip(changed, ctx.counter.messages(dialect, [tail[j] for j in changed])):
+        if n < tail_counts[j]:
+            part.record("compact_json", tail_counts[j] - n, 1)
+            tail_counts[j] = n
+        else:
+            tail[j] = messages[m + j]
     rest = len(messages) - m
     conv = replace(
-        cut, messages=cut.messages + tuple(forms[m:]), counts=cut.counts + tuple(lossless[m:]), groups=cut.groups + (-1,) * rest,
+        cut, messages=cut.messages + tuple(tail), counts=cut.counts + tuple(tail_counts), groups=cut.groups + (-1,) * rest,
         pinned=cut.pinned + (False,) * rest, recent=cut.recent + (True,) * rest, pending=cut.pending + (None,) * rest,
         origin=cut.origin + tuple(range(m, len(messages))),
     )
