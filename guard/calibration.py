@@ -15,12 +15,13 @@ estimate a 99th percentile, they do not bound it, so the learned factor adds hea
 Both are order statistics well inside the window, so one odd answer moves neither.
 
 - A counting miss (the provider refused as too long a request the guard counted as fitting) raises
-  a floor under the factor at once: `calibration_miss_step` times the factor that missed. It never
-  lowers anything.
+  a floor under the factor at once, in static mode too: `calibration_miss_step` times the factor
+  that missed. It never lowers anything.
 - Bounds: every observed ratio is clamped to [`calibration_floor`, `calibration_cap`] before it is
   kept (one odd answer, or one tenant's unusual traffic, moves a quantile by one sample at most and
   never past the bounds), and so is the factor.
-- A family pinned in `calibration` (the admin's factor) is never learned past: the pin is the factor.
+- A family pinned in `calibration` (the admin's factor) starts there, and the pin is a floor: usage
+  may raise it (in auto mode), a counting miss raises it (in any mode), nothing lowers it.
 
 Pure functions over a list of ratios: the shell keeps the ratios (in process and in the proxy's
 Redis) and feeds them here. Only provider-reported usage is ever recorded, never client input.
@@ -88,21 +89,24 @@ def factor(
     pin: float | None = None,
     missed: float | None = None,
 ) -> Factor:
-    """The factor in use for one deployment: the admin's pin; else, in auto mode with enough
-    observations, the high quantile of the recent ratios; else the static factor. After a counting
-    miss (`missed`: the highest factor that missed) the factor is at least `miss_step` times that
-    (never past the cap; never over a pin)."""
-    if pin is not None:
-        return Factor(pin, "pinned", len(ratios))
-    if settings.mode != "auto":
-        return Factor(static, "static", len(ratios))
+    """The factor in use for one deployment. It starts from the admin's pin for the family, else the
+    family's static factor; in auto mode, with enough observations, the learned factor replaces
+    it (a pin stays its floor: usage may raise a pinned factor, never lower it); after a counting
+    miss (`missed`: the highest factor that missed), in either mode and whatever the pin, it is at
+    least `miss_step` times that. Bounded by the cap, except that a pin above it holds."""
+    value, source = (pin, "pinned") if pin is not None else (static, "static")
     kept = [r for r in (bounded(x, settings) for x in ratios[-settings.window :]) if r is not None]
-    value, source = static, "static"
-    if len(kept) >= settings.min_observations:
-        value, source = learned(kept, settings), "learned"
+    if settings.mode == "auto" and len(kept) >= settings.min_observations:
+        taught = learned(kept, settings)
+        if pin is None or taught > pin:
+            value, source = taught, "learned"
     if missed is not None and missed * settings.miss_step > value:
         value, source = missed * settings.miss_step, "miss"
+    if source in ("static", "pinned"):
+        return Factor(value, source, len(kept))  # type: ignore[arg-type]
     value = min(settings.cap, max(settings.floor, value))
+    if pin is not None:
+        value = max(value, pin)
     return Factor(_step_up(value), source, len(kept))  # type: ignore[arg-type]
 
 

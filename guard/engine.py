@@ -105,8 +105,9 @@ class Engine:
         self, model: str, policy: Policy, underlying: str | None = None, key: str | None = None
     ) -> tuple[TokenCounter, bool, calibration.Factor]:
         """The counter, whether it is exact, and the calibration factor it counts with: the admin's
-        pin for the family, else (with `calibration_mode: auto` and a deployment `key`) what the
-        deployment's provider answers taught, else the family's static factor."""
+        pin for the family, else the family's static factor; raised (with `calibration_mode: auto`
+        and a deployment `key`) to what the deployment's provider answers taught, and after a
+        counting miss, in either mode, above the factor that missed (see `calibration.factor`)."""
         prof = profile(underlying or self.underlying(model))
         # an open-model family counts exactly when its tokenizer package is installed
         exact_vocab = prof.exact_encoding if prof.exact_encoding and exact_available(prof.exact_encoding) else None
@@ -116,8 +117,8 @@ class Engine:
         exact_family = (prof.exact or exact_vocab is not None) and pin is None
         ratios: list[float] = []
         miss: float | None = None
-        if key is not None and self.learned is not None and not exact_family and policy.calibration_mode == "auto":
-            ratios, miss = self.learned(key)
+        if key is not None and self.learned is not None and not exact_family:
+            ratios, miss = self.learned(key)  # (static mode reads them for counting misses only)
         factor = calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, missed=miss)
         cache_key = (encoding, factor.value, prof.image_formula)
         with self._lock:

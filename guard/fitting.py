@@ -156,8 +156,8 @@ async def fit(
             target = await maybe_thread(big, whole_elsewhere, cg, data, route, identity, name, deployment, policy, chain)
             if target is not None:  # a fallback takes it whole: let the router send it there uncut
                 raise _FallBack(target)
-        if policy.calibration_mode == "auto":
-            await cg.calibrations.fresh(engine.calibration_key(name, deployment))
+        # the deployment's record (learned ratios; counting misses, which count in static mode too)
+        await cg.calibrations.fresh(engine.calibration_key(name, deployment))
         summarizer = cg.summarizer if policy.allows("summarize") else None
         make = functools.partial(
             engine.plan, data, model=name, dialect=dialect, policy=policy, deployment=deployment,

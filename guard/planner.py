@@ -13,7 +13,7 @@ import hashlib
 import math
 from dataclasses import dataclass, replace
 from collections.abc import Mapping
-from typing import Any, Callable, Generator, Sequence
+from typing import Any, Callable, Generator, Sequence, TypeVar
 
 from guard.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
 from guard.conversation import Context, Conversation, tool_chars
@@ -81,6 +81,7 @@ class Fitted:
 
 
 Plan = Generator["SummaryRequest | CachedSummaries", Any, Fitted]
+_T = TypeVar("_T")
 
 
 def plan(
@@ -263,10 +264,10 @@ def _carried(
         # that is about something the cut removed takes its place, once: a later one waits for the
         # next crossing (agents that send each tool's output as a user message ask every turn)
         later = _questions(dialect, messages[m:])
-        tail = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m:])] if later else []
+        after = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m:])] if later else []
         for asked in dict.fromkeys(later):
             # (the question itself holds its terms: what else is sent must)
-            if asked != question and _cuts_into(cut, part, asked, [line for line in tail if line != asked]):
+            if asked != question and _cuts_into(cut, part, asked, [line for line in after if line != asked]):
                 cut, part = _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked)
                 break
     if cut.total > mark:
@@ -446,7 +447,11 @@ def _without_wasted_cuts(start: Conversation, fitted: Conversation, ctx: Context
         again.exhausted.add("drop_oldest_turns")
         conv = _drained(_rounds(conv, again, policy, can_summarize=False))
     newest_cut = {a.kind for a in again.actions} & _NEWEST_TURN_STEPS - {a.kind for a in ctx.actions}
-    if again.done(conv) and conv.total <= ctx.room and not newest_cut:  # never at the newest turns' cost
+    # a carried cut's prefix is decided once per band (drop-first exists to keep a cut from moving
+    # with the history, which cannot happen there): where dropping first would leave less than the
+    # room bar and the first pass more, the first pass stands
+    fuller = ctx.ceiling is not None and conv.total < ctx.least and ctx.done(fitted) and fitted.total > conv.total
+    if again.done(conv) and conv.total <= ctx.room and not newest_cut and not fuller:  # never at the newest turns' cost
         return conv, again
     return fitted, ctx
 
@@ -485,12 +490,13 @@ def _orphans_restored(conv: Conversation, ctx: Context, originals: tuple[Mapping
     return conv
 
 
-def _drained(gen: Generator[Any, Any, Conversation]) -> Conversation:
+def _drained(gen: Generator[Any, Any, _T]) -> _T:
+    """The value of a plan that never yields (no summarizer)."""
     try:
         while True:
             next(gen)
     except StopIteration as stop:
-        return stop.value
+        return stop.value  # type: ignore[no-any-return]
 
 
 def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context, reasoning_floor: int = 0) -> Budget:

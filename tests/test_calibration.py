@@ -192,3 +192,30 @@ def test_the_provider_count_includes_cached_input_in_either_shape():
     assert provider_input({"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 512}}) == 900  # OpenAI: included
     assert provider_input({"input_tokens": 40, "cache_read_input_tokens": 800, "cache_creation_input_tokens": 60}) == 900  # Anthropic: parts
     assert provider_input({"prompt_tokens": True}) == 0 and provider_input(None) == 0
+
+
+def test_a_pin_is_the_starting_factor_and_its_floor_never_a_ceiling():
+    """Issue 25, item 3: the shipped config pins claude-* to 1.3; a deployment whose real counts
+    are 1.45x the estimate was refused by its provider 166 times in 229 requests because the pin
+    was never learned past, counting misses included."""
+    under = [1.45] * 60
+    # auto mode: what the provider answers raises a pinned factor above the pin...
+    up = calibration.factor(1.25, under, AUTO, pin=1.3)
+    assert up.source == "learned" and up.value >= 1.45
+    # ...and never lowers it below
+    down = calibration.factor(1.25, [0.8] * 60, AUTO, pin=1.3)
+    assert (down.value, down.source) == (1.3, "pinned")
+    # a counting miss raises it whatever the pin says, in static mode too
+    missed = calibration.factor(1.25, [], calibration.Settings(), pin=1.3, missed=1.3)
+    assert missed.source == "miss" and missed.value >= 1.43
+    assert calibration.factor(1.25, [], calibration.Settings(), missed=1.25).value >= 1.37
+    # a pin above the cap still holds
+    assert calibration.factor(1.25, [], calibration.Settings(cap=1.2), pin=1.5).value == 1.5
+
+
+def test_the_engine_reads_counting_misses_in_static_mode_and_learns_past_a_pin_in_auto():
+    body = {"model": "claude", "messages": [{"role": "user", "content": "hello there " * 400}], "max_tokens": 100}
+    static = _engine("static", lambda key: ([1.45] * 30, 1.3), calibration={"anthropic": 1.3}).fit(body).report
+    assert static.calibration_source == "miss" and static.calibration_factor >= 1.43
+    auto = _engine("auto", lambda key: ([1.45] * 30, None), calibration={"anthropic": 1.3}).fit(body).report
+    assert auto.calibration_source == "learned" and auto.calibration_factor >= 1.45

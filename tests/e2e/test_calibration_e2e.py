@@ -30,6 +30,9 @@ WINDOW, OUT, MARGIN = 32_768, 256, 128
 # the upstream's count per model, relative to its own o200k count: on this trace the guard's static
 # estimate (cl100k x 1.25 for Claude, x 1.2 for other models) is ~1.45x under / ~0.8x over the truth
 SCALES = {"claude-heavy": 1.87, "acme-light": 0.99}
+# (name, upstream model): `claude-pinned` is claude-heavy under the shipped config's pin
+# (`claude-*`: {anthropic: 1.3}), which is a floor the provider's counts may raise (issue 25)
+DEPLOYMENTS = (("heavy", "claude-heavy"), ("light", "acme-light"), ("claude-pinned", "claude-heavy"))
 
 
 def config(upstream_port: int, redis_port: int) -> str:
@@ -39,7 +42,7 @@ def config(upstream_port: int, redis_port: int) -> str:
     litellm_params: {{model: openai/{real}, api_base: "{base}", api_key: dummy}}
     model_info: {{max_input_tokens: {WINDOW}, max_output_tokens: 1024}}
 """
-        for name, real in (("heavy", "claude-heavy"), ("light", "acme-light"))
+        for name, real in DEPLOYMENTS
     )
     return f"""
 model_list:
@@ -57,6 +60,8 @@ context_guard:
     cut_quantum_ratio: 0.02          # one-shot fitting: this test measures counting, not cache stability
     calibration_mode: auto
     calibration_min_observations: 10
+  models:
+    "claude-*": {{calibration: {{anthropic: 1.3}}}}
 """
 
 
@@ -87,7 +92,7 @@ def send(url: str, model: str, messages: list[dict[str, Any]]) -> httpx.Response
 def test_each_deployment_learns_its_count_and_then_fits_exactly(setup):
     url, upstream, redis = setup
     all_turns = turns()
-    for model, real in (("heavy", "claude-heavy"), ("light", "acme-light")):
+    for model, real in DEPLOYMENTS:
         # warm-up: the loop's first turns, small enough to fit whatever the count (no cut)
         small = [t for t in all_turns if 1_000 < sum(len(str(m.get("content") or "")) for m in t) < 24_000]
         assert 10 <= len(small) <= 30
