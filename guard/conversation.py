@@ -55,6 +55,8 @@ class Conversation:
         pinned = tuple(dialect.is_system(m) or i in kept for i, m in enumerate(messages))
         ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
         newest = set(list(dict.fromkeys(reversed(ordinary)))[:keep_recent_groups])
+        if messages and dialect.has_user_text(messages[-1]):
+            newest.add(groups[-1])  # the user's words next to the newest results: that turn stays
         recent = tuple(g in newest for g in groups)
         n = len(messages)
         return cls(dialect, tuple(messages), tuple(counts), tuple(groups), pinned, recent, fixed, (None,) * n, tuple(range(n)))

@@ -554,3 +554,52 @@ def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
         previous = fitted
     assert cut_turns >= 5
     assert new_cuts <= (last_before - room) // band + 2, (new_cuts, cut_turns, last_before, room, band, trail)
+
+
+def _stubbed(body: dict[str, Any], stub: str, recent: int) -> dict[str, Any]:
+    """The least a fit can send of `body`: its system prompt and first user message, the newest
+    `recent` turn groups (at least the one holding the last message: the policy keeps them), and
+    in those every tool result replaced by `stub` (text blocks as they are)."""
+    d = by_name("anthropic")
+    msgs = _turns(body)
+    groups = group_messages(d, msgs)
+    newest = set(list(dict.fromkeys(reversed(groups)))[: max(1, recent)])
+    first = next(m for m in msgs if d.is_user_turn(m))
+
+    def stubbed(m: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(m["content"], list):
+            return m
+        return {**m, "content": [{**b, "content": stub} if b.get("type") == "tool_result" else b for b in m["content"]]}
+
+    kept = [stubbed(m) for m, g in zip(msgs, groups) if g in newest]
+    return {**body, "messages": ([] if first in kept else [first]) + kept}
+
+
+@given(request_body(dialects=("anthropic",)), st.text(alphabet="abcdefgh ", min_size=1, max_size=200))
+def test_a_last_message_of_tool_results_and_text_is_cut_before_it_is_refused(case, said):
+    """Issue 25, item 2: Claude Code sends the newest tool results and the user's words in one user
+    message. When that message alone overflows, its results are cut down to the room (its text
+    blocks verbatim); a refusal only when the system prompt, the task, the turns the policy keeps
+    (`keep_recent_groups`, the last at least) with their results cut to stubs, and the output do
+    not fit."""
+    body, settings = case
+    msgs = _turns(body)
+    if not msgs or msgs[-1]["role"] != "user" or not isinstance(msgs[-1]["content"], list):
+        return
+    if not any(b.get("type") == "tool_result" for b in msgs[-1]["content"]):
+        return
+    text = {"type": "text", "text": said + " " + CANARY}
+    body = {**body, "messages": [*msgs[:-1], {**msgs[-1], "content": [*msgs[-1]["content"], text]}]}
+    engine = _engine(settings)
+    result = _fit(body, settings)
+    if isinstance(result, ContextWindowExceeded):
+        # the least that could be sent: each result a stub as long as the truncation floor plus its marker
+        least = _stubbed(body, " ".join(["word"] * (16 + 24)), settings["keep_recent_groups"])
+        counter, _ = engine.counter_for("tiny", engine.policy_for("tiny"))
+        need = counter.body(by_name("anthropic"), least)
+        report = result.report
+        assert need + report.max_tokens + report.safety_margin_tokens > report.context_window or report.max_input_tokens < need, (need, report.room)
+        return
+    sent = _turns(result.body)[-1]
+    assert isinstance(sent["content"], list), (sent, result.report.actions)
+    assert [b for b in sent["content"] if b.get("type") == "text"] == [b for b in body["messages"][-1]["content"] if b.get("type") == "text"]

@@ -88,6 +88,12 @@ class Dialect:
         """A message a person wrote (the first and last are pinned)."""
         raise NotImplementedError
 
+    def has_user_text(self, msg: Message) -> bool:
+        """Whether a tool-result message also carries words of the user's (Anthropic clients put
+        them next to the results). Such a message, when it ends the request, is never dropped:
+        its results may only be cut, as the newest turns' are."""
+        return False
+
     def tool_call_ids(self, msg: Message) -> list[str]:
         raise NotImplementedError
 

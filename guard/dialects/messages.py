@@ -38,6 +38,11 @@ class Messages(Dialect):
             return True
         return not any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
 
+    def has_user_text(self, msg: Message) -> bool:
+        if msg.get("role") != "user" or self.is_user_turn(msg):
+            return False
+        return any(isinstance(b, Mapping) and b.get("type") == "text" for b in _blocks(msg))
+
     def tool_call_ids(self, msg: Message) -> list[str]:
         if msg.get("role") != "assistant":
             return []

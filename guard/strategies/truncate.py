@@ -45,7 +45,19 @@ def _truncate(conv: Conversation, ctx: Context, kind: str, slots: Iterable, *, e
         only_text = isinstance(content, str) or len(texts) == len(content)
         if upper <= keep and only_text:
             return content
-        return replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
+        new = replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
+        if exact:
+            # the last resort must land: the scaled count of the whole message can round a token or
+            # two past what the text's own count promised, so cut that much more (at most twice)
+            wanted = result.message_tokens - result.over
+            msg = conv.messages[result.index]
+            for _ in range(2):
+                over = ctx.counter.message(conv.dialect, conv.dialect.with_tool_result(msg, result.slot, new)) - wanted
+                if over <= 0 or keep <= floor:
+                    break
+                keep = max(floor, keep - math.ceil(over / factor))
+                new = replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
+        return new
 
     return rewrite_tool_results(conv, ctx, kind, slots, transform)
 
