@@ -120,14 +120,14 @@ def plan(
     if not budget.fits(before):
         budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
         summarizing = can_summarize and policy.allows("summarize")
-        carried = None if summarizing else _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx)
+        carried = yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx, summarizing)
         if carried is not None:
             conv, ctx, cut_from = carried
         else:
             full = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
             ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
             ctx.band = budget.band
-            conv, ctx = yield from _fit(full, ctx, policy, can_summarize if summarizing else False)
+            conv, ctx = yield from _fit(full, ctx, policy, summarizing)
 
     after = conv.total
     fitted = budget.fits(after)
@@ -227,8 +227,8 @@ def crossing(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: 
 
 def _carried(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context,
-) -> tuple[Conversation, Context, int] | None:
+    budget: Budget, policy: Policy, ctx: Context, can_summarize: bool,
+) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
     """The cut of the turn where the conversation crossed its current band, carried forward.
 
     Agents resend their history, so the prefix up to the last crossing (`crossing`) is the same
@@ -239,7 +239,8 @@ def _carried(
     every overflow). Every turn of a band then sends the same cut, byte for byte, whatever the
     strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
     at a crossing the prefix moves, and the cut is made once, a band deeper. None when the
-    carried cut does not fit (the request is then fitted whole)."""
+    carried cut does not fit (the request is then fitted whole). With a summarizer the prefix is
+    summarized as any request is: its spans, and so the cached summary, stay the same all band."""
     # bands are counted on the messages as they go once the request is over its room, JSON
     # compacted: a compacted message by its count scaled by its tool results' length (no encoding
     # of the whole history; this over-states compact JSON by 2-3%, so what is added before the
@@ -258,7 +259,7 @@ def _carried(
     if mark <= fixed:
         return None
     question = _query(dialect, messages[:m])
-    cut, part = _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question)
+    cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question, can_summarize)
     if part.relevance is not None:
         # the band's question is the one its prefix ended with; the first question asked since
         # that is about something the cut removed takes its place, once: a later one waits for the
@@ -268,7 +269,7 @@ def _carried(
         for asked in dict.fromkeys(later):
             # (the question itself holds its terms: what else is sent must)
             if asked != question and _cuts_into(cut, part, asked, [line for line in after if line != asked]):
-                cut, part = _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked)
+                cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked, can_summarize)
                 break
     if cut.total > mark:
         return None
@@ -296,10 +297,13 @@ def _carried(
 
 def _fit_prefix(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None,
-) -> tuple[Conversation, Context]:
+    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None, can_summarize: bool = False,
+) -> Generator[Any, Any, tuple[Conversation, Context]]:
     """The prefix of a carried cut fitted to `mark`, its lossy steps ranking by `question`."""
     band = budget.band
+    # the last resort (cutting inside the newest turns) is for the request, not for its prefix: a
+    # prefix that needs it cannot be carried, and the request is fitted whole instead
+    policy = policy.model_copy(update={"strategies": [s for s in policy.strategies if s != "truncate_recent_tool_results"]})
     part = Context(counter=ctx.counter, policy=policy, stop_at=mark, floor=mark - band, target=budget.target,
                    room=min(budget.room, mark), band=band, ceiling=mark, every_overflow=False,
                    least=math.ceil(budget.room * ROOM_BAR))
@@ -310,7 +314,7 @@ def _fit_prefix(
     for action in ctx.actions:  # the output clamp of this request
         part.record(action.kind, action.tokens_saved, action.items)
     prefix = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
-    return _drained(_fit(prefix, part, policy, can_summarize=False))
+    return (yield from _fit(prefix, part, policy, can_summarize))
 
 
 def _cuts_into(cut: Conversation, part: Context, question: str, tail: Sequence[str]) -> bool:
