@@ -22,9 +22,14 @@ loop the bench prints:
   could do in that room (every turn sends the whole room, no cut ever breaks the cache);
 - room: input tokens / room of each turn the guard cut (min and median).
 
-Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools) and
-the synthetic coding-agent trace of `bench.traces`, as chat and as Anthropic messages (and one
-as a Responses API body, with reasoning items before its calls).
+Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools), a
+real Claude Code subagent session of 128 tool calls that the `vibelens` package ships (Anthropic
+messages), one-tool coding runs of 160 turns (`bench.traces.coding_trace`: chat, Anthropic,
+Responses, and a text-based agent whose outputs are user messages) and the synthetic
+coding-agent trace of `bench.traces`, as chat and as Anthropic messages (and one as a Responses
+API body, with reasoning items before its calls). hit_over and bill_over: the same over the
+overflowing turns only (the untrimmed loop over the room), cache reads at 0.1x and no write
+premium; best_bill_over: `best_cut`'s bill there.
 With `--chart`, a PNG of tokens sent per turn (untrimmed, guarded, cut turns marked) for the
 largest loop (needs matplotlib: `pip install matplotlib`).
 """
@@ -42,7 +47,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from bench.traces import agent_trace, coding_trace, real_traces, to_anthropic, to_responses, to_text_agent  # noqa: E402
+from bench.traces import agent_trace, coding_trace, real_long_sessions, real_traces, to_anthropic, to_responses, to_text_agent  # noqa: E402
 from guard.dialects import detect  # noqa: E402
 from guard.engine import Engine  # noqa: E402
 from guard.errors import ContextWindowExceeded  # noqa: E402
@@ -62,6 +67,8 @@ PRICES = {"anthropic": (0.10, 1.25, 1.0), "openai": (0.50, 1.0, 1.0), "openai-0.
 def loops(limit: int | None = None) -> list[tuple[str, dict[str, Any]]]:
     # the real runs long enough to be a loop (10+ turns; the shorter ones are one big tool output)
     out = [(f"docent/{b['x_trace'].split('/')[-1].removesuffix('.json')}", b) for b in real_traces() if len(b["messages"]) >= 20]
+    # a real long Claude Code session (vibelens's sample data; not installed: left out)
+    out += real_long_sessions()
     # one-tool coding runs of 160 turns: squeezed to half, whole turns go on most overflowing turns
     for seed in (1, 2, 3):
         trace = coding_trace(turns=160, seed=seed)

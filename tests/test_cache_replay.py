@@ -11,6 +11,7 @@ from bench.cache import loops, replay, row, window_policy
 
 SYNTHETIC = [(name, body) for name, body in loops() if name.startswith("agent_trace") and not name.endswith("/responses")]
 CODING = [(name, body) for name, body in loops() if name.startswith("coding")]
+REAL_LONG = [(name, body) for name, body in loops() if name.startswith("vibelens")]
 RESPONSES = [(name, body) for name, body in loops() if name.endswith("/responses")]
 
 
@@ -77,3 +78,19 @@ def test_a_long_coding_loop_whose_turns_must_go_costs_what_the_best_oldest_first
     assert r["anthropic"] <= r["anthropic_best_cut"] + (0.05 if not name.endswith("/text") else 0.2)
     assert r["bill_over"] <= 1.0  # over the overflowing turns, reads at 0.1x, no write premium
     assert r["room_min"] >= 0.6 and r["room_median"] >= 0.75
+
+
+def test_a_real_long_claude_code_session_costs_what_the_best_oldest_first_cuts_cost():
+    """A real Claude Code subagent session (128 tool calls, web searches and fetches, ~50k tokens)
+    the bench never tuned on, squeezed to half: before cuts were carried, 14 breaks, hit 0.74 of
+    the untrimmed loop's and 1.89x its Anthropic bill (1.8x over the overflowing turns)."""
+    assert REAL_LONG, "pip install --no-deps vibelens==1.0.8 (scripts/setup.sh does)"
+    for name, body in REAL_LONG:
+        base = replay(name, body, None)
+        run = replay(name, body, window_policy(body, 0.5))
+        r = row(name, base, run, body)
+        assert r["rejected"] == 0 and r["cut"] >= 30 and r["unmarked"] == 0
+        assert r["hit"] >= 0.9 and r["hit"] >= r["hit_best_cut"] - 0.05
+        assert r["anthropic"] <= r["anthropic_best_cut"] + 0.05
+        assert r["bill_over"] <= 1.0
+        assert r["room_min"] >= 0.6 and r["room_median"] >= 0.75
