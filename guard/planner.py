@@ -258,6 +258,8 @@ def _carried(
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
     if mark <= fixed:
         return None
+    if fixed + _kept_whole(dialect, messages[:m], lossless[:m], policy) > mark:
+        return None  # the prefix's pinned and newest turns alone are over its mark: no cut can carry
     question = _query(dialect, messages[:m])
     cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question, can_summarize)
     if part.relevance is not None:
@@ -293,6 +295,12 @@ def _carried(
         return None
     part.originals, part.original_counts = messages, counts
     return conv, part, m
+
+
+def _kept_whole(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: Sequence[int], policy: Policy) -> int:
+    """Tokens of the messages no step but the last resort cuts: pinned ones and the newest turns."""
+    built = Conversation.build(dialect, messages, counts, 0, policy.keep_recent_groups, policy.keep_first_user_turn)
+    return sum(n for n, pinned, recent in zip(counts, built.pinned, built.recent) if pinned or recent)
 
 
 def _fit_prefix(
