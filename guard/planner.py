@@ -120,7 +120,8 @@ def plan(
     if not budget.fits(before):
         budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
         summarizing = can_summarize and policy.allows("summarize")
-        carried = yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx, summarizing)
+        # (with a summarizer the request is fitted whole: its summary spans move in quanta of their own)
+        carried = None if summarizing else (yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx, False))
         if carried is not None:
             conv, ctx, cut_from = carried
         else:
@@ -239,8 +240,8 @@ def _carried(
     every overflow). Every turn of a band then sends the same cut, byte for byte, whatever the
     strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
     at a crossing the prefix moves, and the cut is made once, a band deeper. None when the
-    carried cut does not fit (the request is then fitted whole). With a summarizer the prefix is
-    summarized as any request is: its spans, and so the cached summary, stay the same all band."""
+    carried cut does not fit (the request is then fitted whole). The planner carries cuts only
+    without a summarizer; `can_summarize` would let the prefix be summarized as any request is."""
     # bands are counted on the messages as they go once the request is over its room, JSON
     # compacted: a compacted message by its count scaled by its tool results' length (no encoding
     # of the whole history; this over-states compact JSON by 2-3%, so what is added before the

@@ -197,11 +197,11 @@ def request_body(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthro
 
 @st.composite
 def long_agent_loop(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic", "responses")) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(body, settings): one task, then 30-70 tool turns whose results (plain text or JSON, 40-400
+    """(body, settings): one task, then 20-40 tool turns whose results (plain text or JSON, 60-400
     words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
     has whole turns dropped on most turns. Turn sizes vary, so crossings fall anywhere."""
-    turns = draw(st.integers(30, 70))
-    sizes = draw(st.lists(st.integers(40, 400), min_size=turns, max_size=turns))
+    turns = draw(st.integers(20, 40))
+    sizes = draw(st.lists(st.integers(60, 400), min_size=turns, max_size=turns))
     msgs: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent. " + CANARY, "x_id": 0},
         {"role": "user", "content": "Fix the failing import in the config loader. " + CANARY, "x_id": 1},

@@ -43,7 +43,9 @@ def test_the_real_loops_keep_the_fingerprint_honest():
     for name, body in real:
         run = replay(name, body, window_policy(body, 0.5))
         assert sum(t.broken for t in run.turns) == 0, name
-        assert min(run.room_used) >= 0.6 and statistics.median(run.room_used) >= 0.8, name
+        # a cut carried all band long lands at the band's mark, deep enough to last: median room
+        # 0.78-0.81 on these runs (0.80-0.82 when every turn was cut anew)
+        assert min(run.room_used) >= 0.6 and statistics.median(run.room_used) >= 0.75, name
 
 
 @pytest.mark.parametrize("name,body", RESPONSES, ids=[n for n, _ in RESPONSES])

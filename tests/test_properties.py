@@ -525,7 +525,8 @@ def test_the_newest_turns_are_sent_as_they_came_while_older_history_can_make_roo
 
 @given(long_agent_loop())
 def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
-    """Issue 24: a loop that grows to 2-5x its room, with results too many for truncation alone, so
+    """Issue 24: a loop that grows to 2-5x its room (20-40 turns: each example replays every turn),
+    with results too many for truncation alone, so
     whole turns go on most turns. Turn N+1's fitted messages start with turn N's, byte for byte,
     except on turns whose report marks a new cut; and new cuts come once per band of growth (the
     quantum, `cut_quantum_ratio` of the room), plus one, not once per turn."""
