@@ -211,7 +211,7 @@ def _fit(conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool) 
 
 def crossing(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int, target: int, band: int) -> int:
     """Where the conversation last crossed a band: the shortest prefix, ending at a turn boundary,
-    whose tokens (as the client sent them) are already in the same band above the low-water mark
+    whose tokens (`counts`, per message) are already in the same band above the low-water mark
     as the whole request's. Every turn from that prefix up to the next crossing gets the cut the
     prefix got (see `_carried`). `len(messages)` if the request itself is the crossing turn."""
     total = fixed + sum(counts)
