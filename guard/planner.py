@@ -121,7 +121,7 @@ def plan(
         budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
         summarizing = can_summarize and policy.allows("summarize")
         # (with a summarizer the request is fitted whole: its summary spans move in quanta of their own)
-        carried = None if summarizing else (yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx, False))
+        carried = None if summarizing else (yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx))
         if carried is not None:
             conv, ctx, cut_from = carried
         else:
@@ -228,7 +228,7 @@ def crossing(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: 
 
 def _carried(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context, can_summarize: bool,
+    budget: Budget, policy: Policy, ctx: Context,
 ) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
     """The cut of the turn where the conversation crossed its current band, carried forward.
 
@@ -241,7 +241,7 @@ def _carried(
     strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
     at a crossing the prefix moves, and the cut is made once, a band deeper. None when the
     carried cut does not fit (the request is then fitted whole). The planner carries cuts only
-    without a summarizer; `can_summarize` would let the prefix be summarized as any request is."""
+    without a summarizer."""
     # bands are counted on the messages as they go once the request is over its room, JSON
     # compacted: a compacted message by its count scaled by its tool results' length (no encoding
     # of the whole history; this over-states compact JSON by 2-3%, so what is added before the
@@ -262,7 +262,7 @@ def _carried(
     if fixed + _kept_whole(dialect, messages[:m], lossless[:m], policy) > mark:
         return None  # the prefix's pinned and newest turns alone are over its mark: no cut can carry
     question = _query(dialect, messages[:m])
-    cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question, can_summarize)
+    cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question)
     if part.relevance is not None:
         # the band's question is the one its prefix ended with; the first question asked since
         # that is about something the cut removed takes its place, once: a later one waits for the
@@ -272,7 +272,7 @@ def _carried(
         for asked in dict.fromkeys(later):
             # (the question itself holds its terms: what else is sent must)
             if asked != question and _cuts_into(cut, part, asked, [line for line in after if line != asked]):
-                cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked, can_summarize)
+                cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked)
                 break
     if cut.total > mark:
         return None
@@ -306,7 +306,7 @@ def _kept_whole(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], count
 
 def _fit_prefix(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None, can_summarize: bool = False,
+    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None,
 ) -> Generator[Any, Any, tuple[Conversation, Context]]:
     """The prefix of a carried cut fitted to `mark`, its lossy steps ranking by `question`."""
     band = budget.band
@@ -323,7 +323,7 @@ def _fit_prefix(
     for action in ctx.actions:  # the output clamp of this request
         part.record(action.kind, action.tokens_saved, action.items)
     prefix = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
-    return (yield from _fit(prefix, part, policy, can_summarize))
+    return (yield from _fit(prefix, part, policy, can_summarize=False))
 
 
 def _cuts_into(cut: Conversation, part: Context, question: str, tail: Sequence[str]) -> bool:
