@@ -259,8 +259,12 @@ def _carried(
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
     if mark <= fixed:
         return None
-    if fixed + _kept_whole(dialect, messages[:m], lossless[:m], policy) > mark:
-        return None  # the prefix's pinned and newest turns alone are over its mark: no cut can carry
+    # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill most
+    # of a small room): then no cut lasts a band, and the prefix is cut as deep as it can go; that
+    # cut is carried while the request fits, and the request is fitted whole once it does not
+    floor = fixed + _kept_whole(dialect, messages[:m], lossless[:m], policy)
+    deepest = floor > mark
+    mark = max(mark, floor)
     question = _query(dialect, messages[:m])
     cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question)
     if part.relevance is not None:
@@ -274,7 +278,7 @@ def _carried(
             if asked != question and _cuts_into(cut, part, asked, [line for line in after if line != asked]):
                 cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked)
                 break
-    if cut.total > mark:
+    if cut.total > mark and not deepest:
         return None
     # what follows the prefix goes JSON compacted where that saves tokens (counted exactly: less
     # than a band of messages, most of them counted on earlier turns already)
