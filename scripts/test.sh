@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv and run the whole test suite (property tests at 1,000 examples each).
+# Set up .venv and run the whole test suite (property tests: CI's share of 250 examples each;
+# HYPOTHESIS_PROFILE=full for 1,000, deep for 10,000).
 #
 # The end-to-end tests use real parts: Debian's redis-server (installed here when missing and we
 # may use apt) and a local LLM (llama.cpp + Gemma 3 270M, the local-llm extra). Without them
