@@ -54,7 +54,7 @@ model_list:
     litellm_params: {{model: openai/gpt-4o-undersized, api_base: "{base}/v1", api_key: dummy}}
     model_info: {{max_input_tokens: 8192, max_output_tokens: 2048}}
 litellm_settings:
-  callbacks: [guard.proxy.context_guard, tests.e2e.recorder.recorder]
+  callbacks: [guard.proxy.context_guard, tests.e2e.recorder.recorder, tests.e2e.contract_probe.probe]
   num_retries: 0
   context_window_fallbacks: [{{"tiny-with-fallback": ["big"]}}]
 general_settings:
@@ -70,11 +70,12 @@ context_guard:
 
 
 class Proxy:
-    def __init__(self, url: str, upstream: Upstream, log: Path, events: Path) -> None:
+    def __init__(self, url: str, upstream: Upstream, log: Path, events: Path, contract_log: Path | None = None) -> None:
         self.url = url
         self.upstream = upstream
         self.log = log
         self.events = events
+        self.contract_log = contract_log  # what tests/e2e/contract_probe.py saw of LiteLLM's hooks
 
     def reset(self) -> None:
         with self.upstream.lock:
@@ -106,7 +107,7 @@ def start_proxy(
         cwd=workdir, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
+    deadline = time.time() + 240  # two workers on a loaded 2-core machine took over 120 s once
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"proxy exited: {log.read_text()[-3000:]}")
@@ -142,6 +143,8 @@ def proxy(upstream: Upstream, tmp_path_factory: pytest.TempPathFactory) -> Itera
     workdir = tmp_path_factory.mktemp("proxy")
     events = workdir / "events.jsonl"
     events.touch()
-    proc, url, log = start_proxy(proxy_config(upstream.port), workdir, {"GUARD_E2E_LOG": str(events)})  # type: ignore[attr-defined]
-    yield Proxy(url, upstream, log, events)
+    contract = workdir / "contract.jsonl"
+    env = {"GUARD_E2E_LOG": str(events), "GUARD_E2E_CONTRACT_LOG": str(contract)}
+    proc, url, log = start_proxy(proxy_config(upstream.port), workdir, env)  # type: ignore[attr-defined]
+    yield Proxy(url, upstream, log, events, contract)
     stop_proxy(proc)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The compatibility run: the guard installed next to a LiteLLM a team already runs, then the
+# end-to-end subset that exercises every hook and route (proxy chat, Anthropic messages, Responses,
+# routing and fallbacks, SDK sync and async, calibration, LiteLLM's hook contract) and the tests of
+# LiteLLM's model map.
+#
+#   ./scripts/compat.sh                                 # the lowest release of the tested range
+#   GUARD_LITELLM_VERSION=1.106.2 ./scripts/compat.sh   # any other release
+#
+# It installs litellm[proxy]==VERSION into .venv-compat-VERSION/ first, then the guard, and fails
+# if pip moved LiteLLM: the guard's range must keep the gateway's release.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version="${GUARD_LITELLM_VERSION:-1.102.4}"
+venv=".venv-compat-${version}"
+[ -x "${venv}/bin/python" ] || python3 -m venv "${venv}"
+pip=("${venv}/bin/python" -m pip install --quiet --disable-pip-version-check)
+"${pip[@]}" --upgrade pip >/dev/null
+"${pip[@]}" "litellm[proxy]==${version}"
+"${pip[@]}" -e ".[proxy,test]"
+installed="$("${venv}/bin/python" -c 'from importlib.metadata import version; print(version("litellm"))')"
+if [ "${installed}" != "${version}" ]; then
+  echo "compat: installing the guard moved LiteLLM from ${version} to ${installed}" >&2
+  exit 1
+fi
+echo "compat: LiteLLM ${installed} kept; running the end-to-end subset"
+export LITELLM_LOCAL_MODEL_COST_MAP=True
+exec "${venv}/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider \
+  tests/e2e/test_hook_contract.py tests/e2e/test_proxy.py tests/e2e/test_responses.py tests/e2e/test_routing.py \
+  tests/e2e/test_sdk.py tests/e2e/test_calibration_e2e.py tests/test_model_parity.py tests/test_limits.py "$@"
