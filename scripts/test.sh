@@ -13,4 +13,4 @@ if ! command -v redis-server >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v
 fi
 ./scripts/setup.sh "${GUARD_EXTRAS:-proxy,test,local-llm,exact}"
 export LITELLM_LOCAL_MODEL_COST_MAP=True
-exec .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" -q --durations=15 "$@"
+exec "${GUARD_VENV:-.venv}/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q --durations=15 "$@"
