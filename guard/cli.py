@@ -3,6 +3,8 @@
     context-guard fit REQUEST.json [--config LITELLM_CONFIG.yaml] [--model NAME]
                       [--dialect openai|anthropic|responses] [--out FITTED.json|-] [--json]
     context-guard calibration --config LITELLM_CONFIG.yaml [--redis redis://HOST:PORT/0] [--json]
+    context-guard agent-env claude-code|codex --config LITELLM_CONFIG.yaml --model NAME
+                      [--team TEAM] [--key-alias ALIAS] [--base-url URL]
 
 Exit status: 0 the result fits (changed or not), 2 rejected (context window exceeded),
 1 bad input or usage.
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn, Sequence
 
+from guard.announce import AGENTS, announce, lines
 from guard.dialects import DIALECTS
 from guard.engine import Engine
 from guard.errors import ContextWindowExceeded, GuardError
@@ -45,6 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--config", required=True, help="LiteLLM proxy config (model_list, context_guard policy)")
     cal.add_argument("--redis", help="the shared Redis (default: the config's coordination_redis or cache.redis_url)")
     cal.add_argument("--json", action="store_true", help="one JSON object per deployment")
+    env = sub.add_parser("agent-env", help="the settings that tell a coding agent the window the guard enforces for a caller")
+    env.add_argument("agent", choices=list(AGENTS), help="claude-code: shell exports; codex: config.toml lines")
+    env.add_argument("--config", required=True, help="the proxy's LiteLLM config (model_list, context_guard policy)")
+    env.add_argument("--model", required=True, help="the model name clients send (a model_list model_name)")
+    env.add_argument("--team", help="the caller's team id or alias (its policy layer applies)")
+    env.add_argument("--key-alias", help="the caller's key alias (its policy layer applies)")
+    env.add_argument("--base-url", help="the proxy's URL (default for codex: http://127.0.0.1:4000)")
     return parser
 
 
@@ -52,6 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "calibration":
         return calibration_main(args)
+    if args.command == "agent-env":
+        return agent_env_main(args)
     try:
         raw = sys.stdin.buffer.read() if args.request == "-" else Path(args.request).read_bytes()
     except OSError as e:
@@ -142,6 +154,20 @@ def calibration_main(args: argparse.Namespace) -> int:
     console.print(table)
     where = f"shared store {url} ({len(shared)} deployments with answers)" if store is not None else "no shared Redis: static factors only"
     console.print(where)
+    return EXIT_FITS
+
+
+def agent_env_main(args: argparse.Namespace) -> int:
+    """Print what `guard.announce` derives for one model and caller, in the agent's own terms."""
+    try:
+        engine = Engine.from_config(args.config)
+        underlying = engine.underlying(args.model)
+        policy, _ = engine.policies.resolve((args.model, underlying), team=(args.team,), key=(args.key_alias,))
+        limits = engine.limits_for(args.model, policy)
+    except GuardError as e:
+        return _fail(str(e))
+    for line in lines(announce(args.model, limits, policy), args.agent, base_url=args.base_url):
+        print(line)
     return EXIT_FITS
 
 
