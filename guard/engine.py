@@ -159,6 +159,28 @@ class Engine:
             calibration=(key, factor.source),
         )
 
+    def count(
+        self,
+        body: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        dialect: Dialect | str | None = None,
+        policy: Policy | None = None,
+    ) -> int:
+        """The input tokens the guard counts for a body (calibrated, as `fit` reports them in
+        `input_tokens_before`): what the proxy's token-counting endpoints answer for its models."""
+        if not isinstance(body, Mapping):
+            raise BadRequest("the request body must be a JSON object")
+        name = model or body.get("model")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("the request names no model (pass one or set 'model' in the body)")
+        d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
+        policy = policy or self.policy_for(name)
+        deployment = self.deployments.get(name)
+        real = deployment.model if deployment else self.underlying(name)
+        counter, _, _ = self.counter_and_factor(name, policy, real, self.calibration_key(name, deployment))
+        return counter.body(d, body)
+
     def _adaptive_thinking(self, model: str) -> bool:
         """Whether LiteLLM maps reasoning_effort to adaptive thinking (no budget) for this model."""
         entry = lookup(self.model_map, model)

@@ -3,13 +3,16 @@
 Its policy is the `context_guard:` section of the proxy's own config file, read at start-up; its
 model limits come from the proxy's router (model_list `model_info`) and LiteLLM's model map. If
 the proxy has no `/metrics` endpoint yet (LiteLLM mounts one only with its prometheus callback),
-the guard mounts the standard Prometheus exposition there.
+the guard mounts the standard Prometheus exposition there. The token-counting endpoints agents
+call (`/v1/messages/count_tokens`, `/v1/responses/input_tokens`) answer with the guard's own
+count (calibrated, the caller's policy applied), so an agent's accounting and the guard's agree.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any, Awaitable, Callable
 
 from guard.callback import ContextGuard, _proxy_config_path
 
@@ -36,3 +39,63 @@ def _mount_metrics() -> None:
 
 
 _mount_metrics()
+
+# path -> (dialect, how the answer looks); the paths LiteLLM serves them at
+_ANTHROPIC = ("anthropic", lambda n: {"input_tokens": n})
+_RESPONSES = ("responses", lambda n: {"object": "response.input_tokens", "input_tokens": n})
+COUNTING = {
+    "/v1/messages/count_tokens": _ANTHROPIC,
+    "/v1/responses/input_tokens": _RESPONSES,
+    "/responses/input_tokens": _RESPONSES,
+    "/openai/v1/responses/input_tokens": _RESPONSES,
+}
+
+
+def _mount_counting() -> None:
+    """The guard's count at the token-counting endpoints, ahead of LiteLLM's own routes."""
+    module = sys.modules.get("litellm.proxy.proxy_server")
+    app = getattr(module, "app", None) if module else None
+    if app is None:
+        return
+    from fastapi import Depends, Request
+    from fastapi.responses import JSONResponse
+    from fastapi.routing import APIRoute
+    from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
+
+    from guard.errors import GuardError
+    from guard.identity import identity_from_auth
+
+    def endpoint(dialect: str, answer: Callable[[int], dict]) -> Callable[..., Awaitable[Any]]:
+        async def count(request: Request, auth: Any = Depends(user_api_key_auth)) -> Any:
+            try:
+                body = await request.json()
+            except ValueError:
+                return _bad(dialect, "the request body is not valid JSON")
+            try:
+                engine = context_guard.engine
+                name = body.get("model") if isinstance(body, dict) else None
+                if not isinstance(name, str) or not name:
+                    return _bad(dialect, "the request names no model")
+                identity = identity_from_auth(auth)
+                policy, _ = engine.policies.resolve(
+                    (name, engine.underlying(name)), team=identity.team, key=identity.key, trusted=identity.trusted
+                )
+                return answer(engine.count(body, dialect=dialect, policy=policy))
+            except GuardError as e:
+                return _bad(dialect, str(e))
+
+        # (this module's annotations are strings; FastAPI must see the classes to inject the request)
+        count.__annotations__ = {"request": Request, "auth": Any, "return": Any}
+
+        def _bad(dialect: str, message: str) -> JSONResponse:
+            error = {"type": "invalid_request_error", "message": message}
+            payload = {"type": "error", "error": error} if dialect == "anthropic" else {"error": {**error, "param": None, "code": None}}
+            return JSONResponse(payload, status_code=400)
+
+        return count
+
+    for path, (dialect, answer) in COUNTING.items():
+        app.router.routes.insert(0, APIRoute(path, endpoint(dialect, answer), methods=["POST"]))
+
+
+_mount_counting()

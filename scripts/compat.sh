@@ -29,5 +29,5 @@ export LITELLM_LOCAL_MODEL_COST_MAP=True
 # lost its uvicorn workers at start-up here, children dying and restarting, and one served all)
 exec "${venv}/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider \
   tests/e2e/test_hook_contract.py tests/e2e/test_proxy.py tests/e2e/test_responses.py tests/e2e/test_routing.py \
-  tests/e2e/test_sdk.py tests/e2e/test_calibration_e2e.py tests/test_model_parity.py tests/test_limits.py \
+  tests/e2e/test_sdk.py tests/e2e/test_calibration_e2e.py tests/e2e/test_token_counting.py tests/test_model_parity.py tests/test_limits.py \
   --deselect tests/e2e/test_routing.py::test_metrics_add_up_across_proxy_workers "$@"

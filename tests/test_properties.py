@@ -523,6 +523,14 @@ def test_the_newest_turns_are_sent_as_they_came_while_older_history_can_make_roo
         assert sent[m["x_id"]] in (m, compacted(d, m))
 
 
+@given(request_body())
+def test_the_guards_count_of_a_body_is_what_its_fit_reports(case):
+    """`Engine.count` (the proxy's token-counting endpoints) answers what the fit counts."""
+    body, settings = case
+    result = _fit(body, settings)
+    assert _engine(settings).count(body, dialect=settings["dialect"]) == result.report.input_tokens_before
+
+
 @given(long_agent_loop())
 def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
     """Issue 24: a loop that grows to 2-5x its room (20-40 turns: each example replays every turn),

@@ -17,7 +17,7 @@ KEYS = {
 
 
 async def user_api_key_auth(request, api_key: str) -> UserAPIKeyAuth:
-    token = api_key.removeprefix("Bearer ").strip()
+    token = (api_key or "").removeprefix("Bearer ").strip()
     if token not in KEYS:
         raise HTTPException(status_code=401, detail="unknown key")
     return UserAPIKeyAuth(api_key=token, **KEYS[token])
