@@ -274,10 +274,13 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
         p = Proxy(url, upstream, tmp_path / "log", tmp_path / "none")
         p.reset()
         # a new connection each time, so the kernel spreads them over the workers; on a loaded
-        # machine one worker may accept a dozen in a row, so send until both have served (12 at
-        # least, 60 at most)
-        n = 0
-        while n < 12 or (n < 60 and len({f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}) < 2):
+        # machine one worker may accept a dozen in a row, and uvicorn restarts a worker that
+        # misses its 5 s health check while importing LiteLLM, so send until both have served
+        # (12 requests at least, for up to 150 s)
+        n, deadline = 0, time.time() + 150
+        while n < 12 or (time.time() < deadline and len({f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}) < 2):
+            if n >= 12:
+                time.sleep(0.5)
             body = {"model": "big", "messages": [{"role": "user", "content": f"{text} {n}"}], "max_tokens": 20}
             r = httpx.post(url + "/chat/completions", json=body, headers={"authorization": "Bearer sk-master", "connection": "close"}, timeout=60)
             assert r.status_code == 200
