@@ -129,6 +129,18 @@ class Engine:
         return counter, (prof.exact or exact_vocab is not None) and factor.value == 1.0, factor
 
     # -- fitting ----------------------------------------------------------------------------
+    def _request(
+        self, body: Mapping[str, Any], model: str | None, dialect: Dialect | str | None, policy: Policy | None
+    ) -> tuple[str, Dialect, Policy]:
+        """A body's model name, dialect and policy, or BadRequest."""
+        if not isinstance(body, Mapping):
+            raise BadRequest("the request body must be a JSON object")
+        name = model or body.get("model")
+        if not isinstance(name, str) or not name:
+            raise BadRequest("the request names no model (pass one or set 'model' in the body)")
+        d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
+        return name, d, policy or self.policy_for(name)
+
     def plan(
         self,
         body: Mapping[str, Any],
@@ -141,13 +153,7 @@ class Engine:
     ) -> Plan:
         """The planner generator for one body (see guard.planner). `deployment` names the real
         model and model_info behind `model` when the caller knows them (the LiteLLM hooks do)."""
-        if not isinstance(body, Mapping):
-            raise BadRequest("the request body must be a JSON object")
-        name = model or body.get("model")
-        if not isinstance(name, str) or not name:
-            raise BadRequest("the request names no model (pass one or set 'model' in the body)")
-        d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
-        policy = policy or self.policy_for(name)
+        name, d, policy = self._request(body, model, dialect, policy)
         limits = self.limits_for(name, policy, deployment)
         deployment = deployment or self.deployments.get(name)
         real = deployment.model if deployment else self.underlying(name)
@@ -169,13 +175,7 @@ class Engine:
     ) -> int:
         """The input tokens the guard counts for a body (calibrated, as `fit` reports them in
         `input_tokens_before`): what the proxy's token-counting endpoints answer for its models."""
-        if not isinstance(body, Mapping):
-            raise BadRequest("the request body must be a JSON object")
-        name = model or body.get("model")
-        if not isinstance(name, str) or not name:
-            raise BadRequest("the request names no model (pass one or set 'model' in the body)")
-        d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
-        policy = policy or self.policy_for(name)
+        name, d, policy = self._request(body, model, dialect, policy)
         deployment = self.deployments.get(name)
         real = deployment.model if deployment else self.underlying(name)
         counter, _, _ = self.counter_and_factor(name, policy, real, self.calibration_key(name, deployment))
