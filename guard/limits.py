@@ -112,7 +112,10 @@ def resolve_limits(
     max_in = max_out = None
     source = "default"
     exact = model_map.get(real) if model_map else None
-    if isinstance(exact, Mapping) and _positive_int(exact.get("max_input_tokens") or exact.get("max_tokens")):
+    info_in, info_out = _io(model_info) if model_info else (None, None)
+    if info_in and info_out:
+        pass  # the deployment's model_info says both: no map or resolver (LiteLLM's import) needed
+    elif isinstance(exact, Mapping) and _positive_int(exact.get("max_input_tokens") or exact.get("max_tokens")):
         max_in, max_out = _io(exact)
         source = "model_map"
     else:
@@ -125,11 +128,9 @@ def resolve_limits(
             if entry is not None:
                 max_in, max_out = _io(entry)
                 source = "model_map"
-    if model_info:
-        info_in, info_out = _io(model_info)
-        if info_in or info_out:
-            max_in, max_out = info_in or max_in, info_out or max_out
-            source = "config"
+    if info_in or info_out:
+        max_in, max_out = info_in or max_in, info_out or max_out
+        source = "config"
     if max_in is None:
         if policy.default_context_window is None:
             raise UnknownModel(model)

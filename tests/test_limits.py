@@ -63,3 +63,19 @@ def test_unknown_model_is_an_error_unless_a_default_window_is_configured():
         resolve_limits("openai/my-finetune", Policy(), model_map=MAP)
     limits = resolve_limits("openai/my-finetune", Policy(default_context_window=32_768), model_map=MAP)
     assert (limits.max_input_tokens, limits.source, limits.rule) == (32_768, "policy_default", "shared")
+
+
+def test_model_info_with_both_limits_never_asks_the_resolver():
+    """A deployment whose model_info says both limits needs no map lookup or LiteLLM import (the
+    CLI took 6-14 s importing LiteLLM for such configs); with one limit the resolver fills the other."""
+    asked: list[str] = []
+
+    def resolver(name: str):
+        asked.append(name)
+        return {"max_input_tokens": 100_000, "max_output_tokens": 4_000}
+
+    both = resolve_limits("gw", Policy(), model_map={}, model_info={"max_input_tokens": 8192, "max_output_tokens": 1024},
+                          underlying="openai/gw", resolver=resolver)
+    assert (both.max_input_tokens, both.max_output_tokens, both.source, asked) == (8192, 1024, "config", [])
+    one = resolve_limits("gw", Policy(), model_map={}, model_info={"max_input_tokens": 8192}, underlying="openai/gw", resolver=resolver)
+    assert (one.max_input_tokens, one.max_output_tokens, one.source, asked) == (8192, 4_000, "config", ["openai/gw"])
