@@ -5,7 +5,8 @@ model limits come from the proxy's router (model_list `model_info`) and LiteLLM'
 the proxy has no `/metrics` endpoint yet (LiteLLM mounts one only with its prometheus callback),
 the guard mounts the standard Prometheus exposition there. The token-counting endpoints agents
 call (`/v1/messages/count_tokens`, `/v1/responses/input_tokens`) answer with the guard's own
-count (calibrated, the caller's policy applied), so an agent's accounting and the guard's agree.
+count (calibrated, the caller's policy applied), so an agent's accounting and the guard's agree;
+`/model/info` entries carry the limits the guard enforces for the caller (`model_info.context_guard`).
 """
 
 from __future__ import annotations
@@ -99,3 +100,63 @@ def _mount_counting() -> None:
 
 
 _mount_counting()
+
+
+def _limits_for(name: str, auth: Any) -> dict[str, int] | None:
+    """What the guard enforces for `name` and the caller behind `auth` (None: no limits known)."""
+    from guard.announce import announce
+    from guard.errors import GuardError
+    from guard.identity import identity_from_auth
+
+    engine = context_guard.engine
+    identity = identity_from_auth(auth)
+    try:
+        policy, _ = engine.policies.resolve((name, engine.underlying(name)), team=identity.team, key=identity.key, trusted=identity.trusted)
+        a = announce(name, engine.limits_for(name, policy), policy)
+    except GuardError:
+        return None
+    return {"context_window": a.window, "max_output_tokens": a.max_output, "safety_margin_tokens": a.margin,
+            "max_input_tokens": a.input_limit, "agent_context_window": a.agent_window, "auto_compact_tokens": a.auto_compact}
+
+
+def _mount_model_info() -> None:
+    """`/model/info` (and `/v1/model/info`) entries carry `model_info.context_guard`: the limits the
+    guard enforces for the caller's key and team (see guard.announce), next to LiteLLM's own."""
+    import functools
+    import json
+
+    module = sys.modules.get("litellm.proxy.proxy_server")
+    app = getattr(module, "app", None) if module else None
+    if app is None:
+        return
+    from fastapi import Depends
+    from fastapi.responses import JSONResponse
+    from fastapi.routing import APIRoute
+    from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
+
+    original = getattr(module, "model_info_v1", None)  # LiteLLM's handler of both paths
+    if original is None:
+        return
+
+    @functools.wraps(original)
+    async def with_limits(*args: Any, **kwargs: Any) -> Any:
+        result = await original(*args, **kwargs)
+        body = result
+        if hasattr(result, "body") and getattr(result, "media_type", None) == "application/json":
+            body = json.loads(bytes(result.body))
+        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+            return result  # a shape this guard does not know: LiteLLM's answer as it was
+        auth = kwargs.get("user_api_key_dict")
+        for entry in body["data"]:
+            if isinstance(entry, dict) and isinstance(entry.get("model_name"), str):
+                limits = _limits_for(entry["model_name"], auth)
+                if limits is not None:
+                    info = entry.get("model_info") if isinstance(entry.get("model_info"), dict) else {}
+                    entry["model_info"] = {**info, "context_guard": limits}
+        return JSONResponse(body, status_code=getattr(result, "status_code", 200))
+
+    for path in ("/model/info", "/v1/model/info"):
+        app.router.routes.insert(0, APIRoute(path, with_limits, methods=["GET"], dependencies=[Depends(user_api_key_auth)]))
+
+
+_mount_model_info()

@@ -63,3 +63,25 @@ def test_counting_needs_a_key_and_a_body_it_can_read(proxy):
     r = httpx.post(proxy.url + "/v1/responses/input_tokens", json={"input": "hi"}, headers=auth)
     assert r.status_code == 400 and "model" in r.json()["error"]["message"]
     assert httpx.get(proxy.url + "/health/liveliness").status_code == 200  # and the proxy keeps serving
+
+
+def test_model_info_carries_the_limits_the_guard_enforces_for_the_caller(proxy):
+    """`/model/info` entries carry `model_info.context_guard`, per caller: team-a's output cap of
+    128 (tests/e2e/conftest.py) shows for its key and not for the admin's."""
+    def limits(key: str) -> dict[str, dict]:
+        r = httpx.get(proxy.url + "/model/info", headers={"authorization": f"Bearer {key}"}, timeout=60)
+        assert r.status_code == 200, r.text
+        return {e["model_name"]: e["model_info"].get("context_guard") for e in r.json()["data"]}
+
+    admin, team = limits("sk-master"), limits("sk-team-a")
+    engine = _engine(proxy)
+    for name in ("small", "claude-small"):
+        from guard.announce import announce
+
+        policy = engine.policy_for(name)
+        a = announce(name, engine.limits_for(name, policy), policy)
+        assert admin[name] == {"context_window": a.window, "max_output_tokens": a.max_output, "safety_margin_tokens": a.margin,
+                               "max_input_tokens": a.input_limit, "agent_context_window": a.agent_window,
+                               "auto_compact_tokens": a.auto_compact}
+        assert admin[name]["context_window"] == 8192 and admin[name]["max_output_tokens"] == 2048
+        assert team[name]["max_output_tokens"] == 128 and team[name]["max_input_tokens"] > admin[name]["max_input_tokens"]
