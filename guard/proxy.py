@@ -6,7 +6,7 @@ the proxy has no `/metrics` endpoint yet (LiteLLM mounts one only with its prome
 the guard mounts the standard Prometheus exposition there. The token-counting endpoints agents
 call (`/v1/messages/count_tokens`, `/v1/responses/input_tokens`) answer with the guard's own
 count (calibrated, the caller's policy applied), so an agent's accounting and the guard's agree;
-`/model/info` entries carry the limits the guard enforces for the caller (`model_info.context_guard`).
+`/model/info` and `/v1/models` entries carry the limits the guard enforces for the caller.
 """
 
 from __future__ import annotations
@@ -119,9 +119,25 @@ def _limits_for(name: str, auth: Any) -> dict[str, int] | None:
             "max_input_tokens": a.input_limit, "agent_context_window": a.agent_window, "auto_compact_tokens": a.auto_compact}
 
 
-def _mount_model_info() -> None:
-    """`/model/info` (and `/v1/model/info`) entries carry `model_info.context_guard`: the limits the
-    guard enforces for the caller's key and team (see guard.announce), next to LiteLLM's own."""
+def _with_limits(entry: Any, auth: Any, name_key: str) -> None:
+    """One listed model, given the limits the guard enforces for it and the caller (in place)."""
+    if not isinstance(entry, dict) or not isinstance(entry.get(name_key), str):
+        return
+    limits = _limits_for(entry[name_key], auth)
+    if limits is None:
+        return
+    if name_key == "model_name":  # /model/info: next to LiteLLM's own model_info fields
+        info = entry.get("model_info") if isinstance(entry.get("model_info"), dict) else {}
+        entry["model_info"] = {**info, "context_guard": limits}
+    else:  # /v1/models: a field of the model object (clients ignore fields they do not know)
+        entry["context_guard"] = limits
+
+
+def _mount_model_lists() -> None:
+    """`/model/info` entries carry `model_info.context_guard` and `/v1/models` entries a
+    `context_guard` field: the limits the guard enforces for the caller's key and team (see
+    guard.announce), next to LiteLLM's own. LiteLLM's handlers are wrapped; an answer of a shape
+    the guard does not know goes out as LiteLLM made it."""
     import functools
     import json
 
@@ -134,29 +150,29 @@ def _mount_model_info() -> None:
     from fastapi.routing import APIRoute
     from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
 
-    original = getattr(module, "model_info_v1", None)  # LiteLLM's handler of both paths
-    if original is None:
-        return
+    def wrapped(original: Callable[..., Awaitable[Any]], name_key: str) -> Callable[..., Awaitable[Any]]:
+        @functools.wraps(original)
+        async def with_limits(*args: Any, **kwargs: Any) -> Any:
+            result = await original(*args, **kwargs)
+            body = result
+            if hasattr(result, "body") and getattr(result, "media_type", None) == "application/json":
+                body = json.loads(bytes(result.body))
+            if not isinstance(body, dict) or not isinstance(body.get("data"), list):
+                return result
+            for entry in body["data"]:
+                _with_limits(entry, kwargs.get("user_api_key_dict"), name_key)
+            return JSONResponse(body, status_code=getattr(result, "status_code", 200))
 
-    @functools.wraps(original)
-    async def with_limits(*args: Any, **kwargs: Any) -> Any:
-        result = await original(*args, **kwargs)
-        body = result
-        if hasattr(result, "body") and getattr(result, "media_type", None) == "application/json":
-            body = json.loads(bytes(result.body))
-        if not isinstance(body, dict) or not isinstance(body.get("data"), list):
-            return result  # a shape this guard does not know: LiteLLM's answer as it was
-        auth = kwargs.get("user_api_key_dict")
-        for entry in body["data"]:
-            if isinstance(entry, dict) and isinstance(entry.get("model_name"), str):
-                limits = _limits_for(entry["model_name"], auth)
-                if limits is not None:
-                    info = entry.get("model_info") if isinstance(entry.get("model_info"), dict) else {}
-                    entry["model_info"] = {**info, "context_guard": limits}
-        return JSONResponse(body, status_code=getattr(result, "status_code", 200))
+        return with_limits
 
-    for path in ("/model/info", "/v1/model/info"):
-        app.router.routes.insert(0, APIRoute(path, with_limits, methods=["GET"], dependencies=[Depends(user_api_key_auth)]))
+    for handler, name_key, paths in (("model_info_v1", "model_name", ("/model/info", "/v1/model/info")),
+                                     ("model_list", "id", ("/v1/models", "/models"))):
+        original = getattr(module, handler, None)
+        if original is None:
+            continue
+        endpoint = wrapped(original, name_key)
+        for path in paths:
+            app.router.routes.insert(0, APIRoute(path, endpoint, methods=["GET"], dependencies=[Depends(user_api_key_auth)]))
 
 
-_mount_model_info()
+_mount_model_lists()

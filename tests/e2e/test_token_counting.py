@@ -85,3 +85,10 @@ def test_model_info_carries_the_limits_the_guard_enforces_for_the_caller(proxy):
                                "auto_compact_tokens": a.auto_compact}
         assert admin[name]["context_window"] == 8192 and admin[name]["max_output_tokens"] == 2048
         assert team[name]["max_output_tokens"] == 128 and team[name]["max_input_tokens"] > admin[name]["max_input_tokens"]
+
+
+def test_v1_models_carries_them_too(proxy):
+    client = openai.OpenAI(base_url=proxy.url, api_key="sk-team-a", max_retries=0, timeout=60)
+    listed = {m.id: (m.model_extra or {}).get("context_guard") for m in client.models.list()}
+    assert listed["small"]["max_output_tokens"] == 128 and listed["small"]["context_window"] == 8192
+    assert listed["claude-small"]["max_output_tokens"] == 128
