@@ -48,8 +48,7 @@ class Announced:
 
 def announce(model: str, limits: ModelLimits, policy: Policy) -> Announced:
     """The limits one caller gets for `model` (its policy already resolved for the caller)."""
-    cap = limits.max_output_tokens if policy.max_output_tokens is None else min(limits.max_output_tokens, policy.max_output_tokens)
-    budget, _ = make_budget(limits, policy, cap)
+    budget, _ = make_budget(limits, policy, limits.max_output_tokens)  # the whole output cap reserved (clamped to the policy's)
     return Announced(model=model, window=limits.context_window, max_output=budget.reserved_output,
                      margin=budget.margin, input_limit=max(0, budget.room))
 

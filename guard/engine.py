@@ -141,6 +141,15 @@ class Engine:
         d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
         return name, d, policy or self.policy_for(name)
 
+    def _counting(
+        self, name: str, policy: Policy, deployment: Deployment | None
+    ) -> tuple[str, str, tuple[TokenCounter, bool, calibration.Factor]]:
+        """The real model behind `name`, its calibration key, and its counter, exactness and factor."""
+        deployment = deployment or self.deployments.get(name)
+        real = deployment.model if deployment else self.underlying(name)
+        key = self.calibration_key(name, deployment)
+        return real, key, self.counter_and_factor(name, policy, real, key)
+
     def plan(
         self,
         body: Mapping[str, Any],
@@ -155,10 +164,7 @@ class Engine:
         model and model_info behind `model` when the caller knows them (the LiteLLM hooks do)."""
         name, d, policy = self._request(body, model, dialect, policy)
         limits = self.limits_for(name, policy, deployment)
-        deployment = deployment or self.deployments.get(name)
-        real = deployment.model if deployment else self.underlying(name)
-        key = self.calibration_key(name, deployment)
-        counter, exact, factor = self.counter_and_factor(name, policy, real, key)
+        real, key, (counter, exact, factor) = self._counting(name, policy, deployment)
         return plan(
             body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,
             family=profile(real).family, adaptive_thinking=self._adaptive_thinking(real),
@@ -176,9 +182,7 @@ class Engine:
         """The input tokens the guard counts for a body (calibrated, as `fit` reports them in
         `input_tokens_before`): what the proxy's token-counting endpoints answer for its models."""
         name, d, policy = self._request(body, model, dialect, policy)
-        deployment = self.deployments.get(name)
-        real = deployment.model if deployment else self.underlying(name)
-        counter, _, _ = self.counter_and_factor(name, policy, real, self.calibration_key(name, deployment))
+        _, _, (counter, _, _) = self._counting(name, policy, None)
         return counter.body(d, body)
 
     def _adaptive_thinking(self, model: str) -> bool:

@@ -16,16 +16,24 @@ import sys
 from typing import Any, Awaitable, Callable
 
 from guard.callback import ContextGuard, _proxy_config_path
+from guard.errors import GuardError
+from guard.identity import identity_from_auth
+from guard.policy import Policy
 
 # The proxy reads its config file before it loads callbacks, so the policy is validated here, at
 # start-up: an invalid `context_guard:` section stops the proxy with the field named.
 context_guard = ContextGuard(config=_proxy_config_path())
 
 
-def _mount_metrics() -> None:
+def _proxy_module() -> Any:
+    """LiteLLM's proxy server module when it is loaded (None in SDK code)."""
     module = sys.modules.get("litellm.proxy.proxy_server")
-    app = getattr(module, "app", None) if module else None
-    if app is None or any(getattr(r, "path", None) == "/metrics" for r in app.routes):
+    return module if module is not None and getattr(module, "app", None) is not None else None
+
+
+def _mount_metrics() -> None:
+    module = _proxy_module()
+    if module is None or any(getattr(r, "path", None) == "/metrics" for r in module.app.routes):
         return
     from prometheus_client import CollectorRegistry, make_asgi_app, multiprocess
 
@@ -34,12 +42,30 @@ def _mount_metrics() -> None:
         # multiprocess mode); whichever worker answers /metrics sums them all
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)
-        app.mount("/metrics", make_asgi_app(registry))
+        module.app.mount("/metrics", make_asgi_app(registry))
         return
-    app.mount("/metrics", make_asgi_app())
+    module.app.mount("/metrics", make_asgi_app())
 
 
 _mount_metrics()
+
+
+def _caller_policy(name: str, auth: Any) -> Policy:
+    """The policy of a request to `name` from the caller behind LiteLLM's `auth` (no client hints)."""
+    engine = context_guard.engine
+    identity = identity_from_auth(auth)
+    policy, _ = engine.policies.resolve((name, engine.underlying(name)), team=identity.team, key=identity.key, trusted=identity.trusted)
+    return policy
+
+
+def _route(module: Any, path: str, endpoint: Callable[..., Awaitable[Any]], method: str) -> None:
+    """`endpoint` at `path`, behind LiteLLM's key auth, ahead of LiteLLM's own routes."""
+    from fastapi import Depends
+    from fastapi.routing import APIRoute
+    from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
+
+    module.app.router.routes.insert(0, APIRoute(path, endpoint, methods=[method], dependencies=[Depends(user_api_key_auth)]))
+
 
 # path -> (dialect, how the answer looks); the paths LiteLLM serves them at
 _ANTHROPIC = ("anthropic", lambda n: {"input_tokens": n})
@@ -52,51 +78,43 @@ COUNTING = {
 }
 
 
+def _bad_count(dialect: str, message: str) -> Any:
+    """A 400 in the shape of the counting endpoint's provider."""
+    from fastapi.responses import JSONResponse
+
+    error = {"type": "invalid_request_error", "message": message}
+    payload = {"type": "error", "error": error} if dialect == "anthropic" else {"error": {**error, "param": None, "code": None}}
+    return JSONResponse(payload, status_code=400)
+
+
 def _mount_counting() -> None:
     """The guard's count at the token-counting endpoints, ahead of LiteLLM's own routes."""
-    module = sys.modules.get("litellm.proxy.proxy_server")
-    app = getattr(module, "app", None) if module else None
-    if app is None:
+    module = _proxy_module()
+    if module is None:
         return
     from fastapi import Depends, Request
-    from fastapi.responses import JSONResponse
-    from fastapi.routing import APIRoute
     from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
-
-    from guard.errors import GuardError
-    from guard.identity import identity_from_auth
 
     def endpoint(dialect: str, answer: Callable[[int], dict]) -> Callable[..., Awaitable[Any]]:
         async def count(request: Request, auth: Any = Depends(user_api_key_auth)) -> Any:
             try:
                 body = await request.json()
             except ValueError:
-                return _bad(dialect, "the request body is not valid JSON")
+                return _bad_count(dialect, "the request body is not valid JSON")
+            name = body.get("model") if isinstance(body, dict) else None
+            if not isinstance(name, str) or not name:
+                return _bad_count(dialect, "the request names no model")
             try:
-                engine = context_guard.engine
-                name = body.get("model") if isinstance(body, dict) else None
-                if not isinstance(name, str) or not name:
-                    return _bad(dialect, "the request names no model")
-                identity = identity_from_auth(auth)
-                policy, _ = engine.policies.resolve(
-                    (name, engine.underlying(name)), team=identity.team, key=identity.key, trusted=identity.trusted
-                )
-                return answer(engine.count(body, dialect=dialect, policy=policy))
+                return answer(context_guard.engine.count(body, dialect=dialect, policy=_caller_policy(name, auth)))
             except GuardError as e:
-                return _bad(dialect, str(e))
+                return _bad_count(dialect, str(e))
 
         # (this module's annotations are strings; FastAPI must see the classes to inject the request)
         count.__annotations__ = {"request": Request, "auth": Any, "return": Any}
-
-        def _bad(dialect: str, message: str) -> JSONResponse:
-            error = {"type": "invalid_request_error", "message": message}
-            payload = {"type": "error", "error": error} if dialect == "anthropic" else {"error": {**error, "param": None, "code": None}}
-            return JSONResponse(payload, status_code=400)
-
         return count
 
     for path, (dialect, answer) in COUNTING.items():
-        app.router.routes.insert(0, APIRoute(path, endpoint(dialect, answer), methods=["POST"]))
+        _route(module, path, endpoint(dialect, answer), "POST")
 
 
 _mount_counting()
@@ -105,14 +123,10 @@ _mount_counting()
 def _limits_for(name: str, auth: Any) -> dict[str, int] | None:
     """What the guard enforces for `name` and the caller behind `auth` (None: no limits known)."""
     from guard.announce import announce
-    from guard.errors import GuardError
-    from guard.identity import identity_from_auth
 
-    engine = context_guard.engine
-    identity = identity_from_auth(auth)
     try:
-        policy, _ = engine.policies.resolve((name, engine.underlying(name)), team=identity.team, key=identity.key, trusted=identity.trusted)
-        a = announce(name, engine.limits_for(name, policy), policy)
+        policy = _caller_policy(name, auth)
+        a = announce(name, context_guard.engine.limits_for(name, policy), policy)
     except GuardError:
         return None
     return {"context_window": a.window, "max_output_tokens": a.max_output, "safety_margin_tokens": a.margin,
@@ -141,14 +155,10 @@ def _mount_model_lists() -> None:
     import functools
     import json
 
-    module = sys.modules.get("litellm.proxy.proxy_server")
-    app = getattr(module, "app", None) if module else None
-    if app is None:
+    module = _proxy_module()
+    if module is None:
         return
-    from fastapi import Depends
     from fastapi.responses import JSONResponse
-    from fastapi.routing import APIRoute
-    from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
 
     def wrapped(original: Callable[..., Awaitable[Any]], name_key: str) -> Callable[..., Awaitable[Any]]:
         @functools.wraps(original)
@@ -172,7 +182,7 @@ def _mount_model_lists() -> None:
             continue
         endpoint = wrapped(original, name_key)
         for path in paths:
-            app.router.routes.insert(0, APIRoute(path, endpoint, methods=["GET"], dependencies=[Depends(user_api_key_auth)]))
+            _route(module, path, endpoint, "GET")
 
 
 _mount_model_lists()
