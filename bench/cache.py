@@ -47,7 +47,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from bench.traces import agent_trace, coding_trace, real_long_sessions, real_traces, to_anthropic, to_responses, to_text_agent  # noqa: E402
+from bench.traces import agent_trace, coding_trace, real_long_sessions, real_traces, swe_runs, to_anthropic, to_responses, to_text_agent  # noqa: E402
 from guard.dialects import detect  # noqa: E402
 from guard.engine import Engine  # noqa: E402
 from guard.errors import ContextWindowExceeded  # noqa: E402
@@ -64,11 +64,17 @@ SUMMARY = (
 PRICES = {"anthropic": (0.10, 1.25, 1.0), "openai": (0.50, 1.0, 1.0), "openai-0.1": (0.10, 1.0, 1.0)}
 
 
-def loops(limit: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+def loops(limit: int | None = None, match: str | None = None) -> list[tuple[str, dict[str, Any]]]:
     # the real runs long enough to be a loop (10+ turns; the shorter ones are one big tool output)
     out = [(f"docent/{b['x_trace'].split('/')[-1].removesuffix('.json')}", b) for b in real_traces() if len(b["messages"]) >= 20]
     # a real long Claude Code session (vibelens's sample data; not installed: left out)
     out += real_long_sessions()
+    # real SWE-bench runs of a one-tool coding agent (bench/corpus/swe): whole turns go on most
+    # overflowing turns; the first also as Anthropic messages and as Responses items
+    for i, (name, body) in enumerate(swe_runs()):
+        out.append((f"{name}/chat", body))
+        if i == 0:
+            out += [(f"{name}/anthropic", to_anthropic(body)), (f"{name}/responses", to_responses(body, model=body["model"]))]
     # one-tool coding runs of 160 turns: squeezed to half, whole turns go on most overflowing turns
     for seed in (1, 2, 3):
         trace = coding_trace(turns=160, seed=seed)
@@ -82,6 +88,8 @@ def loops(limit: int | None = None) -> list[tuple[str, dict[str, Any]]]:
         out += [(f"agent_trace{seed}/chat", trace), (f"agent_trace{seed}/anthropic", to_anthropic(trace))]
         if seed == 3:  # the Responses API (reasoning items before calls), as Codex-style agents send it
             out.append((f"agent_trace{seed}/responses", to_responses(trace, model=trace["model"])))
+    if match:
+        out = [(name, body) for name, body in out if match in name]
     return out[-limit:] if limit else out
 
 
@@ -368,9 +376,10 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
     }
 
 
-def measure(ratio: float, limit: int | None = None, summarize: bool = False, **settings: Any) -> list[dict[str, Any]]:
+def measure(ratio: float, limit: int | None = None, summarize: bool = False, match: str | None = None,
+            **settings: Any) -> list[dict[str, Any]]:
     rows = []
-    for name, body in loops(limit):
+    for name, body in loops(limit, match):
         base = replay(name, body, None)
         policy = window_policy(body, ratio, **settings)
         run = replay(name, body, policy, Scripted() if summarize else None)
@@ -437,13 +446,14 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ratio", type=float, default=0.5, help="window as a fraction of the loop's full size")
     parser.add_argument("--loops", type=int, default=None, help="only the last N loops")
+    parser.add_argument("--match", default=None, help="only the loops whose name holds this text (e.g. swe/)")
     parser.add_argument("--chart", default=None, help="write the saw-tooth chart to this PNG")
     parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
     args = parser.parse_args(argv)
     settings = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
-    print(table(measure(args.ratio, args.loops, **settings), f"window {args.ratio:.0%} of each loop, no summarizer"))
+    print(table(measure(args.ratio, args.loops, match=args.match, **settings), f"window {args.ratio:.0%} of each loop, no summarizer"))
     print()
-    print(table(measure(args.ratio, args.loops, summarize=True, **settings), f"window {args.ratio:.0%}, scripted summarizer"))
+    print(table(measure(args.ratio, args.loops, summarize=True, match=args.match, **settings), f"window {args.ratio:.0%}, scripted summarizer"))
     if args.chart:
         chart(args.chart, args.ratio, **settings)
         print(f"\nchart: {args.chart}")

@@ -370,3 +370,19 @@ def real_long_sessions() -> list[tuple[str, dict[str, Any]]]:
     if not Path(str(path)).is_file():
         return []
     return [("vibelens/subagent", claude_code_session(Path(str(path)).read_text(encoding="utf-8")))]
+
+
+SWE_CORPUS = Path(__file__).parent / "corpus" / "swe"
+
+
+def swe_runs() -> list[tuple[str, dict[str, Any]]]:
+    """Real SWE-bench runs of mini-swe-agent 2.2.7 with deepseek-chat (native tool calls, one bash
+    tool; 77-165 turns, 40-90k tokens), vendored in bench/corpus/swe (source and licence in its
+    README), as OpenAI chat bodies."""
+    import gzip
+
+    out = []
+    for path in sorted(SWE_CORPUS.glob("*.json.gz")):
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            out.append((f"swe/{path.name.removesuffix('.json.gz')}", json.load(f)))
+    return out
