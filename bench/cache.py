@@ -177,17 +177,28 @@ def fit(engine: Engine, body: dict[str, Any], summarizer: Scripted | None) -> Fi
         return stop.value  # type: ignore[no-any-return]
 
 
+STEP_SECONDS = 5.0  # between two turns of a loop
+PROVIDER_TTL = 300  # a cached prefix unused this long is gone (Anthropic's default)
+
+
 def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: Scripted | None = None,
-           on_turn: Callable[[dict[str, Any], Fitted | None], None] | None = None) -> Replay:
+           on_turn: Callable[[dict[str, Any], Fitted | None], None] | None = None,
+           gaps: tuple[int, float] | None = None) -> Replay:
     """Fit every turn of a loop (policy None: untrimmed, an infinite window) and count what a
-    provider would find cached from the previous turn."""
-    engine = engine_for(body, policy)
+    provider would find cached from the previous turn. Turns are STEP_SECONDS apart; `gaps`
+    (every, seconds) adds an idle pause before every `every`-th turn, and a turn after a pause
+    longer than PROVIDER_TTL finds nothing cached. The guard reads the same clock, so it knows
+    the cache is cold (unless its policy sets `cache_ttl_seconds: 0`)."""
+    now = [0.0]
+    engine = engine_for(body, policy, clock=lambda: now[0])
     dialect = detect(body)
     counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
     out = Replay(name)
     previous: list[str] = []
     last_cut: str | None = None
-    for request in requests(body):
+    for t, request in enumerate(requests(body)):
+        idle = STEP_SECONDS + (gaps[1] if gaps and t and t % gaps[0] == 0 else 0.0)
+        now[0] += idle
         if policy is None:
             sent_body, report = request, None
         else:
@@ -207,7 +218,7 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
         same = 0
         while same < min(len(keys), len(previous)) and keys[same] == previous[same]:
             same += 1
-        cached = fixed + sum(counts[:same]) if previous else 0
+        cached = fixed + sum(counts[:same]) if previous and idle <= PROVIDER_TTL else 0
         sent = fixed + sum(counts)
         cut = report is not None and report.messages_after != report.messages_before or (
             report is not None and report.fitted_messages_sha256 is not None)
@@ -220,10 +231,11 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
     return out
 
 
-def engine_for(body: Mapping[str, Any], policy: Policy | None) -> Engine:
+def engine_for(body: Mapping[str, Any], policy: Policy | None, clock: Callable[[], float] | None = None) -> Engine:
+    kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
     if policy is None:
-        return Engine(load_policy_set({"models": {body["model"]: {"context_window": 10_000_000}}}))
-    return Engine(load_policy_set({"defaults": policy.model_dump(exclude_defaults=True)}))
+        return Engine(load_policy_set({"models": {body["model"]: {"context_window": 10_000_000}}}), **kwargs)
+    return Engine(load_policy_set({"defaults": policy.model_dump(exclude_defaults=True)}), **kwargs)
 
 
 def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Policy:

@@ -10,6 +10,7 @@ The engine never mutates the body it is given; token counts are memoised across 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
@@ -23,6 +24,7 @@ from guard.modelmap import bundled_model_map, litellm_available, litellm_resolve
 from guard.models import profile
 from guard.planner import Fitted, Plan, SummaryRequest, plan, run
 from guard.policy import Policy, PolicySet
+from guard.temperature import Anchor, Seen, SeenLog, Temperature, fingerprint, judge, ttl_seconds
 from guard.tokens import Encoding, TokenCounter
 
 
@@ -40,11 +42,15 @@ class Engine:
         encoding_loader: Callable[[str], Encoding] = get_vocab,
         resolver: Resolver | None | Literal["litellm"] = "litellm",
         learned: Callable[[str], tuple[list[float], float | None]] | None = None,
+        conversations: SeenLog | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         """`resolver`: limits of a model name the map does not hold exactly. By default LiteLLM's
         own `get_model_info` when LiteLLM is installed (imported on the first such name only, so
         `Engine()` resolves what the hooks and the CLI resolve; the core imports nothing of
-        LiteLLM's until then); None: the raw map and the policy alone."""
+        LiteLLM's until then); None: the raw map and the policy alone. `conversations`: when each
+        conversation was last sent and its anchor (cache temperature, see guard.temperature; a
+        bounded log in memory by default), read and written on every fit; `clock` tells the time."""
         self.policies = policies or PolicySet()
         self.deployments = dict(deployments or {})
         self._model_map = model_map
@@ -56,6 +62,8 @@ class Engine:
         self._load_encoding = encoding_loader
         self._counters: dict[tuple[str, float, str], TokenCounter] = {}
         self._lock = threading.Lock()
+        self.conversations = conversations if conversations is not None else SeenLog()
+        self.clock = clock
 
     @classmethod
     def from_config(cls, path: str | Path, **kwargs: Any) -> Engine:
@@ -159,17 +167,43 @@ class Engine:
         policy: Policy | None = None,
         deployment: Deployment | None = None,
         can_summarize: bool = False,
+        temperature: Temperature | None = None,
     ) -> Plan:
         """The planner generator for one body (see guard.planner). `deployment` names the real
-        model and model_info behind `model` when the caller knows them (the LiteLLM hooks do)."""
+        model and model_info behind `model` when the caller knows them (the LiteLLM hooks do).
+        The conversation's cache temperature is judged from `conversations` and the clock, and
+        the fit recorded there, unless the shell passes `temperature` (its shared log failed:
+        `temperature.UNKNOWN`)."""
         name, d, policy = self._request(body, model, dialect, policy)
         limits = self.limits_for(name, policy, deployment)
         real, key, (counter, exact, factor) = self._counting(name, policy, deployment)
-        return plan(
+        family = profile(real).family
+        conversation, now = None, self.clock()
+        if temperature is None:
+            conversation = self.conversation_key(body, name, d)
+            temperature = judge(self.conversations.get(conversation), now, ttl_seconds(policy.cache_ttl_seconds, family, body))
+        inner = plan(
             body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,
-            family=profile(real).family, adaptive_thinking=self._adaptive_thinking(real),
-            calibration=(key, factor.source),
+            family=family, adaptive_thinking=self._adaptive_thinking(real),
+            calibration=(key, factor.source), temperature=temperature,
         )
+        return inner if conversation is None else self._recorded(inner, conversation, now, temperature)
+
+    def conversation_key(self, body: Mapping[str, Any], model: str, dialect: Dialect | str | None = None) -> str:
+        """The fingerprint `conversations` knows a request's conversation by (model, pinned prompt, task)."""
+        d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
+        return fingerprint(d, body, model)
+
+    def _recorded(self, inner: Plan, conversation: str, now: float, temperature: Temperature) -> Plan:
+        """`inner`, and the conversation recorded as sent now when it fits: with the anchor its
+        cut was carried from (an uncut request keeps the one it had)."""
+        fitted = yield from inner
+        report = fitted.report
+        anchor = Anchor.from_dict(report.anchor) if report.anchor else None
+        if anchor is None and report.cut is None:
+            anchor = temperature.anchor
+        self.conversations.put(conversation, Seen(now, anchor))
+        return fitted
 
     def count(
         self,

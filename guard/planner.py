@@ -27,6 +27,7 @@ from guard.strategies import STRATEGIES
 from guard.strategies.compact import compacted
 from guard.strategies.dedupe import DUPLICATE_MARK
 from guard.strategies.drop import droppable_groups
+from guard.temperature import Anchor, Temperature
 from guard.tokens import TokenCounter
 
 _NEWEST_TURN_STEPS = frozenset({"truncate_recent_tool_results"})  # lossy steps inside keep_recent_groups
@@ -96,9 +97,13 @@ def plan(
     family: str = "other",
     adaptive_thinking: bool = False,
     calibration: tuple[str, str] | None = None,
+    temperature: Temperature | None = None,
 ) -> Plan:
+    """`temperature`: what the shell knows of the conversation's provider cache (see
+    guard.temperature); None: nothing (the stateless band grid)."""
     messages = dialect.messages(body)
     cut_from: int | None = None
+    anchor: Anchor | None = None
     key = dialect.output_key(body, limits.model)
     requested = requested_output(body, key)
     budget, source = make_budget(limits, policy, requested)
@@ -121,9 +126,11 @@ def plan(
         budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
         summarizing = can_summarize and policy.allows("summarize")
         # (with a summarizer the request is fitted whole: its summary spans move in quanta of their own)
-        carried = None if summarizing else (yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx))
+        carried = None if summarizing else (
+            yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx, temperature)
+        )
         if carried is not None:
-            conv, ctx, cut_from = carried
+            conv, ctx, cut_from, anchor = carried
         else:
             full = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
             ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(before), budget.floor, budget.target, budget.room
@@ -173,6 +180,9 @@ def plan(
         summary=ctx.summary,
         reasoning=[c.to_dict() for c in thinking],
         unseen_state=dialect.unseen_state(body),
+        cache_temperature=temperature.state if temperature is not None else None,
+        idle_seconds=None if temperature is None or temperature.idle_seconds is None else round(temperature.idle_seconds, 3),
+        anchor=anchor.to_dict() if anchor is not None else None,
     )
     if not fitted:
         report.outcome = "rejected"
@@ -228,8 +238,8 @@ def crossing(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: 
 
 def _carried(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context,
-) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
+    budget: Budget, policy: Policy, ctx: Context, temperature: Temperature | None = None,
+) -> Generator[Any, Any, tuple[Conversation, Context, int, Anchor | None] | None]:
     """The cut of the turn where the conversation crossed its current band, carried forward.
 
     Agents resend their history, so the prefix up to the last crossing (`crossing`) is the same
@@ -252,11 +262,34 @@ def _carried(
     for i, (form, msg) in enumerate(zip(forms, messages)):
         if form is not msg:
             lossless[i] = min(counts[i], math.ceil(counts[i] * tool_chars(dialect, form) / max(1, tool_chars(dialect, msg))))
+    anchor = temperature.anchor if temperature is not None else None
+    if anchor is not None and (anchor.length > len(messages) or sum(counts[: anchor.length]) != anchor.prefix_tokens):
+        anchor = None  # not this history's prefix (another conversation with the same task, or edited)
+    if temperature is not None and temperature.state == "warm" and anchor is not None:
+        # the anchor's cut, carried while it fits under the target (the cached prefix holds)
+        held = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, anchor.mark)
+        if held is not None and held[0].total <= budget.target:
+            return (*held, anchor)
+    if temperature is not None and (temperature.state == "cold" or anchor is not None):
+        # a cold cache (nothing to break) or an anchor that no longer fits: cut the whole request
+        # to the bottom of the band, so the cut lasts a band of growth
+        anchor = Anchor(len(messages), budget.floor, sum(counts))
+        made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, anchor.mark)
+        return None if made is None else (*made, anchor)
     target, band = budget.target, budget.band
     total = fixed + sum(lossless)
     k = math.ceil(max(0, total - target) / band)
     m = crossing(dialect, messages, tuple(lossless), fixed, target, band)
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
+    made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, m, mark)
+    return None if made is None else (*made, None)
+
+
+def _carried_at(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], forms: list[Mapping[str, Any]],
+    lossless: list[int], fixed: int, budget: Budget, policy: Policy, ctx: Context, m: int, mark: int,
+) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
+    """The cut of the first `m` messages down to `mark`, carried to this request (see `_carried`)."""
     if mark <= fixed:
         return None
     # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill most

@@ -106,6 +106,12 @@ class Policy(BaseModel):
         lt=1.0,
         description="a summary cuts input to this fraction of the room, so the next turns reuse it",
     )
+    cache_ttl_seconds: int | None = Field(
+        None,
+        ge=0,
+        description="how long the provider keeps a conversation's cached prompt; unset = the provider's "
+        "(5 min, 1 h where Anthropic cache_control asks for it); 0 = never treat a cache as cold",
+    )
     relevance: Literal["bm25", "off"] = Field(
         "bm25", description="cut what the last user message is about last (bm25), or strictly oldest first"
     )

@@ -73,6 +73,12 @@ class Report:
     # fields that make the provider add input the body does not carry (Responses API:
     # previous_response_id, conversation, a stored prompt): the counts above are then lower bounds
     unseen_state: list[str] = field(default_factory=list)
+    # the conversation's provider cache as the guard judged it (cold, warm, unknown; None: not
+    # judged), how long it had been idle, and the anchor its cut was carried from (see
+    # guard.temperature: counts only)
+    cache_temperature: str | None = None
+    idle_seconds: float | None = None
+    anchor: dict[str, int] | None = None
 
     @property
     def tokens_saved(self) -> int:
