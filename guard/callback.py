@@ -37,6 +37,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from guard import fitting, observing, records, routes, sync_calls, telemetry
 from guard.cache import SummaryCache
 from guard.calibration_store import CalibrationStore
+from guard.seen_store import SeenStore
 from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config
 from guard.engine import Engine
 from guard.fitting import GuardFailed, proxy_config_path as _proxy_config_path
@@ -78,6 +79,7 @@ class ContextGuard(CustomLogger):
         self._summarizer: Summarizer | None = None
         self._misses: dict[str, None] = {}  # call ids already counted as counting misses
         self._calibrations: CalibrationStore | None = None
+        self._conversations: SeenStore | None = None
         if engine is None and (config is not None or policies is not None):
             self._build()
         elif engine is not None:
@@ -102,6 +104,8 @@ class ContextGuard(CustomLogger):
             self._calibrations = CalibrationStore(self._cache)
         if self._engine is not None and self._engine.learned is None:
             self._engine.learned = self._calibrations.lookup
+        if self._engine is not None and self._conversations is None:
+            self._conversations = SeenStore(self._cache, self._engine.conversations)
         if settings is not None and self._engine is not None:
             self._summarizer = Summarizer(settings, self._engine, self._cache, call=self._summarize_call)
 
@@ -125,6 +129,13 @@ class ContextGuard(CustomLogger):
     def summarizer(self) -> Summarizer | None:
         self.engine  # noqa: B018 - built with the engine
         return self._summarizer
+
+    @property
+    def conversations(self) -> SeenStore:
+        """When each conversation was last sent (cache temperature), shared through Redis."""
+        self.engine  # noqa: B018 - built with the engine
+        assert self._conversations is not None
+        return self._conversations
 
     @property
     def calibrations(self) -> CalibrationStore:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import litellm
 
-from guard import coexistence, records, routes, routing, telemetry
+from guard import coexistence, records, routes, routing, telemetry, temperature
 from guard.config import Deployment, parse_model_list
 from guard.errors import ContextWindowExceeded, GuardError
 from guard.identity import STATE_KEY, Identity, identity_from_metadata
@@ -159,11 +159,16 @@ async def fit(
         # the deployment's record (learned ratios; counting misses, which count in static mode too)
         await cg.calibrations.fresh(engine.calibration_key(name, deployment))
         summarizer = cg.summarizer if policy.allows("summarize") else None
+        # when the conversation was last sent, as every worker knows it (its cache temperature)
+        conversation = engine.conversation_key(data, name, dialect)
+        known = await cg.conversations.fresh(conversation)
         make = functools.partial(
             engine.plan, data, model=name, dialect=dialect, policy=policy, deployment=deployment,
-            can_summarize=summarizer is not None,
+            can_summarize=summarizer is not None, temperature=None if known else temperature.UNKNOWN,
         )
         fitted = await drive(make, summarizer, identity.tenant, threaded=big)
+        if known:
+            await cg.conversations.record(conversation)
     except _FallBack as fb:
         telemetry.fallback(name, fb.target, "before_cutting")
         message = (

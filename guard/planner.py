@@ -270,15 +270,19 @@ def _carried(
         held = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.target:
             return (*held, anchor)
-    if temperature is not None and (temperature.state == "cold" or anchor is not None):
-        # a cold cache (nothing to break) or an anchor that no longer fits: cut the whole request
-        # to the bottom of the band, so the cut lasts a band of growth
-        anchor = Anchor(len(messages), budget.floor, sum(counts))
-        made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, anchor.mark)
-        return None if made is None else (*made, anchor)
     target, band = budget.target, budget.band
     total = fixed + sum(lossless)
     k = math.ceil(max(0, total - target) / band)
+    if temperature is not None and (temperature.state == "cold" or anchor is not None):
+        # a cold cache (nothing to break) or an anchor that no longer fits: cut the whole request
+        # to the bottom of the band, so the cut lasts a band of growth (where no turn boundary
+        # lies between the room bar and that mark: as deep as a crossing turn is cut)
+        for mark in dict.fromkeys((budget.floor, total - k * band)):
+            anchor = Anchor(len(messages), mark, sum(counts))
+            made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, mark)
+            if made is not None:
+                return (*made, anchor)
+        return None
     m = crossing(dialect, messages, tuple(lossless), fixed, target, band)
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
     made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, m, mark)

@@ -25,6 +25,11 @@ SUMMARIES = Counter(
 )
 SUMMARIZER_CALLS = Counter("context_guard_summarizer_calls", "LLM calls made for summaries", ["outcome"])
 CACHE = Counter("context_guard_summary_cache", "Summary cache operations", ["op", "result"])
+CACHE_TEMPERATURE = Counter(
+    "context_guard_cache_temperature",
+    "Requests by the provider cache temperature the guard judged (cold, warm, unknown) and whether their cut was anchored",
+    ["model", "temperature", "anchored"],
+)
 COUNTING_MISSES = Counter(
     "context_guard_counting_misses",
     "Requests the guard counted as fitting that the provider still refused as too long",
@@ -81,6 +86,9 @@ def summary(report: Mapping[str, Any]) -> dict[str, Any]:
         "reasoning": report.get("reasoning", []),
         "models_tried": report.get("models_tried", []),
         "cut": report.get("cut"),
+        "cache_temperature": report.get("cache_temperature"),
+        "idle_seconds": report.get("idle_seconds"),
+        "anchored": bool(report.get("anchor")),
         "calibration": [report.get("calibration_factor"), report.get("calibration_source")],
         "count_ratio": report.get("count_ratio"),  # provider / guard input tokens, once it answered
         "prompt_cache": report.get("prompt_cache"),  # the provider's answer: read / write / uncached
@@ -104,6 +112,10 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
     if report.get("cut"):
         # equal on two turns of one conversation: the later prompt starts with the earlier one
         out["cut"] = str(report["cut"])
+    if report.get("cache_temperature"):
+        # cold: idle past the provider's cache TTL (a cut then costs nothing extra); anchored: the
+        # cut is carried from the turn it was anchored on (see guard.temperature)
+        out["cache-temperature"] = str(report["cache_temperature"]) + (";anchored" if report.get("anchor") else "")
     if report.get("other_context_managers"):
         out["coexisting"] = ",".join(report["other_context_managers"])
     if report.get("unseen_state"):
@@ -212,6 +224,8 @@ def observe(report: Mapping[str, Any], route: str, seconds: float, *, first_pass
         REQUESTS.labels(model, outcome).inc()
         if outcome == "rejected":
             REJECTIONS.labels(model).inc()
+        if report.get("cache_temperature"):
+            CACHE_TEMPERATURE.labels(model, str(report["cache_temperature"]), str(bool(report.get("anchor"))).lower()).inc()
     for action in report.get("actions", []):
         TOKENS_SAVED.labels(model, action["kind"]).inc(action["tokens_saved"])
     summary = report.get("summary")

@@ -9,7 +9,7 @@ CORE = [
     "guard.dialects", "guard.tokens", "guard.images", "guard.models", "guard.limits", "guard.budget",
     "guard.policy", "guard.report", "guard.errors", "guard.conversation", "guard.jsontext",
     "guard", "guard.strategies", "guard.planner", "guard.engine", "guard.config", "guard.modelmap", "guard.cli",
-    "guard.summary", "guard.relevance", "guard.breaker", "guard.coexistence", "guard.announce",
+    "guard.summary", "guard.relevance", "guard.breaker", "guard.coexistence", "guard.announce", "guard.temperature",
 ]
 
 
