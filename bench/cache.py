@@ -24,12 +24,16 @@ loop the bench prints:
 
 Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools), a
 real Claude Code subagent session of 128 tool calls that the `vibelens` package ships (Anthropic
-messages), one-tool coding runs of 160 turns (`bench.traces.coding_trace`: chat, Anthropic,
+messages), seven real SWE-bench runs of mini-swe-agent with one bash tool (77-165 turns,
+bench/corpus/swe; the first also as Anthropic messages and Responses items), one-tool coding runs of 160 turns (`bench.traces.coding_trace`: chat, Anthropic,
 Responses, and a text-based agent whose outputs are user messages) and the synthetic
 coding-agent trace of `bench.traces`, as chat and as Anthropic messages (and one as a Responses
 API body, with reasoning items before its calls). hit_over and bill_over: the same over the
 overflowing turns only (the untrimmed loop over the room), cache reads at 0.1x and no write
-premium; best_bill_over: `best_cut`'s bill there.
+premium; best_bill_over: `best_cut`'s bill there. gap_bill and gap_bill_temp (`--gaps`, a
+10-minute pause every 15 turns by default, past the provider's 5-minute cache TTL): the Anthropic
+bill of the same loop with those pauses, against the untrimmed loop with them, without and with
+cache temperature (guard.temperature); gap_room_median: the room used with it.
 With `--chart`, a PNG of tokens sent per turn (untrimmed, guarded, cut turns marked) for the
 largest loop (needs matplotlib: `pip install matplotlib`).
 """
@@ -389,14 +393,31 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
 
 
 def measure(ratio: float, limit: int | None = None, summarize: bool = False, match: str | None = None,
-            **settings: Any) -> list[dict[str, Any]]:
+            gaps: tuple[int, float] | None = None, **settings: Any) -> list[dict[str, Any]]:
     rows = []
     for name, body in loops(limit, match):
         base = replay(name, body, None)
         policy = window_policy(body, ratio, **settings)
         run = replay(name, body, policy, Scripted() if summarize else None)
         rows.append(row(name, base, run, body))
+        if gaps and not summarize:
+            rows[-1].update(gap_columns(name, body, policy, gaps))
     return rows
+
+
+def gap_columns(name: str, body: dict[str, Any], policy: Policy, gaps: tuple[int, float]) -> dict[str, Any]:
+    """The loop with an idle pause before every `gaps[0]`-th turn: its Anthropic bill against the
+    untrimmed loop with the same pauses, without cache temperature (`cache_ttl_seconds: 0`: the
+    guard never knows a cache went cold) and with it; and the room it used on cut turns."""
+    base = replay(name, body, None, gaps=gaps)
+    blind = replay(name, body, policy.model_copy(update={"cache_ttl_seconds": 0}), gaps=gaps)
+    judged = replay(name, body, policy, gaps=gaps)
+    used = judged.room_used
+    return {
+        "gap_bill": blind.cost("anthropic") / base.cost("anthropic"),
+        "gap_bill_temp": judged.cost("anthropic") / base.cost("anthropic"),
+        "gap_room_median": statistics.median(used) if used else None,
+    }
 
 
 def _fmt(v: Any) -> str:
@@ -409,9 +430,10 @@ def _fmt(v: Any) -> str:
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
     cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "hit_over", "bill_over", "best_bill_over", "openai", "openai_0.1", "room_min", "room_median"]
+    cols += [c for c in ("gap_bill", "gap_bill_temp", "gap_room_median") if any(c in r for r in rows)]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
     cut = [r for r in rows if r["cut"]]
     if cut:
         med = {c: statistics.median(r[c] for r in cut) for c in ("hit", "anthropic", "openai", "openai_0.1")}
@@ -460,10 +482,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loops", type=int, default=None, help="only the last N loops")
     parser.add_argument("--match", default=None, help="only the loops whose name holds this text (e.g. swe/)")
     parser.add_argument("--chart", default=None, help="write the saw-tooth chart to this PNG")
+    parser.add_argument("--gaps", default="15,600", help="EVERY,SECONDS: idle pauses for the cache-temperature columns (0: none)")
     parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
     args = parser.parse_args(argv)
     settings = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
-    print(table(measure(args.ratio, args.loops, match=args.match, **settings), f"window {args.ratio:.0%} of each loop, no summarizer"))
+    every, _, seconds = args.gaps.partition(",")
+    gaps = (int(every), float(seconds)) if int(every) > 0 else None
+    print(table(measure(args.ratio, args.loops, match=args.match, gaps=gaps, **settings), f"window {args.ratio:.0%} of each loop, no summarizer"))
     print()
     print(table(measure(args.ratio, args.loops, summarize=True, match=args.match, **settings), f"window {args.ratio:.0%}, scripted summarizer"))
     if args.chart:
