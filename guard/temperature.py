@@ -55,9 +55,10 @@ class Anchor:
         if not isinstance(data, Mapping):
             return None
         values = [data.get(k) for k in ("length", "mark", "prefix_tokens")]
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+        if len(ints) != 3:
             return None
-        return cls(*values)
+        return cls(*ints)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def fingerprint(dialect: Dialect, body: Mapping[str, Any], model: str) -> str:
     messages = list(dialect.messages(body))
     first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), len(messages) - 1)
     pinned = {k: body.get(k) for k in ("system", "instructions") if body.get(k) is not None}
-    text = json.dumps([model, dialect.name, pinned, messages[: first + 1]], sort_keys=True, ensure_ascii=False, default=str)
+    text = json.dumps([model, dialect.name, pinned, messages[: first + 1]], sort_keys=True, default=str)  # (ASCII: lone surrogates escaped)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
