@@ -125,10 +125,8 @@ def plan(
     if not budget.fits(before):
         budget = _clamp_output(budget, before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
         summarizing = can_summarize and policy.allows("summarize")
-        # (with a summarizer the request is fitted whole: its summary spans move in quanta of their own)
-        carried = None if summarizing else (
-            yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx, temperature)
-        )
+        # (with a summarizer the carried prefix is summarized: see `_fit_prefix`)
+        carried = yield from _carried(dialect, tuple(messages), tuple(counts), fixed, budget, policy, ctx, temperature, summarizing)
         if carried is not None:
             conv, ctx, cut_from, anchor = carried
         else:
@@ -238,7 +236,7 @@ def crossing(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: 
 
 def _carried(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context, temperature: Temperature | None = None,
+    budget: Budget, policy: Policy, ctx: Context, temperature: Temperature | None = None, summarizing: bool = False,
 ) -> Generator[Any, Any, tuple[Conversation, Context, int, Anchor | None] | None]:
     """The cut of the turn where the conversation crossed its current band, carried forward.
 
@@ -250,8 +248,8 @@ def _carried(
     every overflow). Every turn of a band then sends the same cut, byte for byte, whatever the
     strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
     at a crossing the prefix moves, and the cut is made once, a band deeper. None when the
-    carried cut does not fit (the request is then fitted whole). The planner carries cuts only
-    without a summarizer."""
+    carried cut does not fit (the request is then fitted whole). With `summarizing` the prefix is
+    summarized as any request is (see `_fit_prefix`)."""
     # bands are counted on the messages as they go once the request is over its room, JSON
     # compacted: a compacted message by its count scaled by its tool results' length (no encoding
     # of the whole history; this over-states compact JSON by 2-3%, so what is added before the
@@ -262,12 +260,13 @@ def _carried(
     for i, (form, msg) in enumerate(zip(forms, messages)):
         if form is not msg:
             lossless[i] = min(counts[i], math.ceil(counts[i] * tool_chars(dialect, form) / max(1, tool_chars(dialect, msg))))
+    known: dict[int, tuple[str, str]] = {}  # summaries the prefixes tried here got, by span (see `_fit_prefix`)
     anchor = temperature.anchor if temperature is not None else None
     if anchor is not None and (anchor.length > len(messages) or sum(counts[: anchor.length]) != anchor.prefix_tokens):
         anchor = None  # not this history's prefix (another conversation with the same task, or edited)
     if temperature is not None and temperature.state == "warm" and anchor is not None:
         # the anchor's cut, carried while it fits under the target (the cached prefix holds)
-        held = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, anchor.mark)
+        held = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, anchor.mark, summarizing, known)
         if held is not None and held[0].total <= budget.target:
             return (*held, anchor)
     target, band = budget.target, budget.band
@@ -279,19 +278,20 @@ def _carried(
         # lies between the room bar and that mark: as deep as a crossing turn is cut)
         for mark in dict.fromkeys((budget.floor, total - k * band)):
             anchor = Anchor(len(messages), mark, sum(counts))
-            made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, mark)
+            made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, anchor.length, mark, summarizing, known)
             if made is not None:
                 return (*made, anchor)
         return None
     m = crossing(dialect, messages, tuple(lossless), fixed, target, band)
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
-    made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, m, mark)
+    made = yield from _carried_at(dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, m, mark, summarizing, known)
     return None if made is None else (*made, None)
 
 
 def _carried_at(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], forms: list[Mapping[str, Any]],
     lossless: list[int], fixed: int, budget: Budget, policy: Policy, ctx: Context, m: int, mark: int,
+    summarizing: bool = False, known: dict[int, tuple[str, str]] | None = None,
 ) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
     """The cut of the first `m` messages down to `mark`, carried to this request (see `_carried`)."""
     if mark <= fixed:
@@ -303,7 +303,7 @@ def _carried_at(
     deepest = floor > mark
     mark = max(mark, floor)
     question = _query(dialect, messages[:m])
-    cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question)
+    cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question, summarizing, known)
     if part.relevance is not None:
         # the band's question is the one its prefix ended with; the first question asked since
         # that is about something the cut removed takes its place, once: a later one waits for the
@@ -313,7 +313,7 @@ def _carried_at(
         for asked in dict.fromkeys(later):
             # (the question itself holds its terms: what else is sent must)
             if asked != question and _cuts_into(cut, part, asked, [line for line in after if line != asked]):
-                cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked)
+                cut, part = yield from _fit_prefix(dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked, summarizing, known)
                 break
     if cut.total > mark and not deepest:
         return None
@@ -347,9 +347,15 @@ def _kept_whole(dialect: Dialect, messages: tuple[Mapping[str, Any], ...], count
 
 def _fit_prefix(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None,
+    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None, summarizing: bool = False,
+    known: dict[int, tuple[str, str]] | None = None,
 ) -> Generator[Any, Any, tuple[Conversation, Context]]:
-    """The prefix of a carried cut fitted to `mark`, its lossy steps ranking by `question`."""
+    """The prefix of a carried cut fitted to `mark`, its lossy steps ranking by `question`; with
+    `summarizing`, summarized as any request is (its spans, and so its cached summary, stay the
+    same all band). `known`: the summaries earlier prefixes of this request got, by span (a
+    prefix's spans step in quarter bands from its oldest droppable turn, so span k is the same
+    for every prefix of the request that has it): a second try reuses them instead of asking
+    again, and the request's summary calls are counted across tries."""
     band = budget.band
     # the last resort (cutting inside the newest turns) is for the request, not for its prefix: a
     # prefix that needs it cannot be carried, and the request is fitted whole instead
@@ -363,8 +369,15 @@ def _fit_prefix(
         part.relevance = functools.partial(_relevant_origins, dialect, part.originals, part.transcript, query=question)
     for action in ctx.actions:  # the output clamp of this request
         part.record(action.kind, action.tokens_saved, action.items)
+    if known is not None:
+        part.summaries = known
+    part.summary_calls = ctx.summary_calls
     prefix = Conversation.build(dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn)
-    return (yield from _fit(prefix, part, policy, can_summarize=False))
+    cut, part = yield from _fit(prefix, part, policy, can_summarize=summarizing)
+    ctx.summary_calls = part.summary_calls
+    if known is not None:
+        known.update(part.summaries)  # (a restored snapshot holds a copy)
+    return cut, part
 
 
 def _cuts_into(cut: Conversation, part: Context, question: str, tail: Sequence[str]) -> bool:
@@ -587,6 +600,10 @@ def _spans(start: Conversation, ctx: Context) -> list[list[int]]:
             break
         run.append(group)
     quantum = max(1, ctx.room - math.floor(ctx.room * ctx.policy.summary_low_water_ratio))
+    if ctx.ceiling is not None:
+        # a carried cut's prefix: its mark already lasts a band, so spans step finely (a quarter
+        # band), and the summary lands just under the mark rather than far below it
+        quantum = max(1, ctx.band // 4)
     spans: list[list[int]] = []
     span: list[int] = []
     tokens = 0
@@ -630,7 +647,7 @@ def _reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generato
     answers = yield CachedSummaries(tuple(_request(conv, ctx, span) for span in spans))
     if isinstance(answers, (tuple, list)):
         for k, text in enumerate(answers[: len(spans)]):
-            if isinstance(text, str) and text.strip():
+            if isinstance(text, str) and text.strip() and k not in ctx.summaries:  # (one this request asked for stays its)
                 ctx.summaries[k] = (text.strip(), "cache")
     return _apply_largest(conv, ctx, spans)
 
@@ -651,7 +668,7 @@ def _summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Gene
     if not options:
         ctx.skipped.append(Skipped("summarize", "nothing_to_summarize" if not spans else "nothing_more_to_summarize"))
         return conv
-    target = math.floor(ctx.room * ctx.policy.summary_low_water_ratio)
+    target = ctx.ceiling if ctx.ceiling is not None else math.floor(ctx.room * ctx.policy.summary_low_water_ratio)
     chosen = options[-1]
     for k in options:
         if _after(conv, ctx, spans[k]) + ctx.policy.summary_max_tokens <= target:

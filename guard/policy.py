@@ -104,7 +104,7 @@ class Policy(BaseModel):
         0.7,
         gt=0.0,
         lt=1.0,
-        description="a summary cuts input to this fraction of the room, so the next turns reuse it",
+        description="a request fitted whole (its cut not carried) is summarized down to this fraction of the room",
     )
     cache_ttl_seconds: int | None = Field(
         None,
