@@ -167,15 +167,17 @@ def relevant(values: Sequence[float], share: float = RELEVANT_SHARE) -> set[int]
     return {i for i, s in enumerate(values) if s > 0 and s >= share * best}
 
 
-LOST_SHARE = 0.2  # of a query's terms the history holds, at least this share only a cut removed
+LOST_SHARE = 0.3  # of a query's terms the history holds, at least this share only a cut removed
 
 
 def lost_terms(query: str, before: Sequence[str], after: Sequence[str], share: float = LOST_SHARE) -> bool:
     """Whether the query asks about what a cut removed: of its terms that some text of `before`
     holds, at least one, and at least `share` of them, are in no text of `after`. A question
     about a cut fact ("what is the rollback key of the zephyr cluster?") loses one of its few
-    terms; a long message mostly about what is kept (an agent's tool-call error feedback, 38
-    terms in the history, 5 of them only in cut results) is not about the cut. Terms are the
+    terms; a long message mostly about what is kept is not about the cut: an agent's tool-call
+    error feedback (38 terms in the history, 5 of them only in cut results) or a tool's output
+    that a text-based agent sends as a user message (33 terms, 7 cut). A verbose question whose
+    one cut term is among many kept ones waits for the next crossing too. Terms are the
     query's BM25 terms, found as substrings of the whole lower-cased texts (no clipping: a fact
     can sit in the middle of a long result)."""
     wanted = set(_terms([query])[0][1])
