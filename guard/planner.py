@@ -654,6 +654,8 @@ def _reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generato
 
 def _apply_largest(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Conversation:
     for k in sorted(ctx.summaries, reverse=True):
+        if k >= len(spans):  # (known for a longer prefix of this request, see `_fit_prefix`)
+            continue
         text, source = ctx.summaries[k]
         new = _apply(conv, ctx, spans[k], _request(conv, ctx, spans[k]), text, source)
         if new is not None:
