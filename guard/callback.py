@@ -48,7 +48,7 @@ from guard.policy import Policy, PolicySet, load_policy_set
 from guard.records import CLIENT_POLICY_KEY, report_of
 from guard.routes import ContextWindowExceededError, Route
 from guard.summarizer import Call, Summarizer, internal_call
-from guard.sync_calls import _litellm_completion, completion, instrument, is_instrumented, responses, uninstrument
+from guard.sync_calls import _litellm_completion, is_instrumented, uninstrument
 
 
 class ContextGuard(CustomLogger):
@@ -124,6 +124,15 @@ class ContextGuard(CustomLogger):
 
     def use_router(self, router: Any) -> None:
         self._router = router
+
+    def own_router(self) -> Any:
+        """The Router given to this guard (`router=`, `wrap`, `instrument`); None if none was."""
+        return self._router
+
+    @property
+    def misses(self) -> dict[str, None]:
+        """Call ids already counted as counting misses (see guard.observing)."""
+        return self._misses
 
     @property
     def summarizer(self) -> Summarizer | None:
@@ -209,6 +218,41 @@ class ContextGuard(CustomLogger):
         route=guard.routes.RESPONSES)`; `wrap(router.completion, router=router)` fits each attempt to
         the deployment the Router picks, so context-window fallbacks work as in the async Router."""
         return sync_calls.wrap(self, fn, router=router, route=route)
+
+
+_default_guard: list[ContextGuard] = []
+
+
+def guard_instance() -> ContextGuard:
+    """The ContextGuard registered in `litellm.callbacks`, else a default one."""
+    for cb in litellm.callbacks:
+        if isinstance(cb, ContextGuard):
+            return cb
+    if not _default_guard:
+        _default_guard.append(ContextGuard(policies=PolicySet()))
+    return _default_guard[0]
+
+
+def instrument(guard: ContextGuard | None = None, *, router: Any = None) -> ContextGuard:
+    """Fit every sync `litellm.completion` call, including those a sync `Router.completion` makes
+    per attempt (fallbacks included), like their async forms. Idempotent; `uninstrument()` puts
+    LiteLLM's own function back. Returns the guard in use (the registered one by default)."""
+    g = guard or guard_instance()
+    sync_calls.instrument(g, router=router)
+    return g
+
+
+def completion(*args: Any, **kwargs: Any) -> Any:
+    """`litellm.completion` with the request fitted first, by the ContextGuard registered in
+    `litellm.callbacks` (or a default one). Same signature and return value."""
+    return guard_instance().wrap(sync_calls.original_completion())(*args, **kwargs)
+
+
+def responses(*args: Any, **kwargs: Any) -> Any:
+    """`litellm.responses` (the OpenAI Responses API, sync) with the request fitted first, like
+    `completion`. LiteLLM 1.106 also runs the callback's deployment hook for sync Responses calls
+    (a second, unchanged pass); this wrapper fits them whatever the LiteLLM version."""
+    return guard_instance().wrap(litellm.responses, route=routes.RESPONSES)(*args, **kwargs)
 
 
 __all__ = [

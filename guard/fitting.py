@@ -3,7 +3,7 @@ proxy's or the Router's routing (groups of mixed windows, `context_window_fallba
 the planner with the summarizer, and turning its outcome into what LiteLLM expects (the fitted
 body, a route-shaped refusal, a clear 400, or the policy's choice when the guard itself fails).
 
-Functions take the `ContextGuard` whose engine, summarizer, calibrations and router they use.
+Functions take the guard's services (guard.services: its engine, summarizer, stores and router).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from guard.routes import Route
 from guard.summarizer import Summarizer
 
 if TYPE_CHECKING:
-    from guard.callback import ContextGuard
+    from guard.services import Services
 
 THREAD_THRESHOLD = 64  # turns; bigger bodies are fitted off the event loop
 
@@ -45,7 +45,7 @@ class _FallBack(Exception):
 # -- the hooks' entry points ---------------------------------------------------------------------
 
 
-async def before_routing(cg: ContextGuard, data: dict, route: Route, identity: Identity) -> dict:
+async def before_routing(cg: Services, data: dict, route: Route, identity: Identity) -> dict:
     """The proxy's pre-call pass: fit a single-deployment group now; for a group of mixed windows
     or with context fallbacks, only refuse what none of them can take (each attempt is fitted to
     its own deployment after routing)."""
@@ -60,7 +60,7 @@ async def before_routing(cg: ContextGuard, data: dict, route: Route, identity: I
     )
 
 
-async def for_deployment(cg: ContextGuard, kwargs: dict, route: Route) -> dict:
+async def for_deployment(cg: Services, kwargs: dict, route: Route) -> dict:
     """Each attempt (and fallback), fitted to the deployment LiteLLM picked."""
     md = kwargs.get(route.metadata_key(kwargs)) or {}
     model = route.deployment_model(kwargs)
@@ -77,7 +77,7 @@ async def for_deployment(cg: ContextGuard, kwargs: dict, route: Route) -> dict:
     )
 
 
-async def filter_deployments(cg: ContextGuard, model: str, healthy: list, messages: Any, kwargs: dict) -> list:
+async def filter_deployments(cg: Services, model: str, healthy: list, messages: Any, kwargs: dict) -> list:
     """Window-aware routing: of a group's healthy deployments, keep those that take the request
     whole if any do, else those that can after the allowed steps (all, if none can: the
     deployment hook then refuses with the numbers, which triggers context_window_fallbacks)."""
@@ -109,7 +109,7 @@ def identity_of(md: Any) -> Identity:
 # -- fitting one pass -----------------------------------------------------------------------------
 
 
-def policy_for(cg: ContextGuard, name: str, real: str, identity: Identity, data: Mapping[str, Any], route: Route) -> tuple[Policy, list[str]]:
+def policy_for(cg: Services, name: str, real: str, identity: Identity, data: Mapping[str, Any], route: Route) -> tuple[Policy, list[str]]:
     md = data.get(route.metadata_key(data))
     client = md.get(records.CLIENT_POLICY_KEY) if isinstance(md, Mapping) else None
     return cg.engine.policies.resolve(
@@ -122,7 +122,7 @@ def policy_for(cg: ContextGuard, name: str, real: str, identity: Identity, data:
 
 
 async def fit(
-    cg: ContextGuard,
+    cg: Services,
     data: dict,
     route: Route,
     *,
@@ -213,7 +213,7 @@ async def fit(
     return out
 
 
-def fail_open(cg: ContextGuard, model: str) -> bool:
+def fail_open(cg: Services, model: str) -> bool:
     try:
         return cg.engine.policies.for_model(model).on_error == "open"
     except Exception:
@@ -224,7 +224,7 @@ def fail_open(cg: ContextGuard, model: str) -> bool:
 
 
 def _verdicts(
-    cg: ContextGuard, body: dict, route: Route, identity: Identity, group: str, candidates: list[Deployment]
+    cg: Services, body: dict, route: Route, identity: Identity, group: str, candidates: list[Deployment]
 ) -> list[routing.Verdict]:
     out = []
     for d in candidates:
@@ -234,7 +234,7 @@ def _verdicts(
 
 
 def whole_elsewhere(
-    cg: ContextGuard, data: dict, route: Route, identity: Identity, name: str, deployment: Deployment | None,
+    cg: Services, data: dict, route: Route, identity: Identity, name: str, deployment: Deployment | None,
     policy: Policy, chain: list[str],
 ) -> str | None:
     """The first fallback group that takes the body whole, if this deployment cannot."""
@@ -251,7 +251,7 @@ def whole_elsewhere(
 
 
 async def check_candidates(
-    cg: ContextGuard, data: dict, route: Route, identity: Identity, alias: str, group: list[Deployment], chain: list[str]
+    cg: Services, data: dict, route: Route, identity: Identity, alias: str, group: list[Deployment], chain: list[str]
 ) -> dict:
     """Before routing, for a group of mixed windows or with context fallbacks: refuse what no
     deployment of the group or its fallbacks can take; leave the rest to each attempt."""

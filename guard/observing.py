@@ -3,7 +3,7 @@ usage and its count against the guard's (telemetry, spend logs, calibration), co
 and prompts that reached a provider without being fitted. Telemetry never fails a request: every
 function here logs an exception's type and returns.
 
-Functions take the `ContextGuard` whose calibration store and miss record they use.
+Functions take the guard's services (guard.services) whose calibration store and miss record they use.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from guard.jsontext import bounded_put
 from guard.summarizer import internal_call
 
 if TYPE_CHECKING:
-    from guard.callback import ContextGuard
+    from guard.services import Services
 
 # call types that send a prompt to a model: one of these reaching a provider unfitted is a bypass
 _PROMPT_CALL_WORDS = ("completion", "responses", "messages", "generate_content")
@@ -46,7 +46,7 @@ def bypass(kwargs: Any) -> None:
         telemetry.log.error("context-guard bypass check: %s", type(e).__name__)
 
 
-async def succeeded(cg: ContextGuard, kwargs: Any, response: Any) -> None:
+async def succeeded(cg: Services, kwargs: Any, response: Any) -> None:
     """What the provider's prompt cache did for a guarded request (streaming included: LiteLLM
     logs the assembled response), and its input count against the guard's, from its usage."""
     try:
@@ -91,7 +91,7 @@ def _calibrated(report: Mapping[str, Any] | None) -> tuple[str, float] | None:
     return key, float(factor)
 
 
-async def _learn(cg: ContextGuard, report: Mapping[str, Any], ratio: float) -> None:
+async def _learn(cg: Services, report: Mapping[str, Any], ratio: float) -> None:
     """One provider answer into the deployment's calibration record: the ratio to the guard's
     raw (unscaled) count. Only for estimated counts, and only from the provider's usage."""
     counted = _calibrated(report)
@@ -101,7 +101,7 @@ async def _learn(cg: ContextGuard, report: Mapping[str, Any], ratio: float) -> N
     await cg.calibrations.observe(key, ratio * factor)
 
 
-async def failed_async(cg: ContextGuard, kwargs: Any) -> None:
+async def failed_async(cg: Services, kwargs: Any) -> None:
     """A counting miss also raises the deployment's learned factor (see `failed`)."""
     counted = _calibrated(failed(cg, kwargs))
     if counted is not None:
@@ -111,7 +111,7 @@ async def failed_async(cg: ContextGuard, kwargs: Any) -> None:
             telemetry.log.error("context-guard calibration miss: %s", type(e).__name__)
 
 
-def failed(cg: ContextGuard, kwargs: Any) -> Mapping[str, Any] | None:
+def failed(cg: Services, kwargs: Any) -> Mapping[str, Any] | None:
     """A provider call failed. A context-window error on a request the guard counted as
     fitting is a counting miss: counted once per call, logged with numbers only. Returns the
     report of a counting miss."""
@@ -122,9 +122,9 @@ def failed(cg: ContextGuard, kwargs: Any) -> Mapping[str, Any] | None:
         if report is None or report.get("outcome") not in ("fitted", "unchanged"):
             return None  # not checked by the guard, or let through on purpose (context_window_fallbacks)
         call = _once_key(kwargs)
-        if call in cg._misses:
+        if call in cg.misses:
             return None
-        bounded_put(cg._misses, call, None, 4096)
+        bounded_put(cg.misses, call, None, 4096)
         telemetry.counting_miss(report)
         return report
     except Exception as e:  # telemetry must never fail a request

@@ -141,7 +141,8 @@ def _with_limits(entry: Any, auth: Any, name_key: str) -> None:
     if limits is None:
         return
     if name_key == "model_name":  # /model/info: next to LiteLLM's own model_info fields
-        info = entry.get("model_info") if isinstance(entry.get("model_info"), dict) else {}
+        raw = entry.get("model_info")
+        info = raw if isinstance(raw, dict) else {}
         entry["model_info"] = {**info, "context_guard": limits}
     else:  # /v1/models: a field of the model object (clients ignore fields they do not know)
         entry["context_guard"] = limits

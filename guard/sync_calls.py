@@ -23,10 +23,10 @@ from guard.routes import Route
 from guard.summarizer import internal_call
 
 if TYPE_CHECKING:
-    from guard.callback import ContextGuard
+    from guard.services import Services
 
 
-def fit_kwargs(cg: ContextGuard, kwargs: Mapping[str, Any], *, router: Any = None, route: Route = routes.CHAT) -> dict[str, Any]:
+def fit_kwargs(cg: Services, kwargs: Mapping[str, Any], *, router: Any = None, route: Route = routes.CHAT) -> dict[str, Any]:
     """The kwargs of a sync call, fitted as the deployment hook fits an async one (raises
     `guard.ContextWindowExceededError`, which is LiteLLM's context-window error). Called by a
     Router (through `instrument` or `wrap(router.completion, router=...)`), the kwargs name the
@@ -36,7 +36,7 @@ def fit_kwargs(cg: ContextGuard, kwargs: Mapping[str, Any], *, router: Any = Non
     md: Mapping[str, Any] = kwargs[md_key] if isinstance(kwargs.get(md_key), Mapping) else {}
     alias = md.get("model_group") if isinstance(md.get("model_group"), str) else None
     info = kwargs.get("model_info")
-    router = router or cg._router
+    router = router or cg.own_router()
     if alias is not None and isinstance(model, str):
         deployment: Deployment | None = Deployment(alias, model, dict(info) if isinstance(info, Mapping) else {})
     else:
@@ -48,11 +48,11 @@ def fit_kwargs(cg: ContextGuard, kwargs: Mapping[str, Any], *, router: Any = Non
     return run_sync(coro)
 
 
-def wrap(cg: ContextGuard, fn: Callable[..., Any], *, router: Any = None, route: Route = routes.CHAT) -> Callable[..., Any]:
+def wrap(cg: Services, fn: Callable[..., Any], *, router: Any = None, route: Route = routes.CHAT) -> Callable[..., Any]:
     """`fn` with its requests fitted (see `ContextGuard.wrap`)."""
     if router is not None and route is routes.CHAT:
-        if cg._router is None:
-            cg._router = router
+        if cg.own_router() is None:
+            cg.use_router(router)
 
         @functools.wraps(fn)
         def routed(*args: Any, **kwargs: Any) -> Any:
@@ -74,7 +74,7 @@ def wrap(cg: ContextGuard, fn: Callable[..., Any], *, router: Any = None, route:
 
 
 def _fitted_call(
-    cg: ContextGuard, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, router: Any = None,
+    cg: Services, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, router: Any = None,
     route: Route = routes.CHAT,
 ) -> Any:
     """`fn(*args, **kwargs)` with the request fitted first and the report on its response."""
@@ -99,8 +99,8 @@ def run_sync(coro: Any) -> Any:
 # -- instrumentation of LiteLLM's sync entry points ---------------------------------------------
 
 _ORIGINAL: dict[str, Any] = {}
-_INSTRUMENTED: list[ContextGuard] = []  # the guard that fits every sync call (instrument())
-_SCOPE: ContextVar[ContextGuard | None] = ContextVar("context_guard_sync_scope", default=None)
+_INSTRUMENTED: list[Services] = []  # the guard that fits every sync call (instrument())
+_SCOPE: ContextVar[Services | None] = ContextVar("context_guard_sync_scope", default=None)
 _PATCH_LOCK = threading.Lock()
 _USERS = [0]  # sync Router calls through `wrap(..., router=)` running now
 _litellm_completion = litellm.completion  # LiteLLM's own, whatever is patched later
@@ -140,17 +140,15 @@ def _release() -> None:
             _restore()
 
 
-def instrument(guard: ContextGuard | None = None, *, router: Any = None) -> ContextGuard:
-    """Fit every sync `litellm.completion` call, including those a sync `Router.completion` makes
-    per attempt (fallbacks included), like their async forms. Idempotent; `uninstrument()` puts
-    LiteLLM's own function back. Returns the guard in use (the registered one by default)."""
-    g = guard or guard_instance()
+def instrument(guard: Services, *, router: Any = None) -> Services:
+    """Fit every sync `litellm.completion` call with `guard`, including those a sync
+    `Router.completion` makes per attempt (see `guard.instrument`, which picks the guard)."""
     if router is not None:
-        g.use_router(router)
+        guard.use_router(router)
     with _PATCH_LOCK:
-        _INSTRUMENTED[:] = [g]
+        _INSTRUMENTED[:] = [guard]
         _install()
-    return g
+    return guard
 
 
 def uninstrument() -> None:
@@ -165,30 +163,6 @@ def is_instrumented() -> bool:
     return bool(_INSTRUMENTED) and "completion" in _ORIGINAL
 
 
-_default_guard: list[ContextGuard] = []
-
-
-def guard_instance() -> ContextGuard:
-    """The ContextGuard registered in `litellm.callbacks`, else a default one."""
-    from guard.callback import ContextGuard
-    from guard.policy import PolicySet
-
-    for cb in litellm.callbacks:
-        if isinstance(cb, ContextGuard):
-            return cb
-    if not _default_guard:
-        _default_guard.append(ContextGuard(policies=PolicySet()))
-    return _default_guard[0]
-
-
-def completion(*args: Any, **kwargs: Any) -> Any:
-    """`litellm.completion` with the request fitted first, by the ContextGuard registered in
-    `litellm.callbacks` (or a default one). Same signature and return value."""
-    return wrap(guard_instance(), _ORIGINAL.get("completion") or litellm.completion)(*args, **kwargs)
-
-
-def responses(*args: Any, **kwargs: Any) -> Any:
-    """`litellm.responses` (the OpenAI Responses API, sync) with the request fitted first, like
-    `completion`. LiteLLM 1.106 also runs the callback's deployment hook for sync Responses calls
-    (a second, unchanged pass); this wrapper fits them whatever the LiteLLM version."""
-    return wrap(guard_instance(), litellm.responses, route=routes.RESPONSES)(*args, **kwargs)
+def original_completion() -> Callable[..., Any]:
+    """LiteLLM's own `completion`, whether or not it is instrumented now."""
+    return _ORIGINAL.get("completion") or litellm.completion
