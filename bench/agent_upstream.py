@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.upstream import _dump, input_tokens, responses_input_tokens
+from tests.e2e.upstream import JsonHandler, Server, _dump, input_tokens, responses_input_tokens
 
 FILE_HEAD = re.compile(r"FILE (\d+) of (\d+)")
 MARKER = "[context-guard:"
@@ -118,25 +118,8 @@ def _decide(script: Script, body: dict[str, Any], responses: bool) -> tuple[str,
     return "tool", str(script.files[script.read])
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-
-
 def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
-            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", content_type)
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             self._send(200, {"data": [{"id": m, "object": "model"} for m in script.windows]})
 
@@ -242,6 +225,6 @@ def _shell_call(body: dict[str, Any], path: str) -> dict[str, Any]:
 
 def serve(port: int, windows: dict[str, int], files: list[Path]) -> tuple[ThreadingHTTPServer, Script]:
     script = Script(windows, files)
-    server = _Server(("127.0.0.1", port), make_handler(script))
+    server = Server(("127.0.0.1", port), make_handler(script))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, script

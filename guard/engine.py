@@ -168,19 +168,23 @@ class Engine:
         deployment: Deployment | None = None,
         can_summarize: bool = False,
         temperature: Temperature | None = None,
+        conversation: str | None = None,
     ) -> Plan:
         """The planner generator for one body (see guard.planner). `deployment` names the real
         model and model_info behind `model` when the caller knows them (the LiteLLM hooks do).
         The conversation's cache temperature is judged from `conversations` and the clock, and
         the fit recorded there, unless the shell passes `temperature` (its shared log failed:
-        `temperature.UNKNOWN`)."""
+        `temperature.UNKNOWN`). `conversation`: the body's `conversation_key`, when the shell has
+        it already."""
         name, d, policy = self._request(body, model, dialect, policy)
         limits = self.limits_for(name, policy, deployment)
         real, key, (counter, exact, factor) = self._counting(name, policy, deployment)
         family = profile(real).family
-        conversation, now = None, self.clock()
-        if temperature is None:
-            conversation = self.conversation_key(body, name, d)
+        now = self.clock()
+        if temperature is not None:
+            conversation = None  # judged by the shell: not recorded
+        else:
+            conversation = conversation or self.conversation_key(body, name, d)
             temperature = judge(self.conversations.get(conversation), now, ttl_seconds(policy.cache_ttl_seconds, family, body))
         inner = plan(
             body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,

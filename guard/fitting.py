@@ -159,12 +159,17 @@ async def fit(
         # the deployment's record (learned ratios; counting misses, which count in static mode too)
         await cg.calibrations.fresh(engine.calibration_key(name, deployment))
         summarizer = cg.summarizer if policy.allows("summarize") else None
-        # when the conversation was last sent, as every worker knows it (its cache temperature)
+        # when the conversation was last sent, as every worker knows it (its cache temperature);
+        # a later pass of the same request (the deployment hook after the proxy's) has the record
+        # its first pass read and wrote in this process
         conversation = engine.conversation_key(data, name, dialect)
-        known = await cg.conversations.fresh(conversation)
+        earlier = md.get(STATE_KEY)
+        judged = isinstance(earlier, Mapping) and earlier.get("cache_temperature") in ("cold", "warm")
+        known = judged or await cg.conversations.fresh(conversation)
         make = functools.partial(
             engine.plan, data, model=name, dialect=dialect, policy=policy, deployment=deployment,
             can_summarize=summarizer is not None, temperature=None if known else temperature.UNKNOWN,
+            conversation=conversation,
         )
         fitted = await drive(make, summarizer, identity.tenant, threaded=big)
         if known:

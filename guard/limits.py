@@ -94,6 +94,23 @@ def _io(entry: Mapping[str, Any]) -> tuple[int | None, int | None]:
     return max_in, max_out
 
 
+def _mapped(
+    model: str, real: str, model_map: Mapping[str, Any] | None, resolver: Resolver | None
+) -> tuple[int | None, int | None, str]:
+    """(input, output, source) from the map's exact entry, else `resolver`, else the raw map's
+    entry without provider prefixes or lowercased; (None, None, "default") when none knows it."""
+    exact = model_map.get(real) if model_map else None
+    if isinstance(exact, Mapping) and _positive_int(exact.get("max_input_tokens") or exact.get("max_tokens")):
+        return (*_io(exact), "model_map")
+    resolved = _resolve(resolver, real) or (_resolve(resolver, model) if real != model else None)
+    if resolved is not None:
+        return (*_io(resolved), "litellm")
+    entry = (lookup(model_map, real) or (lookup(model_map, model) if real != model else None)) if model_map else None
+    if entry is not None:
+        return (*_io(entry), "model_map")
+    return None, None, "default"
+
+
 def resolve_limits(
     model: str,
     policy: Policy,
@@ -109,25 +126,9 @@ def resolve_limits(
     `get_model_info`, which knows provider routes, aliases and spellings the raw map does not); else
     the raw map's entry without provider prefixes or lowercased."""
     real = underlying or model
-    max_in = max_out = None
-    source = "default"
-    exact = model_map.get(real) if model_map else None
     info_in, info_out = _io(model_info) if model_info else (None, None)
-    if info_in and info_out:
-        pass  # the deployment's model_info says both: no map or resolver (LiteLLM's import) needed
-    elif isinstance(exact, Mapping) and _positive_int(exact.get("max_input_tokens") or exact.get("max_tokens")):
-        max_in, max_out = _io(exact)
-        source = "model_map"
-    else:
-        resolved = _resolve(resolver, real) or (_resolve(resolver, model) if real != model else None)
-        if resolved is not None:
-            max_in, max_out = _io(resolved)
-            source = "litellm"
-        elif model_map:
-            entry = lookup(model_map, real) or (lookup(model_map, model) if real != model else None)
-            if entry is not None:
-                max_in, max_out = _io(entry)
-                source = "model_map"
+    # the deployment's model_info may say both: then no map or resolver (LiteLLM's import) is needed
+    max_in, max_out, source = (None, None, "default") if info_in and info_out else _mapped(model, real, model_map, resolver)
     if info_in or info_out:
         max_in, max_out = info_in or max_in, info_out or max_out
         source = "config"

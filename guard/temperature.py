@@ -89,7 +89,6 @@ class Temperature:
     state: State
     idle_seconds: float | None = None  # since the conversation was last sent (None: never seen)
     anchor: Anchor | None = None
-    ttl_seconds: int | None = None
 
 
 UNKNOWN = Temperature("unknown")
@@ -131,10 +130,10 @@ def judge(seen: Seen | None, now: float, ttl: int) -> Temperature:
     never seen is warm: it may be one turn of a loop this process has not served yet, and cutting
     it deep would waste room for nothing). `ttl` 0: never cold."""
     if seen is None:
-        return Temperature("warm", None, None, ttl)
+        return Temperature("warm")
     idle = max(0.0, now - seen.at)
     cold = ttl > 0 and idle > ttl
-    return Temperature("cold" if cold else "warm", idle, seen.anchor, ttl)
+    return Temperature("cold" if cold else "warm", idle, seen.anchor)
 
 
 class SeenLog:

@@ -5,8 +5,6 @@ next turns carries the anchored cut (the record is shared through Redis)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,14 +13,9 @@ import httpx
 import pytest
 
 from bench.traces import coding_trace
-from tests.e2e.conftest import free_port, start_proxy, stop_proxy
-from tests.e2e.redis_server import Redis
-from tests.e2e.upstream import serve
+from tests.e2e.redis_server import Redis, proxy_with_redis, require_redis_server
 
-if shutil.which("redis-server") is None:
-    if os.environ.get("GUARD_REQUIRE_REDIS") == "1":
-        raise RuntimeError("GUARD_REQUIRE_REDIS=1 but redis-server is not installed")
-    pytest.skip("needs Debian's redis-server", allow_module_level=True)
+require_redis_server()
 
 WINDOW = 9_000
 TTL = 3  # seconds: the test's provider forgets a cached prefix after this
@@ -51,15 +44,8 @@ context_guard:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, Redis]]:
-    workdir = tmp_path_factory.mktemp("temperature")
-    server, upstream = serve(free_port(), {"gpt-4o-8k": WINDOW})
-    redis = Redis(workdir)
-    redis.start()
-    proc, url, _ = start_proxy(config(server.server_address[1], redis.port), workdir, args=["--num_workers", "2"])
-    yield url, upstream, redis
-    stop_proxy(proc)
-    redis.stop()
-    server.shutdown()
+    with proxy_with_redis(tmp_path_factory.mktemp("temperature"), config, {"gpt-4o-8k": WINDOW}) as running:
+        yield running
 
 
 def send(url: str, messages: list[dict[str, Any]]) -> httpx.Response:

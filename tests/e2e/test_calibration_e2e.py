@@ -8,8 +8,6 @@ about 0.8x (an over-count that would waste a fifth of the window).
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from typing import Any, Iterator
 
@@ -17,14 +15,9 @@ import httpx
 import pytest
 
 from bench.traces import agent_trace
-from tests.e2e.conftest import free_port, start_proxy, stop_proxy
-from tests.e2e.redis_server import Redis
-from tests.e2e.upstream import serve
+from tests.e2e.redis_server import Redis, proxy_with_redis, require_redis_server
 
-if shutil.which("redis-server") is None:
-    if os.environ.get("GUARD_REQUIRE_REDIS") == "1":
-        raise RuntimeError("GUARD_REQUIRE_REDIS=1 but redis-server is not installed")
-    pytest.skip("needs Debian's redis-server", allow_module_level=True)
+require_redis_server()
 
 WINDOW, OUT, MARGIN = 32_768, 256, 128
 # the upstream's count per model, relative to its own o200k count: on this trace the guard's static
@@ -67,15 +60,8 @@ context_guard:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, Redis]]:
-    workdir = tmp_path_factory.mktemp("calibration")
-    server, upstream = serve(free_port(), {m: WINDOW for m in SCALES}, scales=SCALES)
-    redis = Redis(workdir)
-    redis.start()
-    proc, url, _ = start_proxy(config(server.server_address[1], redis.port), workdir, args=["--num_workers", "2"])
-    yield url, upstream, redis
-    stop_proxy(proc)
-    redis.stop()
-    server.shutdown()
+    with proxy_with_redis(tmp_path_factory.mktemp("calibration"), config, {m: WINDOW for m in SCALES}, scales=SCALES) as running:
+        yield running
 
 
 def turns() -> list[list[dict[str, Any]]]:

@@ -10,8 +10,6 @@ is still served.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from typing import Any, Iterator
 
 import httpx
@@ -20,12 +18,10 @@ import pytest
 
 from bench.traces import agent_trace
 from tests.e2e.conftest import start_proxy
-from tests.e2e.redis_server import Redis
+from tests.e2e.redis_server import Redis, require_redis_server
 from tests.e2e.upstream import is_summary_call
 
-if shutil.which("redis-server") is None and os.environ.get("GUARD_REQUIRE_REDIS") == "1":
-    raise RuntimeError("GUARD_REQUIRE_REDIS=1 but redis-server is not installed")
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs Debian's redis-server")
+require_redis_server()
 
 TRACE = agent_trace()
 TURNS = list(range(200, 400, 4))  # 50 turns of a growing agent conversation

@@ -185,21 +185,30 @@ class Upstream:
         return n if scale is None else int(n * scale + 0.999)
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet HTTP/1.1 handler that answers JSON (or bytes, such as server-sent events)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+    def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the default listen backlog (5) resets connections under load
+
+
 def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *args: Any) -> None:  # quiet
-            pass
-
-        def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
-            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("content-type", content_type)
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+    class Handler(JsonHandler):
         def do_GET(self) -> None:
             if self.path.startswith("/_stats"):
                 with state.lock:
@@ -345,16 +354,11 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-class _Server(ThreadingHTTPServer):
-    request_queue_size = 512  # the default listen backlog (5) resets connections under load
-
-
 def serve(
     port: int, windows: dict[str, int], delay: float = 0.0, record: bool = True, scales: dict[str, float] | None = None
 ) -> tuple[ThreadingHTTPServer, Upstream]:
     state = Upstream(windows, delay, record, scales)
-    server = _Server(("127.0.0.1", port), make_handler(state))
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", port), make_handler(state))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, state
 
