@@ -14,7 +14,7 @@ reference), and the under-count rate (share of samples where the guard counted f
 the model will see: the dangerous direction). OpenAI: the guard's count against tiktoken itself.
 Mistral, Qwen, DeepSeek: the calibrated estimate the guard uses without the `exact` extra
 (cl100k_base x the family's default factor), its exact mode with the extra, and the factor
-`calibration_mode: auto` learns from 200 simulated provider answers (`guard.calibration`'s 99th
+`calibration_mode: auto` learns from 200 simulated provider answers (`guard.core.calibration`'s 99th
 percentile of the ratios and its headroom; each answer the family's real count of one text).
 A learner is measured on traffic like the traffic it learned from: the answers are drawn from
 another seed but the same distribution as the measured samples (50-20,000 characters), once per
@@ -40,10 +40,10 @@ from typing import Callable
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from guard.encodings import EXACT_PACKAGES, exact_available, get_encoding, get_vocab, litellm_tokenizer_dir  # noqa: E402
-from guard import calibration  # noqa: E402
-from guard.models import DEFAULT_FACTORS  # noqa: E402
-from guard.tokens import TokenCounter  # noqa: E402
+from guard.core import calibration  # noqa: E402
+from guard.core.encodings import EXACT_PACKAGES, exact_available, get_encoding, get_vocab, litellm_tokenizer_dir  # noqa: E402
+from guard.core.models import DEFAULT_FACTORS  # noqa: E402
+from guard.core.tokens import TokenCounter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
 

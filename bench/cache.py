@@ -33,7 +33,7 @@ overflowing turns only (the untrimmed loop over the room), cache reads at 0.1x a
 premium; best_bill_over: `best_cut`'s bill there. gap_bill and gap_bill_temp (`--gaps`, a
 10-minute pause every 15 turns by default, past the provider's 5-minute cache TTL): the Anthropic
 bill of the same loop with those pauses, against the untrimmed loop with them, without and with
-cache temperature (guard.temperature); gap_room_median: the room used with it.
+cache temperature (guard.fit.temperature); gap_room_median: the room used with it.
 With `--chart`, a PNG of tokens sent per turn (untrimmed, guarded, cut turns marked) for the
 largest loop (needs matplotlib: `pip install matplotlib`).
 """
@@ -51,12 +51,21 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from bench.traces import agent_trace, coding_trace, real_long_sessions, real_traces, swe_runs, to_anthropic, to_responses, to_text_agent  # noqa: E402
+from bench.traces import (  # noqa: E402
+    agent_trace,
+    coding_trace,
+    real_long_sessions,
+    real_traces,
+    swe_runs,
+    to_anthropic,
+    to_responses,
+    to_text_agent,
+)
+from guard.core.errors import ContextWindowExceeded  # noqa: E402
+from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.dialects import detect  # noqa: E402
-from guard.engine import Engine  # noqa: E402
-from guard.errors import ContextWindowExceeded  # noqa: E402
-from guard.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
-from guard.policy import Policy, load_policy_set  # noqa: E402
+from guard.fit.engine import Engine  # noqa: E402
+from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
 SUMMARY = (

@@ -27,12 +27,12 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from bench.traces import agent_trace  # noqa: E402
-from guard.cache import SummaryCache  # noqa: E402
-from guard.callback import ContextGuard  # noqa: E402
-from guard.config import CacheSettings, Deployment  # noqa: E402
+from guard.core.config import CacheSettings, Deployment  # noqa: E402
+from guard.core.policy import load_policy_set  # noqa: E402
 from guard.dialects import content_texts  # noqa: E402
-from guard.engine import Engine  # noqa: E402
-from guard.policy import load_policy_set  # noqa: E402
+from guard.fit.engine import Engine  # noqa: E402
+from guard.shell.callback import ContextGuard  # noqa: E402
+from guard.state.cache import SummaryCache  # noqa: E402
 
 WINDOW = 32_000
 TURNS = range(200, 400, 4)

@@ -24,12 +24,12 @@ from typing import Any, Callable
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from bench.traces import agent_trace  # noqa: E402
-from guard import jsontext, relevance  # noqa: E402
+from guard.core import jsontext, relevance  # noqa: E402
+from guard.core.encodings import get_encoding  # noqa: E402
+from guard.core.policy import load_policy_set  # noqa: E402
+from guard.core.tokens import TokenCounter  # noqa: E402
 from guard.dialects import OPENAI  # noqa: E402
-from guard.policy import load_policy_set  # noqa: E402
-from guard.engine import Engine  # noqa: E402
-from guard.encodings import get_encoding  # noqa: E402
-from guard.tokens import TokenCounter  # noqa: E402
+from guard.fit.engine import Engine  # noqa: E402
 
 
 def fresh(body: dict[str, Any]) -> dict[str, Any]:

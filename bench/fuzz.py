@@ -39,12 +39,12 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from guard.config import Deployment  # noqa: E402
+from guard.core.config import Deployment  # noqa: E402
+from guard.core.errors import ContextWindowExceeded, GuardError  # noqa: E402
+from guard.core.policy import load_policy_set  # noqa: E402
+from guard.core.tokens import TokenCounter  # noqa: E402
 from guard.dialects import by_name  # noqa: E402
-from guard.engine import Engine  # noqa: E402
-from guard.errors import ContextWindowExceeded, GuardError  # noqa: E402
-from guard.policy import load_policy_set  # noqa: E402
-from guard.tokens import TokenCounter  # noqa: E402
+from guard.fit.engine import Engine  # noqa: E402
 
 WORDS = "the error in src/app.py line 42 failed import retry token window über 東京 данные ✓ {} [] \" \\".split()
 ROLES = ["system", "user", "assistant", "tool", "developer", "function", "critic", "", None, 7]
@@ -276,7 +276,7 @@ class HookTarget:
         import litellm
         from litellm.proxy._types import ProxyException, UserAPIKeyAuth
 
-        from guard.callback import ContextGuard
+        from guard.shell.callback import ContextGuard
 
         self.engine, self.litellm = engine, litellm
         self.guard = ContextGuard(engine=engine)

@@ -21,10 +21,10 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from bench.traces import agent_trace  # noqa: E402
-from guard.config import Deployment  # noqa: E402
-from guard.engine import Engine  # noqa: E402
-from guard.errors import ContextWindowExceeded  # noqa: E402
-from guard.policy import load_policy_set  # noqa: E402
+from guard.core.config import Deployment  # noqa: E402
+from guard.core.errors import ContextWindowExceeded  # noqa: E402
+from guard.core.policy import load_policy_set  # noqa: E402
+from guard.fit.engine import Engine  # noqa: E402
 
 PROJECTS = ["atlas", "borealis", "cobalt", "dynamo", "ember", "fjord", "granite", "helix"]
 

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from guard.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config
-from guard.engine import Engine
-from guard.errors import BadRequest, ContextWindowExceeded, GuardError, PolicyError, Shortfall, UnknownModel
-from guard.limits import ModelLimits
-from guard.planner import Fitted, SummaryAnswer, SummaryRequest
-from guard.policy import Policy, PolicySet, load_policy_set
-from guard.report import Action, Report, Skipped
+from guard.core.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config
+from guard.core.errors import BadRequest, ContextWindowExceeded, GuardError, PolicyError, Shortfall, UnknownModel
+from guard.core.limits import ModelLimits
+from guard.core.policy import Policy, PolicySet, load_policy_set
+from guard.core.report import Action, Report, Skipped
+from guard.fit.engine import Engine
+from guard.fit.planner import Fitted, SummaryAnswer, SummaryRequest
 
 if TYPE_CHECKING:  # visible to type checkers; loaded lazily at run time (they import LiteLLM)
-    from guard.cache import SummaryCache
-    from guard.callback import (
+    from guard.shell.callback import (
         ContextGuard,
         ContextWindowExceededError,
         GuardFailed,
@@ -28,19 +27,20 @@ if TYPE_CHECKING:  # visible to type checkers; loaded lazily at run time (they i
         responses,
         uninstrument,
     )
-    from guard.summarizer import Summarizer
+    from guard.shell.summarizer import Summarizer
+    from guard.state.cache import SummaryCache
 
 _SHELL = {
-    "ContextGuard": "guard.callback",
-    "ContextWindowExceededError": "guard.callback",
-    "GuardFailed": "guard.callback",
-    "instrument": "guard.callback",
-    "report_of": "guard.callback",
-    "uninstrument": "guard.callback",
-    "SummaryCache": "guard.cache",
-    "Summarizer": "guard.summarizer",
-    "completion": "guard.callback",
-    "responses": "guard.callback",
+    "ContextGuard": "guard.shell.callback",
+    "ContextWindowExceededError": "guard.shell.callback",
+    "GuardFailed": "guard.shell.callback",
+    "instrument": "guard.shell.callback",
+    "report_of": "guard.shell.callback",
+    "uninstrument": "guard.shell.callback",
+    "SummaryCache": "guard.state.cache",
+    "Summarizer": "guard.shell.summarizer",
+    "completion": "guard.shell.callback",
+    "responses": "guard.shell.callback",
 }
 
 

@@ -15,15 +15,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, Sequence
+from typing import Any, NoReturn
 
-from guard.announce import AGENTS, announce, lines
+from guard.core.announce import AGENTS, announce, lines
+from guard.core.errors import ContextWindowExceeded, GuardError
+from guard.core.policy import Policy
+from guard.core.report import Report
 from guard.dialects import DIALECTS
-from guard.engine import Engine
-from guard.errors import ContextWindowExceeded, GuardError
-from guard.planner import Fitted
-from guard.report import Report
+from guard.fit.engine import Engine
+from guard.fit.planner import Fitted
 
 EXIT_FITS, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2
 
@@ -41,14 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("request", help="request body as JSON ('-' for stdin)")
     fit.add_argument("--config", help="LiteLLM proxy config (model_list model_info, context_guard policy)")
     fit.add_argument("--model", help="model to fit for (default: the body's 'model')")
-    fit.add_argument("--dialect", choices=list(DIALECTS), help="body shape: chat, /v1/messages or Responses (default: detected)")
+    fit.add_argument(
+        "--dialect", choices=list(DIALECTS), help="body shape: chat, /v1/messages or Responses (default: detected)"
+    )
     fit.add_argument("--out", help="write the fitted body here ('-' for stdout)")
     fit.add_argument("--json", action="store_true", help="print the report as one JSON object on stdout")
-    cal = sub.add_parser("calibration", help="per deployment: the counting factor in use, its source and the observed ratios")
+    cal = sub.add_parser(
+        "calibration", help="per deployment: the counting factor in use, its source and the observed ratios"
+    )
     cal.add_argument("--config", required=True, help="LiteLLM proxy config (model_list, context_guard policy)")
     cal.add_argument("--redis", help="the shared Redis (default: the config's coordination_redis or cache.redis_url)")
     cal.add_argument("--json", action="store_true", help="one JSON object per deployment")
-    env = sub.add_parser("agent-env", help="the settings that tell a coding agent the window the guard enforces for a caller")
+    env = sub.add_parser(
+        "agent-env", help="the settings that tell a coding agent the window the guard enforces for a caller"
+    )
     env.add_argument("agent", choices=list(AGENTS), help="claude-code: shell exports; codex: config.toml lines")
     env.add_argument("--config", required=True, help="the proxy's LiteLLM config (model_list, context_guard policy)")
     env.add_argument("--model", required=True, help="the model name clients send (a model_list model_name)")
@@ -100,10 +108,10 @@ def calibration_main(args: argparse.Namespace) -> int:
 
     import yaml
 
-    from guard import calibration
-    from guard.cache import SummaryCache
-    from guard.calibration_store import CalibrationStore
-    from guard.config import CacheSettings, load_config
+    from guard.core import calibration
+    from guard.core.config import CacheSettings, load_config
+    from guard.state.cache import SummaryCache
+    from guard.state.calibration_store import CalibrationStore
 
     try:
         cfg = load_config(args.config)
@@ -130,16 +138,35 @@ def calibration_main(args: argparse.Namespace) -> int:
         _, exact, factor = engine.counter_and_factor(name, policy, deployment.model, key)
         ratios = store.lookup(key)[0] if store is not None else []
         bounded = [r for r in (calibration.bounded(x, policy.calibration_settings()) for x in ratios) if r is not None]
-        quantiles = {f"p{int(q * 100)}": round(calibration.quantile(bounded, q), 3) for q in (0.5, 0.9, 0.99)} if bounded else {}
-        rows.append({
-            "deployment": name, "key": key, "mode": policy.calibration_mode, "exact": exact,
-            "factor": factor.value, "source": "exact" if exact else factor.source,
-            "observations": len(bounded), "ratio": quantiles, "missed": store.lookup(key)[1] if store is not None else None,
-        })
+        missed = store.lookup(key)[1] if store is not None else None
+        rows.append(_calibration_row(name, key, policy, exact, factor, bounded, missed))
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return EXIT_FITS
+    where = (
+        f"shared store {url} ({len(shared)} deployments with answers)"
+        if store is not None
+        else "no shared Redis: static factors only"
+    )
+    _print_calibrations(rows, where)
+    return EXIT_FITS
+
+
+def _calibration_row(
+    name: str, key: str, policy: Policy, exact: bool, factor: Any, bounded: list[float], missed: float | None
+) -> dict[str, Any]:
+    from guard.core import calibration
+
+    quantiles = {f"p{int(q * 100)}": round(calibration.quantile(bounded, q), 3) for q in (0.5, 0.9, 0.99) if bounded}
+    return {
+        "deployment": name, "key": key, "mode": policy.calibration_mode, "exact": exact, "factor": factor.value,
+        "source": "exact" if exact else factor.source, "observations": len(bounded),
+        "ratio": quantiles, "missed": missed,
+    }
+
+
+def _print_calibrations(rows: list[dict[str, Any]], where: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -147,18 +174,21 @@ def calibration_main(args: argparse.Namespace) -> int:
     for row in rows:
         q = row["ratio"]
         table.add_row(
-            row["deployment"], row["mode"], f"{row['factor']:.2f}", row["source"], str(row["observations"]),
-            " / ".join(str(q[k]) for k in ("p50", "p90", "p99")) if q else "-", f"{row['missed']:.2f}" if row["missed"] else "-",
+            row["deployment"],
+            row["mode"],
+            f"{row['factor']:.2f}",
+            row["source"],
+            str(row["observations"]),
+            " / ".join(str(q[k]) for k in ("p50", "p90", "p99")) if q else "-",
+            f"{row['missed']:.2f}" if row["missed"] else "-",
         )
     console = Console()
     console.print(table)
-    where = f"shared store {url} ({len(shared)} deployments with answers)" if store is not None else "no shared Redis: static factors only"
     console.print(where)
-    return EXIT_FITS
 
 
 def agent_env_main(args: argparse.Namespace) -> int:
-    """Print what `guard.announce` derives for one model and caller, in the agent's own terms."""
+    """Print what `guard.core.announce` derives for one model and caller, in the agent's own terms."""
     try:
         engine = Engine.from_config(args.config)
         underlying = engine.underlying(args.model)
@@ -236,7 +266,7 @@ def _show(report: Report, error: str | None = None) -> None:
         f"input {report.input_tokens_before:,} → {report.input_tokens_after:,} tokens "
         f"(room {report.room:,}, low-water {report.target:,}); "
         f"{report.output_key}={report.max_tokens:,} ({report.max_tokens_source})"
-        + ("" if report.exact_count else f"; estimated ×{report.calibration_factor}")
+        + ("" if report.exact_count else f"; estimated ×{report.calibration_factor}")  # noqa: RUF001 - the sign is meant
     )
     if report.actions:
         table = Table("action", "items", "tokens saved")

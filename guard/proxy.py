@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-from guard.callback import ContextGuard, _proxy_config_path
-from guard.errors import GuardError
-from guard.identity import identity_from_auth
-from guard.policy import Policy
+from guard.core.errors import GuardError
+from guard.core.identity import identity_from_auth
+from guard.core.policy import Policy
+from guard.shell.callback import ContextGuard, _proxy_config_path
 
 # The proxy reads its config file before it loads callbacks, so the policy is validated here, at
 # start-up: an invalid `context_guard:` section stops the proxy with the field named.
@@ -54,7 +55,9 @@ def _caller_policy(name: str, auth: Any) -> Policy:
     """The policy of a request to `name` from the caller behind LiteLLM's `auth` (no client hints)."""
     engine = context_guard.engine
     identity = identity_from_auth(auth)
-    policy, _ = engine.policies.resolve((name, engine.underlying(name)), team=identity.team, key=identity.key, trusted=identity.trusted)
+    policy, _ = engine.policies.resolve(
+        (name, engine.underlying(name)), team=identity.team, key=identity.key, trusted=identity.trusted
+    )
     return policy
 
 
@@ -64,7 +67,9 @@ def _route(module: Any, path: str, endpoint: Callable[..., Awaitable[Any]], meth
     from fastapi.routing import APIRoute
     from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
 
-    module.app.router.routes.insert(0, APIRoute(path, endpoint, methods=[method], dependencies=[Depends(user_api_key_auth)]))
+    module.app.router.routes.insert(
+        0, APIRoute(path, endpoint, methods=[method], dependencies=[Depends(user_api_key_auth)])
+    )
 
 
 # path -> (dialect, how the answer looks); the paths LiteLLM serves them at
@@ -83,7 +88,11 @@ def _bad_count(dialect: str, message: str) -> Any:
     from fastapi.responses import JSONResponse
 
     error = {"type": "invalid_request_error", "message": message}
-    payload = {"type": "error", "error": error} if dialect == "anthropic" else {"error": {**error, "param": None, "code": None}}
+    payload = (
+        {"type": "error", "error": error}
+        if dialect == "anthropic"
+        else {"error": {**error, "param": None, "code": None}}
+    )
     return JSONResponse(payload, status_code=400)
 
 
@@ -95,7 +104,7 @@ def _mount_counting() -> None:
     from fastapi import Depends, Request
     from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
 
-    def endpoint(dialect: str, answer: Callable[[int], dict]) -> Callable[..., Awaitable[Any]]:
+    def endpoint(dialect: str, answer: Callable[[int], dict[str, Any]]) -> Callable[..., Awaitable[Any]]:
         async def count(request: Request, auth: Any = Depends(user_api_key_auth)) -> Any:
             try:
                 body = await request.json()
@@ -122,15 +131,21 @@ _mount_counting()
 
 def _limits_for(name: str, auth: Any) -> dict[str, int] | None:
     """What the guard enforces for `name` and the caller behind `auth` (None: no limits known)."""
-    from guard.announce import announce
+    from guard.core.announce import announce
 
     try:
         policy = _caller_policy(name, auth)
         a = announce(name, context_guard.engine.limits_for(name, policy), policy)
     except GuardError:
         return None
-    return {"context_window": a.window, "max_output_tokens": a.max_output, "safety_margin_tokens": a.margin,
-            "max_input_tokens": a.input_limit, "agent_context_window": a.agent_window, "auto_compact_tokens": a.auto_compact}
+    return {
+        "context_window": a.window,
+        "max_output_tokens": a.max_output,
+        "safety_margin_tokens": a.margin,
+        "max_input_tokens": a.input_limit,
+        "agent_context_window": a.agent_window,
+        "auto_compact_tokens": a.auto_compact,
+    }
 
 
 def _with_limits(entry: Any, auth: Any, name_key: str) -> None:
@@ -151,7 +166,7 @@ def _with_limits(entry: Any, auth: Any, name_key: str) -> None:
 def _mount_model_lists() -> None:
     """`/model/info` entries carry `model_info.context_guard` and `/v1/models` entries a
     `context_guard` field: the limits the guard enforces for the caller's key and team (see
-    guard.announce), next to LiteLLM's own. LiteLLM's handlers are wrapped; an answer of a shape
+    guard.core.announce), next to LiteLLM's own. LiteLLM's handlers are wrapped; an answer of a shape
     the guard does not know goes out as LiteLLM made it."""
     import functools
     import json

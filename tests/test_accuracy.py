@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from bench import accuracy
-from guard.encodings import EXACT_PACKAGES, exact_available, get_vocab
-from guard.engine import Engine
-from guard.models import profile
-from guard.policy import load_policy_set
+from guard.core.encodings import EXACT_PACKAGES, exact_available, get_vocab
+from guard.core.models import profile
+from guard.core.policy import load_policy_set
+from guard.fit.engine import Engine
 
 MISSING = [name for name in EXACT_PACKAGES if not exact_available(name)]
 

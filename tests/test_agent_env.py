@@ -5,13 +5,12 @@ the announced output reserved is sent uncut, and one just over it is cut."""
 
 from __future__ import annotations
 
+import pytest
 import tomllib
 
-import pytest
-
-from guard.announce import announce, lines
-from guard.config import parse_config
-from guard.engine import Engine
+from guard.core.announce import announce, lines
+from guard.core.config import parse_config
+from guard.fit.engine import Engine
 from tests.cli_helpers import run_cli
 
 CONFIG = """
@@ -45,7 +44,7 @@ def _announced(model: str, team: str | None = None, key: str | None = None):
 
 def _count(engine: Engine, policy, words: int, max_tokens: int):
     """The guard's report for a chat body of `words` words reserving `max_tokens` (fitted or not)."""
-    from guard.errors import ContextWindowExceeded
+    from guard.core.errors import ContextWindowExceeded
 
     body = {"model": "gw-coder", "messages": [{"role": "user", "content": "word " * words}], "max_tokens": max_tokens}
     try:

@@ -1,4 +1,4 @@
-from guard.breaker import CircuitBreaker
+from guard.core.breaker import CircuitBreaker
 
 
 class Clock:

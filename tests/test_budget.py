@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guard.budget import Budget, make_budget, requested_output
-from guard.errors import BadRequest
-from guard.limits import ModelLimits
-from guard.policy import Policy
+from guard.core.budget import Budget, make_budget, requested_output
+from guard.core.errors import BadRequest
+from guard.core.limits import ModelLimits
+from guard.core.policy import Policy
 
 SHARED = ModelLimits("m", 200_000, 64_000, "shared", "test")
 SEPARATE = ModelLimits("m", 272_000, 128_000, "separate", "test")
@@ -70,9 +70,9 @@ def test_growing_conversations_get_the_same_cut_within_a_band(room, total, growt
 
 
 def test_both_openai_output_names_are_read_and_both_are_clamped():
-    from guard.config import Deployment
-    from guard.engine import Engine
-    from guard.policy import PolicySet
+    from guard.core.config import Deployment
+    from guard.core.policy import PolicySet
+    from guard.fit.engine import Engine
 
     assert requested_output({"max_tokens": 10, "max_completion_tokens": 5000}, "max_completion_tokens") == 5000
     assert requested_output({"max_tokens": 5000, "max_completion_tokens": 10}, "max_completion_tokens") == 5000

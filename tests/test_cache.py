@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from guard.cache import SummaryCache, _within
-from guard.config import CacheSettings
+from guard.core.config import CacheSettings
+from guard.state.cache import SummaryCache, _within
 
 
 def test_a_reply_that_arrived_while_the_loop_was_busy_is_not_a_timeout():

@@ -8,14 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from guard import calibration
-from guard.cache import SummaryCache
-from guard.calibration_store import CalibrationStore
-from guard.config import CacheSettings, Deployment
-from guard.engine import Engine
-from guard.policy import Policy, PolicySet
+from guard.core import calibration
+from guard.core.config import CacheSettings, Deployment
+from guard.core.policy import Policy, PolicySet
+from guard.fit.engine import Engine
+from guard.state.cache import SummaryCache
+from guard.state.calibration_store import CalibrationStore
 
 AUTO = calibration.Settings(mode="auto", floor=0.5, cap=3.0, min_observations=5, headroom=0.0)
 ratios = st.lists(st.floats(-10, 100) | st.sampled_from([float("nan"), float("inf"), 0.0, 1e9]), max_size=300)
@@ -187,7 +188,7 @@ def test_the_cli_shows_what_each_deployment_is_counted_with(tmp_path: Path, caps
 
 
 def test_the_provider_count_includes_cached_input_in_either_shape():
-    from guard.telemetry import provider_input
+    from guard.state.telemetry import provider_input
 
     assert provider_input({"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 512}}) == 900  # OpenAI: included
     assert provider_input({"input_tokens": 40, "cache_read_input_tokens": 800, "cache_creation_input_tokens": 60}) == 900  # Anthropic: parts

@@ -9,10 +9,10 @@ import litellm
 import pytest
 from litellm.proxy._types import UserAPIKeyAuth
 
-from guard.callback import STATE_KEY, ContextGuard, GuardFailed
-from guard.config import Deployment
-from guard.engine import Engine
-from guard.policy import load_policy_set
+from guard.core.config import Deployment
+from guard.core.policy import load_policy_set
+from guard.fit.engine import Engine
+from guard.shell.callback import STATE_KEY, ContextGuard, GuardFailed
 
 
 def guard(**policy) -> ContextGuard:
@@ -37,7 +37,7 @@ def _sample(metric, **labels) -> float:
 
 
 def test_proxy_then_deployment_hook_report_once():
-    from guard import telemetry
+    from guard.state import telemetry
 
     g = guard(default_max_tokens=200)
     data = body()
@@ -124,7 +124,7 @@ def test_a_guard_failure_is_logged_without_request_text(monkeypatch, caplog):
 
 
 def test_counting_misses_are_counted_once_per_call_and_only_for_what_the_guard_let_through(caplog):
-    from guard import telemetry
+    from guard.state import telemetry
 
     g = guard()
     fitted = g.fit_kwargs(body())

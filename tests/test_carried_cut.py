@@ -7,11 +7,11 @@ import json
 
 from bench.cache import replay, row, window_policy
 from bench.traces import coding_trace, to_text_agent
-from guard.config import Deployment
+from guard.core.config import Deployment
+from guard.core.policy import Policy, PolicySet
 from guard.dialects import by_name
-from guard.engine import Engine
-from guard.planner import crossing
-from guard.policy import Policy, PolicySet
+from guard.fit.carried import crossing
+from guard.fit.engine import Engine
 
 
 def test_the_crossing_is_the_first_turn_boundary_in_the_requests_band():

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from bench.traces import agent_trace
-from guard.callback import ContextGuard
-from guard.config import Deployment
+from guard.core.config import Deployment
+from guard.core.policy import PolicySet, load_policy_set
 from guard.dialects import OPENAI, content_texts
-from guard.engine import Engine
-from guard.planner import SUMMARY_MARK
-from guard.policy import PolicySet, load_policy_set
+from guard.fit.engine import Engine
+from guard.fit.planner import SUMMARY_MARK
+from guard.shell.callback import ContextGuard
 
 WINDOW = 32_000
 SUMMARY = "Summary: the task is to fix the failing import; files src/app.py and tests/test_app.py; error ModuleNotFoundError."
@@ -192,7 +192,7 @@ def test_other_context_managers_are_detected_and_reported():
     report = out["litellm_metadata"]["context_guard"]
     assert report["other_context_managers"] == ["anthropic_context_management"]
     assert out["context_management"] == body["context_management"]  # left for the provider
-    from guard import telemetry
+    from guard.state import telemetry
 
     assert telemetry.headers(report)["x-context-guard-coexisting"] == "anthropic_context_management"
 

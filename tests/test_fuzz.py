@@ -4,7 +4,7 @@ fit that fits, a rejection or a clear bad-request error, never another exception
 import json
 
 from bench import fuzz
-from guard import jsontext
+from guard.core import jsontext
 
 
 def test_a_share_of_the_fuzz_run_has_no_unhandled_exception(capsys):

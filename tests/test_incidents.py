@@ -13,9 +13,9 @@ import litellm
 import pytest
 
 from bench.traces import agent_trace, rag_incident, real_traces, to_anthropic
+from guard.core.encodings import get_encoding
+from guard.core.tokens import TokenCounter
 from guard.dialects import OPENAI, by_name
-from guard.encodings import get_encoding
-from guard.tokens import TokenCounter
 from tests.cli_helpers import FIXTURES, run_cli
 from tests.test_properties import _pairing_ok
 
@@ -112,7 +112,7 @@ def test_incident_3_implicit_max_tokens_becomes_explicit(tmp_path):
 
 
 def test_incident_4_a_hopeless_single_message_is_rejected_with_numbers(tmp_path):
-    text = (FIXTURES.parent.parent / "guard" / "tokens.py").read_text() * 400  # ~1M tokens of real code
+    text = (FIXTURES.parent.parent / "guard" / "core" / "tokens.py").read_text() * 400  # ~1M tokens of real code
     body = {"model": "gpt-200k", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}], "max_tokens": 1000}
     status, out, err, fitted = run_cli("--config", CONFIG, "--json", body=body, tmp=tmp_path)
     assert status == 2 and fitted is None

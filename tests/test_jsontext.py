@@ -5,8 +5,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from guard import jsontext
-from guard.encodings import get_encoding
+from guard.core import jsontext
+from guard.core.encodings import get_encoding
 from tests.strategies import json_value
 
 ENC = get_encoding("o200k_base")

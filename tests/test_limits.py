@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from guard.errors import UnknownModel
-from guard.limits import resolve_limits
-from guard.modelmap import bundled_model_map
-from guard.policy import Policy
+from guard.core.errors import UnknownModel
+from guard.core.limits import resolve_limits
+from guard.core.modelmap import bundled_model_map
+from guard.core.policy import Policy
 
 MAP = bundled_model_map()
 

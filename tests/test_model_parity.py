@@ -10,10 +10,10 @@ import io
 import litellm
 import pytest
 
-from guard.callback import litellm_model_info
-from guard.engine import Engine
-from guard.errors import UnknownModel
-from guard.policy import PolicySet
+from guard.core.errors import UnknownModel
+from guard.core.policy import PolicySet
+from guard.fit.engine import Engine
+from guard.shell.callback import litellm_model_info
 
 
 def _names() -> list[str]:

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from guard.errors import PolicyError
-from guard.policy import load_policy_set
+from guard.core.errors import PolicyError
+from guard.core.policy import load_policy_set
 
 
 def test_flat_section_is_the_defaults():

@@ -6,16 +6,17 @@ import copy
 import json
 from typing import Any
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from guard import jsontext
-from guard.config import Deployment
+from guard.core import jsontext
+from guard.core.config import Deployment
+from guard.core.errors import ContextWindowExceeded
+from guard.core.policy import Policy, PolicySet
+from guard.core.tokens import TokenCounter
 from guard.dialects import MARKER_PREFIX, by_name, cache_breakpoint, content_texts, group_messages
-from guard.engine import Engine
-from guard.errors import ContextWindowExceeded
-from guard.planner import CachedSummaries, Fitted, SummaryAnswer
-from guard.policy import Policy, PolicySet
-from guard.tokens import TokenCounter
+from guard.fit.engine import Engine
+from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer
 from tests.strategies import CANARY, long_agent_loop, request_body
 
 UNDERLYING = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5", "responses": "gpt-4o"}
@@ -506,7 +507,7 @@ def test_a_growing_conversation_keeps_its_prefix_until_the_report_marks_a_new_cu
 def test_the_newest_turns_are_sent_as_they_came_while_older_history_can_make_room(case):
     """While the request fits without cutting inside the newest `keep_recent_groups` groups, those
     messages are sent byte-identical (or with their JSON compacted, nothing else)."""
-    from guard.strategies.compact import compacted
+    from guard.fit.strategies.compact import compacted
 
     body, settings = case
     result = _fit(body, settings)

@@ -11,13 +11,14 @@ from typing import Any
 
 import litellm
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from guard.config import Deployment
-from guard.engine import Engine
-from guard.errors import BadRequest
-from guard.policy import Policy, PolicySet
-from guard.reasoning import ThinkingWithoutRoom
+from guard.core.config import Deployment
+from guard.core.errors import BadRequest
+from guard.core.policy import Policy, PolicySet
+from guard.core.reasoning import ThinkingWithoutRoom
+from guard.fit.engine import Engine
 
 CLAUDE = "anthropic/claude-sonnet-4-5"
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench import needle
-from guard import relevance
-from guard.config import Deployment
-from guard.engine import Engine
-from guard.policy import load_policy_set
+from guard.core import relevance
+from guard.core.config import Deployment
+from guard.core.policy import load_policy_set
+from guard.fit.engine import Engine
 
 
 def test_bm25_ranks_the_document_the_question_is_about():
@@ -76,13 +77,10 @@ def test_a_new_turn_does_not_reorder_the_cut_of_the_older_history():
 def test_relevance_still_orders_the_cut_when_the_tools_make_the_overflow():
     """The banded corpus is measured in the messages' own tokens; when the tool schemas (counted
     outside the messages) are what pushes a request over its room, the messages all stay scored."""
-    from guard.conversation import Context
-    from guard.policy import Policy
+    from guard.fit.history import History
 
     def settled_end(counts: tuple[int, ...]) -> int:
-        ctx = Context(counter=None, policy=Policy(), stop_at=0, target=1000, band=350)  # type: ignore[arg-type]
-        ctx.original_counts = counts
-        return ctx._settled_end()
+        return History(counts=counts).settled_end(target=1000, band=350)
 
     assert settled_end((100, 200, 300)) == 2  # below the mark: every message is scored
     assert settled_end((600, 500, 300)) == 1  # 1,400 tokens: scored up to 1,000 + one band
@@ -91,15 +89,11 @@ def test_relevance_still_orders_the_cut_when_the_tools_make_the_overflow():
 
 
 def test_band_edges_are_the_low_water_mark_then_whole_bands():
-    from guard.conversation import Context
-    from guard.policy import Policy
+    from guard.fit.history import History
 
-    ctx = Context(counter=None, policy=Policy(), stop_at=0, target=1000, band=350)  # type: ignore[arg-type]
-    ctx.original_counts = (600, 300, 200, 300, 300, 40)  # cumulative 600, 900, 1100, 1400, 1700, 1740
-    assert ctx._band_edges() == (1, 2, 4)  # cumulative <= 1,000, <= 1,350, <= 1,700 (1,740 is within its band)
-    ctx.original_counts = (100, 200)
-    ctx._cumulative = []
-    assert ctx._band_edges() == (1,)  # below the mark: one band, everything
+    history = History(counts=(600, 300, 200, 300, 300, 40))  # cumulative 600, 900, 1100, 1400, 1700, 1740
+    assert history.band_edges(target=1000, band=350) == (1, 2, 4)  # <= 1,000, <= 1,350, <= 1,700 (1,740 is within its band)
+    assert History(counts=(100, 200)).band_edges(target=1000, band=350) == (1,)  # below the mark: one band, everything
 
 
 _WORDS = ["rollback", "key", "helix", "deploy", "orion", "alpha", "beta", "gamma", "delta", "log", "error", "the", "is"]
@@ -148,8 +142,8 @@ def test_earlier_copies_of_the_question_are_not_what_it_is_about():
     would match it best and set the bar of what counts as relevant. They are not candidates; the
     messages that share its terms are."""
     from guard.dialects import OPENAI
-    from guard.planner import _relevant_origins
-    from guard import summary
+    from guard.fit import summary
+    from guard.fit.questions import relevant_origins as _relevant_origins
 
     nudge = "Please proceed to the next step using your best judgement."
     messages: tuple[dict, ...] = (

@@ -8,16 +8,16 @@ import json
 
 import pytest
 
-from guard import coexistence
-from guard.cli import main as cli_main
-from guard.config import Deployment
-from guard.dialects import RESPONSES, by_name, detect
-from guard.encodings import get_encoding
-from guard.engine import Engine
-from guard.errors import BadRequest, ContextWindowExceeded
-from guard.policy import Policy, PolicySet
-from guard.tokens import TokenCounter
 from bench.traces import agent_trace, to_responses
+from guard.cli import main as cli_main
+from guard.core import coexistence
+from guard.core.config import Deployment
+from guard.core.encodings import get_encoding
+from guard.core.errors import BadRequest, ContextWindowExceeded
+from guard.core.policy import Policy, PolicySet
+from guard.core.tokens import TokenCounter
+from guard.dialects import RESPONSES, by_name, detect
+from guard.fit.engine import Engine
 
 ENC = get_encoding("o200k_base")
 

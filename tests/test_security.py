@@ -14,20 +14,21 @@ from typing import Any
 
 import litellm
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 from litellm.proxy._types import UserAPIKeyAuth
 
-from guard.cache import SummaryCache
-from guard.callback import ContextGuard
-from guard.config import CacheSettings, Deployment
+from guard.core.config import CacheSettings, Deployment
+from guard.core.errors import ContextWindowExceeded
+from guard.core.jsontext import TRIM_MARK
+from guard.core.policy import load_policy_set
 from guard.dialects import by_name, content_texts
-from guard.engine import Engine
-from guard.errors import ContextWindowExceeded
-from guard.jsontext import TRIM_MARK
-from guard.planner import SUMMARY_MARK
-from guard.policy import load_policy_set
-from guard.strategies.dedupe import DUPLICATE_MARK
-from guard.strategies.drop import OMITTED_MARK
+from guard.fit.engine import Engine
+from guard.fit.planner import SUMMARY_MARK
+from guard.fit.strategies.dedupe import DUPLICATE_MARK
+from guard.fit.strategies.drop import OMITTED_MARK
+from guard.shell.callback import ContextGuard
+from guard.state.cache import SummaryCache
 from tests.strategies import request_body
 from tests.test_properties import _fit, _fit_compacting, _Summaries
 

@@ -6,12 +6,13 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from guard.config import Deployment
-from guard.engine import Engine
-from guard.errors import ContextWindowExceeded
-from guard.policy import STRATEGY_ORDER, Policy, PolicySet
+from guard.core.config import Deployment
+from guard.core.errors import ContextWindowExceeded
+from guard.core.policy import STRATEGY_ORDER, Policy, PolicySet
+from guard.fit.engine import Engine
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
 
@@ -207,9 +208,9 @@ def test_a_failing_summarizer_degrades_to_the_deterministic_path():
 def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data):
     """Giving dropped turns back is computed incrementally (10,000-message requests stay linear);
     every total must equal the one of the conversation rebuilt with its markers."""
-    from guard.conversation import Context, Conversation
     from guard.dialects import OPENAI
-    from guard.strategies import drop
+    from guard.fit.conversation import Context, Conversation
+    from guard.fit.strategies import drop
 
     e = engine(100_000)
     policy = e.policy_for("m")
@@ -263,7 +264,7 @@ def test_compact_json_rewrites_every_result_once_over():
 
 
 def test_truncated_results_take_sizes_from_a_ladder():
-    from guard.strategies.truncate import rung
+    from guard.fit.strategies.truncate import rung
 
     assert [rung(t, 200) for t in (1, 200, 399, 400, 799, 800, 5000)] == [200, 200, 200, 400, 400, 800, 3200]
     body = agent([words(3000, 1), "r1", "r2", "r3"])

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from guard import summary
+from guard.core.encodings import get_encoding
 from guard.dialects import ANTHROPIC, OPENAI
-from guard.encodings import get_encoding
+from guard.fit import summary
 
 ENC = get_encoding("o200k_base")
 

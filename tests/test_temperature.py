@@ -9,16 +9,16 @@ import json
 
 import pytest
 
-from bench.cache import replay, row, window_policy
+from bench.cache import replay, window_policy
 from bench.traces import coding_trace, swe_runs
-from guard.cache import CacheSettings, SummaryCache
-from guard.config import Deployment
+from guard.core.config import Deployment
+from guard.core.policy import Policy, PolicySet
 from guard.dialects import by_name
-from guard.engine import Engine
-from guard.planner import run
-from guard.policy import Policy, PolicySet
-from guard.seen_store import PREFIX, SeenStore
-from guard.temperature import UNKNOWN, Anchor, Seen, SeenLog, fingerprint, judge, ttl_seconds
+from guard.fit.engine import Engine
+from guard.fit.planner import run
+from guard.fit.temperature import UNKNOWN, Anchor, Seen, SeenLog, fingerprint, judge, ttl_seconds
+from guard.state.cache import CacheSettings, SummaryCache
+from guard.state.seen_store import PREFIX, SeenStore
 
 
 def test_judge_cold_only_after_the_ttl_and_never_for_a_first_sighting():

@@ -7,11 +7,11 @@ import json
 import pytest
 from PIL import Image
 
+from guard.core.encodings import get_encoding
+from guard.core.images import anthropic_image_tokens, openai_image_tokens
+from guard.core.tokens import TokenCounter
 from guard.dialects import ANTHROPIC, OPENAI, RESPONSES
-from guard.encodings import get_encoding
-from guard.images import anthropic_image_tokens, openai_image_tokens
 from guard.dialects.messages import TOOL_PROMPT as ANTHROPIC_TOOL_PROMPT
-from guard.tokens import TokenCounter
 
 O200K = get_encoding("o200k_base")
 
@@ -112,17 +112,17 @@ def test_a_large_batch_is_counted_on_two_threads_with_a_twin_encoder(monkeypatch
     """A cold request over _PARALLEL_CHARS is split between this thread and the counting thread,
     which encodes with a twin of the encoding (one tiktoken instance on two threads contends
     inside itself): the counts are the ones a single thread gets."""
-    import guard.encodings
-    import guard.tokens
+    import guard.core.encodings
+    import guard.core.tokens
 
-    monkeypatch.setattr(guard.encodings, "_twins", {})
+    monkeypatch.setattr(guard.core.encodings, "_twins", {})
     msgs = [{"role": "tool", "tool_call_id": f"c{i}", "content": json.dumps({"i": i, "rows": ["word %d" % j for j in range(400)]})} for i in range(60)]
-    assert sum(len(m["content"]) for m in msgs) > guard.tokens._PARALLEL_CHARS
+    assert sum(len(m["content"]) for m in msgs) > guard.core.tokens._PARALLEL_CHARS
     split = TokenCounter(O200K).messages(OPENAI, msgs)
-    twin = guard.encodings._twins[id(O200K)][1]  # built by the counting thread, for it
-    assert twin is not O200K and guard.encodings.twin(O200K) is twin
+    twin = guard.core.encodings._twins[id(O200K)][1]  # built by the counting thread, for it
+    assert twin is not O200K and guard.core.encodings.twin(O200K) is twin
     assert twin.encode_ordinary(msgs[0]["content"]) == O200K.encode_ordinary(msgs[0]["content"])
-    monkeypatch.setattr(guard.tokens, "_PARALLEL_CHARS", 10**12)
+    monkeypatch.setattr(guard.core.tokens, "_PARALLEL_CHARS", 10**12)
     assert split == TokenCounter(O200K).messages(OPENAI, msgs)
     assert split == [4 + enc(m["content"]) + enc(m["tool_call_id"]) for m in msgs]
 

@@ -9,14 +9,13 @@ The core (counting, strategies, planner) works on any of them through the protoc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from guard.dialects.base import (
+from guard.core.content import (
     MARKER_PREFIX,
     TEXT_PARTS,
     Content,
-    Dialect,
     Message,
     cache_breakpoint,
     compact_json,
@@ -26,10 +25,11 @@ from guard.dialects.base import (
     replace_text,
     text_of,
 )
+from guard.core.errors import BadRequest
+from guard.dialects.base import Dialect
 from guard.dialects.chat import Chat
 from guard.dialects.messages import Messages
 from guard.dialects.responses import Responses
-from guard.errors import BadRequest
 
 OPENAI: Dialect = Chat()
 ANTHROPIC: Dialect = Messages()

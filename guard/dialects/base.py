@@ -1,36 +1,29 @@
-"""The protocol every wire format implements for the core, and content helpers shared by all.
+"""The protocol every wire format implements for the core, and the counting of content blocks.
 
 A dialect knows where a body keeps its turns, pinned prompt, tools, tool calls and tool results,
 how they pair, how a turn is counted, and how to rebuild a turn with one tool result replaced. It
-never mutates its input: every edit returns new (shallow-copied) objects.
+never mutates its input: every edit returns new (shallow-copied) objects. The counter it is handed
+(`guard.core.tokens.TokenCounter`) encodes text and memoises per message; which blocks hold text,
+images, files or tool traffic is the dialects' knowledge (`count_content`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
+import base64
+import binascii
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-import orjson
+from guard.core.content import TEXT_PARTS, Content, Message, blocks, compact_json
+from guard.core.errors import BadRequest
+from guard.core.images import image_part_tokens
+from guard.core.tokens import TokenCounter
 
-from guard.errors import BadRequest
-
-if TYPE_CHECKING:
-    from guard.tokens import TokenCounter
-
-Message = Mapping[str, Any]
-Content = Any  # str | list of parts | None
-
-MARKER_PREFIX = "[context-guard:"
 TOOL_SCHEMA_FRAMING = 8  # per tool schema, beside its compact JSON
-
-
-def _blocks(msg: Message) -> list[Any]:
-    content = msg.get("content")
-    return content if isinstance(content, list) else []
-
-
-TEXT_PARTS = frozenset({"text", "input_text", "output_text"})  # chat and Anthropic; Responses in and out
+TOOL_CALL_FRAMING = 3
+PDF_PAGE_TOKENS = 3000  # Anthropic: a PDF page costs its text plus an image, ~1.5k-3k tokens
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?!s)")
 
 
 class Dialect:
@@ -110,11 +103,11 @@ class Dialect:
         if slot is None:
             new["content"] = content
             return new
-        blocks = list(_blocks(msg))
-        block = dict(blocks[slot])
+        parts = list(blocks(msg))
+        block = dict(parts[slot])
         block["content"] = content
-        blocks[slot] = block
-        new["content"] = blocks
+        parts[slot] = block
+        new["content"] = parts
         return new
 
     def marker(self, text: str, cache_control: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -141,11 +134,11 @@ class Dialect:
         return groups
 
     # -- counting and rendering ---------------------------------------------------------------
-    def count(self, counter: "TokenCounter", msg: Message) -> tuple[int, int]:
+    def count(self, counter: TokenCounter, msg: Message) -> tuple[int, int]:
         """(text tokens, image tokens) of one message as the provider renders it."""
         raise NotImplementedError
 
-    def count_fixed(self, counter: "TokenCounter", body: Mapping[str, Any]) -> tuple[int, int]:
+    def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
         """(text tokens, image tokens) of what the body sends outside its list of turns."""
         text = 0
         tools = body.get("tools")
@@ -166,86 +159,79 @@ class Dialect:
         raise NotImplementedError
 
 
-def compact_json(value: Any) -> str:
-    """JSON without spaces, non-ASCII kept as is. orjson writes it ~10x faster than `json`; what it
-    cannot write (integers past 64 bits, lone surrogates, non-string keys) goes to `json`. Floats
-    that are not finite come out as null (`json` writes NaN, which is not JSON): values parsed by
-    `jsontext` never hold them."""
-    try:
-        return orjson.dumps(value, default=str).decode()
-    except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def text_of(content: Content) -> str:
-    """A content value as plain text, non-text parts as placeholders."""
-    if content is None:
-        return ""
-    texts = content_texts(content)
-    if isinstance(content, list):
-        others = sum(1 for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS))
-        texts += ["[image]"] * others
-    return "\n".join(texts)
+# -- content blocks --------------------------------------------------------------------------
+def count_content(counter: TokenCounter, value: Any) -> tuple[int, int]:
+    """(text, image) tokens of a content value: a string, or a list of parts or blocks (any
+    dialect's: a client may mix them, and LiteLLM translates); anything else counts nothing."""
+    if isinstance(value, str):
+        return counter.raw(value), 0
+    if isinstance(value, list):
+        return count_parts(counter, value)
+    return 0, 0
 
 
-def cache_breakpoint(msg: Message) -> Mapping[str, Any] | None:
-    """The last prompt-cache breakpoint (`cache_control`) a message carries, on itself or a block."""
-    found = msg.get("cache_control") if isinstance(msg.get("cache_control"), Mapping) else None
-    for block in _blocks(msg):
-        if isinstance(block, Mapping) and isinstance(block.get("cache_control"), Mapping):
-            found = block["cache_control"]
-    return found
+def count_parts(counter: TokenCounter, parts: list[Any]) -> tuple[int, int]:
+    """Text and image tokens of a list of content parts or blocks, of any dialect."""
+    raw = counter.raw
+    text = img = 0
+    for b in parts:
+        if isinstance(b, str):
+            text += raw(b)
+            continue
+        if not isinstance(b, Mapping):
+            text += raw(compact_json(b))
+            continue
+        kind = b.get("type")
+        if kind in TEXT_PARTS and isinstance(b.get("text"), str):
+            text += raw(b["text"])
+        elif kind in ("image_url", "image", "input_image"):
+            img += image_part_tokens(b, counter.image_formula)
+        elif kind == "input_file":
+            text += _file(counter, b)
+        elif kind == "tool_use":
+            text += TOOL_CALL_FRAMING + raw(str(b.get("name", "")))
+            text += raw(compact_json(b.get("input", {})))
+        elif kind == "tool_result":
+            text += TOOL_CALL_FRAMING
+            inner = b.get("content")
+            if isinstance(inner, str):
+                text += raw(inner)
+            elif isinstance(inner, list):
+                t, i = count_parts(counter, inner)
+                text, img = text + t, img + i
+        elif kind == "thinking" and isinstance(b.get("thinking"), str):
+            text += raw(b["thinking"])
+        elif kind == "redacted_thinking" and isinstance(b.get("data"), str):
+            text += raw(b["data"])
+        elif kind == "document":
+            text += _document(counter, b)
+        else:
+            text += raw(compact_json(b))
+    return text, img
 
 
-def last_breakpoints(messages: Sequence[Message]) -> list[int]:
-    """Per index i, the index of the last message at or before i with a breakpoint (-1: none):
-    whether a run a..b of messages holds one is `last[b] >= a`, in constant time."""
-    out, last = [], -1
-    for i, m in enumerate(messages):
-        if cache_breakpoint(m) is not None:
-            last = i
-        out.append(last)
-    return out
+def _file(counter: TokenCounter, part: Mapping[str, Any]) -> int:
+    """A Responses `input_file`: a PDF sent inline costs its pages; a file by id or URL is
+    counted as its JSON (the provider's count of it is unknown here)."""
+    data = part.get("file_data")
+    if isinstance(data, str) and data.startswith("data:") and "," in data:
+        return _document(counter, {"source": {"type": "base64", "data": data.split(",", 1)[1]}})
+    return counter.raw(compact_json(part))
 
 
-# -- content helpers shared by strategies ----------------------------------------------------
-
-
-def content_texts(content: Content) -> list[str]:
-    """The text pieces of a content value (a string, or the text of its text parts)."""
-    if isinstance(content, str):
-        return [content]
-    if isinstance(content, list):
-        return [
-            p["text"]
-            for p in content
-            if (type(p) is dict or isinstance(p, Mapping)) and p.get("type") in TEXT_PARTS and isinstance(p.get("text"), str)
-        ]
-    return []
-
-
-def map_texts(content: Content, fn: Callable[[str], str]) -> Content:
-    """Apply fn to each text piece; returns the same object when nothing changed."""
-    if isinstance(content, str):
-        return fn(content)
-    if not isinstance(content, list):
-        return content
-    changed = False
-    out: list[Any] = []
-    for p in content:
-        if (type(p) is dict or isinstance(p, Mapping)) and p.get("type") in TEXT_PARTS and isinstance(p.get("text"), str):
-            new_text = fn(p["text"])
-            if new_text != p["text"]:
-                p = {**p, "text": new_text}
-                changed = True
-        out.append(p)
-    return out if changed else content
-
-
-def replace_text(content: Content, text: str) -> Content:
-    """Content holding only text (non-text parts dropped): same shape as the original, and the
-    same kind of text part (`text`, or the Responses API's `input_text`)."""
-    if isinstance(content, list):
-        kind = next((p.get("type") for p in content if isinstance(p, Mapping) and p.get("type") in TEXT_PARTS), "text")
-        return [{"type": kind, "text": text}]
-    return text
+def _document(counter: TokenCounter, block: Mapping[str, Any]) -> int:
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        return counter.raw(compact_json(block))
+    data = source.get("data")
+    if source.get("type") == "text" and isinstance(data, str):
+        return counter.raw(data)
+    if source.get("type") == "base64" and isinstance(data, str):
+        try:
+            raw = base64.b64decode(data, validate=False)
+        except (binascii.Error, ValueError):
+            return counter.raw(data)
+        return PDF_PAGE_TOKENS * max(1, len(_PDF_PAGE.findall(raw)))
+    return counter.raw(compact_json(block))

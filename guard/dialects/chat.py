@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
-from guard.dialects.base import Content, Dialect, Message, compact_json, text_of
-
-if TYPE_CHECKING:
-    from guard.tokens import TokenCounter
+from guard.core.content import Content, Message, compact_json, text_of
+from guard.core.tokens import TokenCounter
+from guard.dialects.base import TOOL_CALL_FRAMING, Dialect, count_content
 
 MESSAGE_FRAMING = 3
-TOOL_CALL_FRAMING = 3
 _NATIVE_COMPLETION_TOKENS = ("o1", "o3", "o4", "gpt-5")  # these OpenAI models refuse max_tokens
 
 
@@ -52,7 +50,7 @@ class Chat(Dialect):
         text, img = MESSAGE_FRAMING, 0
         for key, value in msg.items():
             if key == "content":
-                t, i = counter.content(value)
+                t, i = count_content(counter, value)
                 text, img = text + t, img + i
             elif key == "tool_calls" and isinstance(value, list):
                 for call in value:

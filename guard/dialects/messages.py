@@ -3,13 +3,12 @@ and `tool_result` blocks in the user message that follows; the output limit is `
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from guard.dialects.base import Content, Dialect, Message, _blocks, compact_json, text_of
-
-if TYPE_CHECKING:
-    from guard.tokens import TokenCounter
+from guard.core.content import Content, Message, blocks, compact_json, text_of
+from guard.core.tokens import TokenCounter
+from guard.dialects.base import Dialect, count_content
 
 MESSAGE_FRAMING = 3
 TOOL_PROMPT = 350  # Anthropic's tool-use system prompt (documented as 313-346 tokens)
@@ -41,19 +40,19 @@ class Messages(Dialect):
     def has_user_text(self, msg: Message) -> bool:
         if msg.get("role") != "user" or self.is_user_turn(msg):
             return False
-        return any(isinstance(b, Mapping) and b.get("type") == "text" for b in _blocks(msg))
+        return any(isinstance(b, Mapping) and b.get("type") == "text" for b in blocks(msg))
 
     def tool_call_ids(self, msg: Message) -> list[str]:
         if msg.get("role") != "assistant":
             return []
-        return [str(b.get("id")) for b in _blocks(msg) if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+        return [str(b.get("id")) for b in blocks(msg) if isinstance(b, Mapping) and b.get("type") == "tool_use"]
 
     def tool_result_ids(self, msg: Message) -> list[str]:
         if msg.get("role") != "user":
             return []
         return [
             str(b.get("tool_use_id"))
-            for b in _blocks(msg)
+            for b in blocks(msg)
             if isinstance(b, Mapping) and b.get("type") == "tool_result"
         ]
 
@@ -62,7 +61,7 @@ class Messages(Dialect):
             return []
         return [
             (i, b.get("content"))
-            for i, b in enumerate(_blocks(msg))
+            for i, b in enumerate(blocks(msg))
             if (type(b) is dict or isinstance(b, Mapping)) and b.get("type") == "tool_result"
         ]
 
@@ -87,7 +86,7 @@ class Messages(Dialect):
         role = msg.get("role")
         if isinstance(role, str):
             text += counter.raw(role)
-        t, img = counter.content(msg.get("content"))
+        t, img = count_content(counter, msg.get("content"))
         return text + t, img
 
     def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
@@ -96,7 +95,7 @@ class Messages(Dialect):
             text += TOOL_PROMPT
         system = body.get("system")
         if isinstance(system, (str, list)):
-            t, i = counter.content(system)
+            t, i = count_content(counter, system)
             text, img = text + MESSAGE_FRAMING + t, img + i
         return text, img
 

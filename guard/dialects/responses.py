@@ -17,17 +17,15 @@ fields in the report (`unseen_state`): its count is then a lower bound.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
-from guard.dialects.base import Content, Dialect, Message, compact_json, text_of
-from guard.errors import BadRequest
-
-if TYPE_CHECKING:
-    from guard.tokens import TokenCounter
+from guard.core.content import Content, Message, compact_json, text_of
+from guard.core.errors import BadRequest
+from guard.core.tokens import TokenCounter
+from guard.dialects.base import TOOL_CALL_FRAMING, Dialect, count_content
 
 ITEM_FRAMING = 3
-TOOL_CALL_FRAMING = 3
 RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})  # outputs the strategies may edit
 UNSEEN_STATE = ("previous_response_id", "conversation", "prompt")
 
@@ -134,10 +132,10 @@ class Responses(Dialect):
     def count(self, counter: TokenCounter, msg: Message) -> tuple[int, int]:
         kind = _kind(msg)
         if kind == "message":
-            t, img = counter.content(msg.get("content"))
+            t, img = count_content(counter, msg.get("content"))
             return ITEM_FRAMING + counter.raw(str(msg.get("role"))) + t, img
         if kind in RESULT_TYPES:
-            t, img = counter.content(msg.get("output"))
+            t, img = count_content(counter, msg.get("output"))
             return ITEM_FRAMING + t, img
         if kind in ("function_call", "custom_tool_call"):
             return TOOL_CALL_FRAMING + sum(counter.field(msg.get(f)) for f in ("name", "arguments", "input")), 0

@@ -7,7 +7,7 @@ names the LiteLLM behaviour that changed rather than a guard outcome.
   the hooks run (LiteLLM's planned Rust path, for one) would send the client's unfitted body.
 - The deployment hook runs once per attempt, for the deployment of that attempt: the guard fits
   each fallback to its own window.
-- The call type each route arrives with is one `guard.routes` knows: a renamed call type would
+- The call type each route arrives with is one `guard.shell.routes` knows: a renamed call type would
   let that route through unguarded."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import litellm
 import openai
 import pytest
 
-from guard import routes
+from guard.shell import routes
 from tests.e2e.contract_probe import DEPLOYMENT, FLAG, PRE_CALL, ContractProbe
 
 pytestmark = pytest.mark.slow
@@ -88,7 +88,7 @@ def test_sdk_call_types_are_the_ones_the_guard_routes(probe, upstream):
     seen = [(call["call_type"], _route_of(call["call_type"])) for call in probe.calls if call["hook"] == "deployment"]
     assert [route for _, route in seen] == ["chat", "responses", "messages"], _changed(
         f"the SDK's deployment hook now arrives with call types {[c for c, _ in seen]} for acompletion, "
-        f"aresponses and anthropic messages; guard.routes knows {sorted(routes._BY_CALL)}")
+        f"aresponses and anthropic messages; guard.shell.routes knows {sorted(routes._BY_CALL)}")
     sent = _sent(upstream)
     assert len(sent) == 3 and all(_last_text(body).endswith(DEPLOYMENT) for body in sent), _changed(
         "a deployment hook's edits no longer reach the provider on every SDK route")
@@ -136,7 +136,7 @@ def test_the_proxy_sends_what_its_hooks_return_on_every_route(proxy):
         types = [call["call_type"] for call in calls if call["hook"] == hook]
         assert [_route_of(t) for t in types] == ["chat", "responses", "messages"], _changed(
             f"the proxy's {hook} hook now arrives with call types {types} for /chat/completions, /v1/responses "
-            f"and /v1/messages; guard.routes knows {sorted(routes._BY_CALL)}")
+            f"and /v1/messages; guard.shell.routes knows {sorted(routes._BY_CALL)}")
     sent = [body for body in _sent(proxy.upstream)]
     assert len(sent) == 3
     for body in sent:

@@ -10,7 +10,7 @@ import pytest
 
 import guard
 from bench.traces import agent_trace
-from guard.callback import ContextGuard
+from guard.shell.callback import ContextGuard
 
 WINDOW = 8192
 
@@ -170,7 +170,7 @@ def test_the_raised_error_is_the_guards_with_its_report(sdk, upstream):
 
 
 def test_an_unguarded_sync_call_is_logged_and_counted(sdk, upstream, caplog):
-    from guard import telemetry
+    from guard.state import telemetry
 
     before = telemetry.UNGUARDED.labels("completion")._value.get()
     telemetry._warned.discard("completion")
@@ -189,7 +189,7 @@ def test_an_unguarded_sync_call_is_logged_and_counted(sdk, upstream, caplog):
 
 
 def test_instrumentation_fits_sync_calls_and_sync_router_fallbacks_and_is_reversible(sdk, upstream):
-    original = guard.callback._litellm_completion  # LiteLLM's own
+    original = guard.shell.callback._litellm_completion  # LiteLLM's own
     assert litellm.completion is original
     router = _mixed_router(sdk)
     guard.instrument(router=router)
@@ -211,7 +211,7 @@ def test_instrumentation_fits_sync_calls_and_sync_router_fallbacks_and_is_revers
     finally:
         guard.uninstrument()
     assert litellm.completion is original
-    assert not guard.callback.is_instrumented()
+    assert not guard.shell.callback.is_instrumented()
 
 
 def test_sync_router_wrap_falls_back_like_the_async_router(sdk, upstream):
@@ -221,13 +221,13 @@ def test_sync_router_wrap_falls_back_like_the_async_router(sdk, upstream):
     trace = _trace()
     completion(model="small", messages=trace, max_tokens=300)
     assert [r["body"]["model"] for r in received(upstream)] == ["gpt-4o-131k"]
-    assert litellm.completion is guard.callback._litellm_completion  # patched only during the call
+    assert litellm.completion is guard.shell.callback._litellm_completion  # patched only during the call
 
 
 def test_sync_responses_are_fitted_by_the_hook_litellm_runs_for_them(sdk, upstream):
     """LiteLLM 1.106 runs the async deployment hook for sync `litellm.responses` too: fitted
     without the wrapper, and not counted as a bypass."""
-    from guard import telemetry
+    from guard.state import telemetry
 
     before = telemetry.UNGUARDED.labels("responses")._value.get()
     instructions, items = responses_input()

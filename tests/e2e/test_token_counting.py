@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from bench.traces import agent_trace
-from guard.config import parse_config
-from guard.engine import Engine
+from guard.core.config import parse_config
+from guard.fit.engine import Engine
 from tests.e2e.conftest import proxy_config
 from tests.strategies import to_anthropic, to_responses
 
@@ -76,7 +76,7 @@ def test_model_info_carries_the_limits_the_guard_enforces_for_the_caller(proxy):
     admin, team = limits("sk-master"), limits("sk-team-a")
     engine = _engine(proxy)
     for name in ("small", "claude-small"):
-        from guard.announce import announce
+        from guard.core.announce import announce
 
         policy = engine.policy_for(name)
         a = announce(name, engine.limits_for(name, policy), policy)

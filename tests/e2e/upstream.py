@@ -25,7 +25,7 @@ from typing import Any
 
 import tiktoken
 
-from guard.encodings import get_encoding
+from guard.core.encodings import get_encoding
 
 ENC: tiktoken.Encoding = get_encoding("o200k_base")
 

@@ -1,0 +1,139 @@
+"""Reading a LiteLLM proxy config file: model_list limits and the `context_guard:` policy section."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from guard.core.errors import PolicyError
+from guard.core.policy import PolicySet, load_policy_set
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """What the guard needs of one model_list entry."""
+
+    model_name: str
+    model: str
+    model_info: Mapping[str, Any]
+    api_base: str = ""  # where it is served (with the model: what calibration is learned per)
+
+
+class SummarizerSettings(BaseModel):
+    """`context_guard.summarizer`: the model that writes compaction summaries. Without this
+    section the summarize strategy is skipped (reported as `no_summarizer`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(description="a model_list name (proxy) or any LiteLLM model string")
+    litellm_params: dict[str, Any] = Field(
+        default_factory=dict, description="extra arguments of the call (api_base, api_key, ...)"
+    )
+    timeout_seconds: float = Field(30.0, gt=0, description="for the whole summary, map-reduce included")
+    failure_threshold: int = Field(3, ge=1, description="consecutive failures that open the circuit")
+    cooldown_seconds: float = Field(30.0, ge=0, description="how long an open circuit skips the summarizer")
+
+
+class CacheSettings(BaseModel):
+    """`context_guard.cache`: where summaries are kept so a conversation compacts once per crossing."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ttl_seconds: int = Field(86_400, ge=1)
+    memory_entries: int = Field(1024, ge=0, description="bounded in-process LRU in front of Redis")
+    redis_url: str | None = Field(
+        None, description="shared store in SDK mode; the proxy uses its coordination Redis when it has one"
+    )
+    redis_timeout_seconds: float = Field(
+        1.0, gt=0, description="a slower answer is a miss; on a saturated proxy the event loop's own lag counts too"
+    )
+    failure_threshold: int = Field(3, ge=1, description="Redis errors in a row that pause it")
+    cooldown_seconds: float = Field(10.0, ge=0)
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    """What the guard reads from a LiteLLM config file: its policy set, the model_list deployments
+    (with their model_info limits), and the optional summarizer and cache sections."""
+
+    policies: PolicySet
+    deployments: Mapping[str, Deployment]
+    summarizer: SummarizerSettings | None = None
+    cache: CacheSettings = field(default_factory=CacheSettings)
+
+
+def parse_model_list(model_list: Any) -> dict[str, Deployment]:
+    """model_name -> its deployment: the first entry's real model, and per limit the smallest
+    value any entry of that name configures (a load-balanced alias is as small as its smallest)."""
+    if model_list is None:
+        return {}
+    if not isinstance(model_list, list):
+        raise PolicyError("model_list must be a list")
+    out: dict[str, Deployment] = {}
+    for i, entry in enumerate(model_list):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("model_name"), str):
+            raise PolicyError(f"model_list[{i}] needs a model_name")
+        params = entry.get("litellm_params") or {}
+        info = entry.get("model_info") or {}
+        if not isinstance(params, Mapping) or not isinstance(info, Mapping):
+            raise PolicyError(f"model_list[{i}]: litellm_params and model_info must be mappings")
+        real: str = params["model"] if isinstance(params.get("model"), str) else entry["model_name"]
+        base: str = params["api_base"] if isinstance(params.get("api_base"), str) else ""
+        name = entry["model_name"]
+        if name not in out:
+            out[name] = Deployment(name, real, dict(info), base)
+            continue
+        merged = dict(out[name].model_info)
+        for key in ("max_input_tokens", "max_output_tokens", "max_tokens"):
+            values = [v for v in (merged.get(key), info.get(key)) if isinstance(v, int) and v > 0]
+            if values:
+                merged[key] = min(values)
+        same_base = out[name].api_base if out[name].api_base == base else "*"  # a group over several endpoints
+        out[name] = Deployment(name, out[name].model, merged, same_base)
+    return out
+
+
+def parse_config(data: Mapping[str, Any]) -> GuardConfig:
+    if not isinstance(data, Mapping):
+        raise PolicyError("the config file must hold a mapping")
+    section = data.get("context_guard")
+    if section is not None and not isinstance(section, Mapping):
+        raise PolicyError("context_guard must be a mapping")
+    section = dict(section or {})
+    summarizer = section.pop("summarizer", None)
+    cache = section.pop("cache", None)
+    try:
+        settings = SummarizerSettings.model_validate(_env(summarizer)) if summarizer is not None else None
+        cache_settings = CacheSettings.model_validate(_env(cache or {}))
+    except ValidationError as e:
+        raise PolicyError(f"invalid context_guard summarizer/cache settings:\n{e}") from None
+    return GuardConfig(load_policy_set(section), parse_model_list(data.get("model_list")), settings, cache_settings)
+
+
+def _env(value: Any) -> Any:
+    """`os.environ/NAME` strings replaced by the variable's value (LiteLLM's config convention)."""
+    if isinstance(value, str) and value.startswith("os.environ/"):
+        return os.environ.get(value.split("/", 1)[1])
+    if isinstance(value, Mapping):
+        return {k: _env(v) for k, v in value.items()}
+    return value
+
+
+def load_config(path: str | Path) -> GuardConfig:
+    """Read and validate a LiteLLM config file's `context_guard:` section and `model_list`
+    (raises PolicyError naming the bad field)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise PolicyError(f"cannot read config {path}: {e.strerror}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as e:
+        raise PolicyError(f"config {path} is not valid YAML: {e}") from None
+    return parse_config(data)

@@ -1,0 +1,55 @@
+"""The token counters of one engine: one per (encoding, calibration factor, image formula), built
+on first use and shared across threads, with the factor each model family counts with."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from guard.core import calibration
+from guard.core.encodings import exact_available, get_vocab
+from guard.core.models import profile
+from guard.core.policy import Policy
+from guard.core.tokens import Encoding, TokenCounter
+
+# what a deployment's provider answers taught: (recent ratios, the floor a counting miss set)
+Learned = Callable[[], tuple[list[float], float | None]]
+
+
+class Counters:
+    """The counters an engine counts with, keyed by encoding, factor and image formula."""
+
+    def __init__(self, encoding_loader: Callable[[str], Encoding] = get_vocab) -> None:
+        self._load_encoding = encoding_loader
+        self._counters: dict[tuple[str, float, str], TokenCounter] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self, model: str, policy: Policy, learned: Learned | None = None
+    ) -> tuple[TokenCounter, bool, calibration.Factor]:
+        """The counter for the real model `model`, whether it is exact, and the calibration factor
+        it counts with: the admin's pin for the family, else the family's static factor; raised
+        (with `calibration_mode: auto`, when `learned` is given) to what the deployment's provider
+        answers taught, and after a counting miss, in either mode, above the factor that missed
+        (see `calibration.factor`). `learned` is not called for a family counted exactly."""
+        prof = profile(model)
+        # an open-model family counts exactly when its tokenizer package is installed
+        exact_vocab = prof.exact_encoding if prof.exact_encoding and exact_available(prof.exact_encoding) else None
+        encoding = exact_vocab or prof.encoding
+        static = 1.0 if exact_vocab else prof.default_factor
+        pin = policy.calibration.get(prof.family)
+        exact_family = (prof.exact or exact_vocab is not None) and pin is None
+        ratios: list[float] = []
+        miss: float | None = None
+        if learned is not None and not exact_family:
+            ratios, miss = learned()  # (static mode reads them for counting misses only)
+        factor = calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, missed=miss)
+        key = (encoding, factor.value, prof.image_formula)
+        with self._lock:
+            counter = self._counters.get(key)
+            if counter is None:
+                counter = TokenCounter(
+                    self._load_encoding(encoding), factor=factor.value, image_formula=prof.image_formula
+                )
+                self._counters[key] = counter
+        return counter, (prof.exact or exact_vocab is not None) and factor.value == 1.0, factor

@@ -1,0 +1,83 @@
+"""What the guard knows about a model family: tokenizer, exactness, window rule, calibration.
+
+| family    | matches                                  | counted with                          | factor | window rule |
+|-----------|------------------------------------------|---------------------------------------|--------|-------------|
+| openai    | gpt-*, o1/o3/o4*, chatgpt-* (any prefix) | tiktoken, exact                       | 1.00   | shared [1]  |
+| anthropic | *claude*                                 | cl100k_base, estimate                 | 1.25   | shared      |
+| gemini    | *gemini*                                 | cl100k_base, estimate                 | 1.15   | separate    |
+| mistral   | *mistral*, *mixtral*, *codestral*, ...   | tekken (exact extra), else estimate   | 1.45   | shared      |
+| qwen      | *qwen*, *qwq*                            | Qwen's vocab (exact extra), else est. | 1.50   | shared      |
+| deepseek  | *deepseek*                               | DeepSeek-V3's (exact extra), else est.| 1.35   | shared      |
+| other     | everything else (vLLM, llama.cpp, ...)   | cl100k_base, estimate                 | 1.20   | shared      |
+
+[1] gpt-5* names: separate (their `max_input_tokens` counts input only).
+
+Why these factors: Claude 3+ and Gemini tokenizers are not published as local files. Claude's
+tokenizer yields noticeably more tokens than cl100k on code and non-English text (Anthropic notes
+newer Claude tokenizers use "up to 35% more tokens" than older ones), so the default leans high.
+Gemini's SentencePiece vocabulary is at least as efficient as cl100k on English but less on code.
+Mistral, Qwen and DeepSeek publish their tokenizers on PyPI (the `exact` extra): with it installed
+they are counted exactly (factor 1.0). Without it, their factors were measured with
+`bench/accuracy.py` (docs/benchmarks.md): the 99th percentile of their token count over cl100k's
+on real code, prose, JSON and non-English text, JSON being the worst (up to 1.45x for Qwen 3.6),
+so that at most 1% of texts are under-counted; the price is over-counting (+20-80% on average).
+Other open models range from Llama-2-era 32k vocabularies (~1.2x cl100k) to 128k+ vocabularies
+(~1.0x); with no local reference the factor stays at 1.20. Every factor is a starting point on
+the safe side; `calibration` in the policy overrides it (only upward of 1.0).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Family = Literal["openai", "anthropic", "gemini", "mistral", "qwen", "deepseek", "other"]
+WindowRule = Literal["shared", "separate"]
+
+DEFAULT_FACTORS: dict[str, float] = {
+    "openai": 1.0, "anthropic": 1.25, "gemini": 1.15, "mistral": 1.45, "qwen": 1.50, "deepseek": 1.35, "other": 1.20,
+}
+_MISTRAL = ("mistral", "mixtral", "codestral", "ministral", "magistral", "devstral", "pixtral")
+_CL100K_OPENAI = ("gpt-4-", "gpt-4", "gpt-3.5", "gpt-35")
+_O200K_OPENAI = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-", "gpt-oss", "gpt-realtime")
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    family: Family
+    encoding: str
+    exact: bool
+    rule: WindowRule
+    image_formula: str
+    exact_encoding: str | None = None  # an exact tokenizer of the family, if its package is installed
+
+    @property
+    def default_factor(self) -> float:
+        return DEFAULT_FACTORS[self.family]
+
+
+def bare_name(model: str) -> str:
+    return model.rsplit("/", 1)[-1].lower()
+
+
+def profile(model: str) -> ModelProfile:
+    """The family profile of a model name (provider prefixes such as `azure/` are ignored)."""
+    name = bare_name(model)
+    if name.startswith(_O200K_OPENAI):
+        rule: WindowRule = "separate" if name.startswith("gpt-5") else "shared"
+        return ModelProfile("openai", "o200k_base", True, rule, "openai")
+    if name.startswith(_CL100K_OPENAI):
+        return ModelProfile("openai", "cl100k_base", True, "shared", "openai")
+    low = model.lower()
+    if "claude" in low:
+        return ModelProfile("anthropic", "cl100k_base", False, "shared", "anthropic")
+    if "gemini" in low:
+        return ModelProfile("gemini", "cl100k_base", False, "separate", "anthropic")
+    if any(k in low for k in _MISTRAL):
+        return ModelProfile("mistral", "cl100k_base", False, "shared", "anthropic", "mistral-tekken")
+    if "qwen" in low or "qwq" in low:
+        newest = "qwen3.5" in low or "qwen3.6" in low
+        return ModelProfile("qwen", "cl100k_base", False, "shared", "anthropic", "qwen3.6" if newest else "qwen2.5")
+    if "deepseek" in low:
+        return ModelProfile("deepseek", "cl100k_base", False, "shared", "anthropic", "deepseek-v3")
+    return ModelProfile("other", "cl100k_base", False, "shared", "anthropic")

@@ -1,0 +1,187 @@
+"""Which older messages the current question is about: BM25 between the last user message and each
+candidate (the tokenization and stop words of the `bm25s` library, its Lucene-variant formula), so
+lossy strategies cut what the question asks about last.
+
+A candidate is *relevant* when its score is positive and at least `RELEVANT_SHARE` of the best
+score (per band of the history, see `relevant_in_bands`). Strategies then take the other
+candidates first, oldest first, and the relevant ones after them, oldest first: age still orders
+everything, relevance only moves the few matches to the back.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from guard.core.memo import Memo
+
+RELEVANT_SHARE = 0.5
+# BM25 needs the terms of a document, not every byte of a 100 kB tool result: the head and the tail
+# carry the identifiers of most results, and this bounds the time per candidate
+_DOC_CHARS = 12_000
+
+
+def _clip(text: str) -> str:
+    if len(text) <= _DOC_CHARS:
+        return text
+    half = _DOC_CHARS // 2
+    return text[:half] + "\n" + text[-half:]
+
+
+K1, B = 1.5, 0.75  # bm25s's defaults; its "lucene" scoring is the formula below
+
+
+def scores(query: str, docs: Sequence[str]) -> list[float]:
+    """The BM25 score of each doc for the query (bm25s's tokenization with English stop words, its
+    Lucene-variant scoring, the same numbers its index gives); 0 when nothing matches."""
+    table = _table(query, docs)
+    if table is None:
+        return [0.0] * len(docs)
+    out = [0.0] * len(docs)
+    rows, values = _scored(*table, len(docs))
+    for i, v in zip(rows.tolist(), values.tolist()):
+        out[i] = v
+    return out
+
+
+def relevant_in_bands(query: str, docs: Sequence[str], ends: Sequence[int], share: float = RELEVANT_SHARE) -> set[int]:
+    """The relevant docs (see `relevant`) of each band `docs[ends[k-1]:ends[k]]`, each band judged
+    with the statistics (number of docs, document frequencies, mean length) and the best score of
+    the docs up to its own end. Docs appended after a band never change its verdicts: a growing
+    conversation keeps the order its older history is cut in."""
+    table = _table(query, docs)
+    if table is None:
+        return set()
+    out: set[int] = set()
+    start = 0
+    for end in ends:
+        rows, values = _scored(*table, end)
+        band = rows.tolist()
+        out.update(band[j] for j in relevant(values.tolist(), share) if band[j] >= start)
+        start = end
+    return out
+
+
+def _table(query: str, docs: Sequence[str]) -> tuple[Any, Any, Any] | None:
+    """(indices of the docs that contain a query term, their term frequencies per query term,
+    every doc's length in terms), or None if no doc matches.
+
+    Agent loops resend the same documents every turn, so each document's term counts are
+    memoised. A document that contains none of the query's terms even as a substring scores 0 and
+    is not tokenized: its length enters the mean document length as an estimate from its
+    characters (at the characters-per-term of the tokenized ones)."""
+    import numpy as np  # imported on first use so the fast path never pays for it
+
+    if not docs or not query.strip():
+        return None
+    terms = list(dict.fromkeys(_terms([query])[0][1]))
+    if not terms:
+        return None
+    lowered = [_lowered(d) for d in docs]
+    hit = [i for i, d in enumerate(lowered) if any(t in d for t in terms)]
+    if not hit:
+        return None
+    stats = _terms([docs[i] for i in hit])
+    present = [t for t in terms if any(t in counts for _, counts in stats)]
+    if not present:
+        return None
+    per_term = sum(len(lowered[i]) for i in hit) / max(1, sum(length for length, _ in stats))
+    lengths = np.array([max(1, round(len(d) / max(per_term, 1e-9))) for d in lowered], dtype=float)
+    lengths[hit] = [length for length, _ in stats]
+    tf = np.array([[counts.get(t, 0) for t in present] for _, counts in stats], dtype=float)
+    return np.array(hit), tf, lengths
+
+
+def _scored(hit: Any, tf: Any, lengths: Any, end: int) -> tuple[Any, Any]:
+    """(rows, BM25 scores) of the matching docs among `docs[:end]`, with the statistics of those
+    `end` docs: idf = ln(1 + (N - df + 0.5) / (df + 0.5)); per term tf / (tf + K1 (1 - B + B dl / avgdl))."""
+    import numpy as np
+
+    inside = hit < end
+    rows, tf = hit[inside], tf[inside]
+    if not rows.size:
+        return rows, np.zeros(0)
+    df = (tf > 0).sum(axis=0)
+    idf = np.log1p((end - df + 0.5) / (df + 0.5))
+    norm = K1 * (1 - B + B * lengths[rows] / lengths[:end].mean())
+    return rows, (idf * tf / (tf + norm[:, None])).sum(axis=1)
+
+
+_LOWER: Memo[str, str] = Memo(4096)
+
+
+def _lowered(text: str) -> str:
+    """The clipped document in lower case (what the substring test reads), memoised."""
+    hit = _LOWER.get(text)
+    if hit is None:
+        hit = _LOWER.put(text, _clip(text).lower())
+    return hit
+
+
+_MEMO: Memo[str, tuple[int, dict[str, int]]] = Memo(20_000)
+
+
+def _terms(texts: list[str]) -> list[tuple[int, dict[str, int]]]:
+    """(number of terms, count per term) of each text, memoised. Terms as `bm25s.tokenize` makes
+    them by default (lower case, its token pattern, its English stop words removed), counted with
+    one regex pass and a Counter: several times faster than building its vocabulary per call."""
+    found = [_MEMO.get(t) for t in texts]
+    missing = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
+    if missing:
+        stop = _stopwords()
+        new = {}
+        for text in missing:
+            counts = Counter(_TOKEN.findall(_lowered(text)))
+            for word in stop.intersection(counts):
+                del counts[word]
+            new[text] = (sum(counts.values()), dict(counts))
+        for text, terms in new.items():
+            _MEMO.put(text, terms)
+        found = [f if f is not None else new[t] for t, f in zip(texts, found)]
+    return found  # type: ignore[return-value]
+
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's default token_pattern
+
+
+@functools.lru_cache(maxsize=1)
+def _stopwords() -> frozenset[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN)
+
+
+def relevant(values: Sequence[float], share: float = RELEVANT_SHARE) -> set[int]:
+    """Indices whose score is positive and within `share` of the best."""
+    best = max(values, default=0.0)
+    if best <= 0:
+        return set()
+    return {i for i, s in enumerate(values) if s > 0 and s >= share * best}
+
+
+LOST_SHARE = 0.3  # of a query's terms the history holds, at least this share only a cut removed
+
+
+def lost_terms(query: str, before: Sequence[str], after: Sequence[str], share: float = LOST_SHARE) -> bool:
+    """Whether the query asks about what a cut removed: of its terms that some text of `before`
+    holds, at least one, and at least `share` of them, are in no text of `after`. A question
+    about a cut fact ("what is the rollback key of the zephyr cluster?") loses one of its few
+    terms; a long message mostly about what is kept is not about the cut: an agent's tool-call
+    error feedback (38 terms in the history, 5 of them only in cut results) or a tool's output
+    that a text-based agent sends as a user message (33 terms, 7 cut). A verbose question whose
+    one cut term is among many kept ones waits for the next crossing too. Terms are the
+    query's BM25 terms, found as substrings of the whole lower-cased texts (no clipping: a fact
+    can sit in the middle of a long result)."""
+    wanted = set(_terms([query])[0][1])
+    if not wanted:
+        return False
+    lowered = [t.lower() for t in before]
+    had = {t for t in wanted if any(t in text for text in lowered)}
+    if not had:
+        return False
+    kept = [t.lower() for t in after]
+    lost = sum(1 for t in had if not any(t in text for text in kept))
+    return lost >= max(1, share * len(had))

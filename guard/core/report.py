@@ -1,0 +1,94 @@
+"""The per-request record of what the guard saw and did: counts, names and hashes, never text."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Outcome = Literal["unchanged", "fitted", "rejected"]
+
+
+@dataclass(frozen=True)
+class Action:
+    """One strategy's work: how many items it touched and the input tokens it saved."""
+
+    kind: str
+    tokens_saved: int
+    items: int = 0
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A step the planner could not run, and why (e.g. summarize: no_summarizer)."""
+
+    kind: str
+    reason: str
+
+
+@dataclass
+class Report:
+    """What the guard saw and did for one request: limits, counts before and after, the output
+    reserved, the actions with the tokens each saved, and the outcome. Counts, names and hashes
+    only: never message text."""
+
+    model: str
+    dialect: str
+    window_rule: str
+    context_window: int
+    max_input_tokens: int
+    max_output_tokens: int
+    limits_source: str
+    input_tokens_before: int
+    input_tokens_after: int
+    max_tokens: int
+    max_tokens_requested: int | None
+    max_tokens_source: str
+    output_key: str
+    safety_margin_tokens: int
+    room: int
+    target: int
+    fits: bool
+    outcome: Outcome
+    exact_count: bool
+    calibration_factor: float
+    messages_before: int
+    messages_after: int
+    actions: list[Action] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    breakdown: dict[str, int] = field(default_factory=dict)
+    reason: str | None = None
+    fitted_messages_sha256: str | None = None
+    calibration_key: str | None = None  # the deployment the factor was learned for (model|api_base)
+    calibration_source: str = "static"  # static, learned, pinned or miss (see guard.core.calibration)
+    # a fingerprint of where the history was cut (what was dropped, edited or summarized; compact
+    # JSON is one flag): two turns of a growing conversation with the same `cut` send prompts
+    # where the later starts with the earlier, byte for byte (the provider's cached prefix holds)
+    cut: str | None = None
+    # the number of leading messages the cut was decided on: the prefix up to the conversation's
+    # last band crossing, whose cut every turn until the next crossing carries (None: decided on
+    # the whole request, as when a summarizer is configured)
+    cut_from: int | None = None
+    summary: dict[str, Any] | None = None  # source (cache/llm), calls, span and summary sizes
+    reasoning: list[dict[str, Any]] = field(default_factory=list)  # thinking fields lowered with the output
+    # fields that make the provider add input the body does not carry (Responses API:
+    # previous_response_id, conversation, a stored prompt): the counts above are then lower bounds
+    unseen_state: list[str] = field(default_factory=list)
+    # the conversation's provider cache as the guard judged it (cold, warm, unknown; None: not
+    # judged), how long it had been idle, and the anchor its cut was carried from (see
+    # guard.fit.temperature: counts only)
+    cache_temperature: str | None = None
+    idle_seconds: float | None = None
+    anchor: dict[str, int] | None = None
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.input_tokens_before - self.input_tokens_after
+
+    @property
+    def changed(self) -> bool:
+        return self.outcome == "fitted"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tokens_saved"] = self.tokens_saved
+        return data

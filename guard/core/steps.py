@@ -1,0 +1,57 @@
+"""The one registry of the guard's steps (the policy's `strategies`), least destructive first: each
+step's name, how the planner runs it (`kind`), and whether it runs on every request over its room.
+The policy validates and orders names with it, the planner dispatches on it, and
+`guard.fit.strategies` binds a function to every step that rewrites the conversation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+StrategyName = Literal[
+    "clamp_output",
+    "compact_json",
+    "drop_metadata",
+    "dedupe",
+    "truncate_tool_results",
+    "summarize",
+    "drop_oldest_turns",
+    "truncate_recent_tool_results",
+]
+# budget: changes the reserved output, run by the planner before any rewriting; rewrite: a near-
+# lossless rewrite of single messages, counted by estimate in round 1; lossy: cuts older history,
+# measured on exact counts; summary: asks the driver for a summary (I/O); newest: cuts inside the
+# newest turns, only as far as the room and only if nothing else could
+Kind = Literal["budget", "rewrite", "lossy", "summary", "newest"]
+
+
+@dataclass(frozen=True)
+class Step:
+    name: StrategyName
+    kind: Kind
+    # runs on every conversation over its room, past the stop mark: each message then has one form
+    # turn after turn (a pure per-message rewrite)
+    every_overflow: bool = False
+
+
+STEPS: tuple[Step, ...] = (
+    Step("clamp_output", "budget"),
+    Step("compact_json", "rewrite", every_overflow=True),
+    Step("drop_metadata", "rewrite", every_overflow=True),
+    Step("dedupe", "rewrite"),
+    Step("truncate_tool_results", "lossy"),
+    Step("summarize", "summary"),
+    Step("drop_oldest_turns", "lossy"),
+    Step("truncate_recent_tool_results", "newest"),
+)
+STRATEGY_ORDER: tuple[StrategyName, ...] = tuple(s.name for s in STEPS)
+BY_NAME: dict[str, Step] = {s.name: s for s in STEPS}
+ORDER: dict[str, int] = {s.name: i for i, s in enumerate(STEPS)}
+
+
+def of_kind(*kinds: Kind) -> frozenset[str]:
+    """The names of the steps of these kinds."""
+    return frozenset(s.name for s in STEPS if s.kind in kinds)
+
+
+assert set(get_args(StrategyName)) == set(STRATEGY_ORDER), "every step name is in StrategyName and STEPS"

@@ -1,0 +1,223 @@
+"""Carried cuts: the cut of the turn where a conversation crossed its current band, applied to
+every turn of that band, so a provider's cached prefix keeps hitting (see `carried`)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from guard.core.budget import Budget
+from guard.core.policy import Policy
+from guard.core.steps import BY_NAME
+from guard.dialects import Dialect, group_messages
+from guard.fit import summary
+from guard.fit.conversation import Context, Conversation
+from guard.fit.history import History
+from guard.fit.questions import cuts_into, query, questions, relevant_origins
+from guard.fit.rewrite import tool_chars
+from guard.fit.rounds import fit
+from guard.fit.strategies.compact import compacted
+from guard.fit.temperature import Anchor, Temperature
+
+# a carried cut's drop passes over a turn that would leave less than this share of the room, for
+# later, smaller ones, where they can do (the room a cut deep enough to last may still leave)
+ROOM_BAR = 0.6
+
+def crossing(
+    dialect: Dialect,
+    messages: tuple[Mapping[str, Any], ...],
+    counts: tuple[int, ...],
+    fixed: int,
+    target: int,
+    band: int,
+) -> int:
+    """Where the conversation last crossed a band: the shortest prefix, ending at a turn boundary,
+    whose tokens (`counts`, per message) are already in the same band above the low-water mark
+    as the whole request's. Every turn from that prefix up to the next crossing gets the cut the
+    prefix got (see `carried`). `len(messages)` if the request itself is the crossing turn."""
+    total = fixed + sum(counts)
+    k = math.ceil(max(0, total - target) / band)
+    threshold = target + (k - 1) * band
+    groups = group_messages(dialect, messages)
+    running = fixed
+    for j, n in enumerate(counts):
+        if j and groups[j] != groups[j - 1] and running > threshold:
+            return j
+        running += n
+    return len(messages)
+
+def carried(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
+    budget: Budget, policy: Policy, ctx: Context, temperature: Temperature | None = None, summarizing: bool = False,
+) -> Generator[Any, Any, tuple[Conversation, Context, int, Anchor | None] | None]:
+    """The cut of the turn where the conversation crossed its current band, carried forward.
+
+    Agents resend their history, so the prefix up to the last crossing (`crossing`) is the same
+    on every turn until the next one. That prefix is fitted as if it were the request, to the
+    stop mark of the whole request's band (its tokens minus the band's whole quanta, so whatever
+    the client adds before the next crossing, less than a band, still fits), and its edits are
+    applied to this request: the messages after the prefix go as sent (JSON compacted, as on
+    every overflow). Every turn of a band then sends the same cut, byte for byte, whatever the
+    strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
+    at a crossing the prefix moves, and the cut is made once, a band deeper. None when the
+    carried cut does not fit (the request is then fitted whole). With `summarizing` the prefix is
+    summarized as any request is (see `_fit_prefix`)."""
+    # bands are counted on the messages as they go once the request is over its room, JSON
+    # compacted: a compacted message by its count scaled by its tool results' length (no encoding
+    # of the whole history; this over-states compact JSON by 2-3%, so what is added before the
+    # next crossing rarely counts more than its estimate). Pure functions of each message: the
+    # same on every turn.
+    forms = [compacted(dialect, msg) for msg in messages] if policy.allows("compact_json") else list(messages)
+    lossless = _lossless(dialect, messages, counts, forms)
+    known: dict[int, tuple[str, str]] = {}  # summaries the prefixes tried here got, by span (see `_fit_prefix`)
+    cut_at = functools.partial(
+        _carried_at, dialect, messages, counts, forms, lossless, fixed, budget, policy, ctx, summarizing=summarizing,
+        known=known,
+    )
+    anchor = temperature.anchor if temperature is not None else None
+    if anchor is not None and (anchor.length > len(messages) or sum(counts[: anchor.length]) != anchor.prefix_tokens):
+        anchor = None  # not this history's prefix (another conversation with the same task, or edited)
+    if temperature is not None and temperature.state == "warm" and anchor is not None:
+        # the anchor's cut, carried while it fits under the target (the cached prefix holds)
+        held = yield from cut_at(anchor.length, anchor.mark)
+        if held is not None and held[0].total <= budget.target:
+            return (*held, anchor)
+    target, band = budget.target, budget.band
+    total = fixed + sum(lossless)
+    k = math.ceil(max(0, total - target) / band)
+    if temperature is not None and (temperature.state == "cold" or anchor is not None):
+        # a cold cache (nothing to break) or an anchor that no longer fits: cut the whole request
+        # to the bottom of the band, so the cut lasts a band of growth (where no turn boundary
+        # lies between the room bar and that mark: as deep as a crossing turn is cut)
+        for mark in dict.fromkeys((budget.floor, total - k * band)):
+            anchor = Anchor(len(messages), mark, sum(counts))
+            made = yield from cut_at(anchor.length, mark)
+            if made is not None:
+                return (*made, anchor)
+        return None
+    m = crossing(dialect, messages, tuple(lossless), fixed, target, band)
+    mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
+    made = yield from cut_at(m, mark)
+    return None if made is None else (*made, None)
+
+def _lossless(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], forms: list[Mapping[str, Any]]
+) -> list[int]:
+    """Each message's count once JSON is compacted (`forms`), estimated: a compacted message's
+    count scaled by its tool results' length."""
+    lossless = list(counts)
+    for i, (form, msg) in enumerate(zip(forms, messages)):
+        if form is not msg:
+            scaled = math.ceil(counts[i] * tool_chars(dialect, form) / max(1, tool_chars(dialect, msg)))
+            lossless[i] = min(counts[i], scaled)
+    return lossless
+
+
+def _carried_at(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], forms: list[Mapping[str, Any]],
+    lossless: list[int], fixed: int, budget: Budget, policy: Policy, ctx: Context, m: int, mark: int,
+    summarizing: bool = False, known: dict[int, tuple[str, str]] | None = None,
+) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
+    """The cut of the first `m` messages down to `mark`, carried to this request (see `carried`)."""
+    if mark <= fixed:
+        return None
+    # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill most
+    # of a small room): then no cut lasts a band, and the prefix is cut as deep as it can go; that
+    # cut is carried while the request fits, and the request is fitted whole once it does not
+    floor = fixed + _kept_whole(dialect, messages[:m], lossless[:m], policy)
+    deepest = floor > mark
+    mark = max(mark, floor)
+    question = query(dialect, messages[:m])
+    cut, part = yield from _fit_prefix(
+        dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question, summarizing, known
+    )
+    if part.history.relevance is not None:
+        # the band's question is the one its prefix ended with; the first question asked since
+        # that is about something the cut removed takes its place, once: a later one waits for the
+        # next crossing (agents that send each tool's output as a user message ask every turn)
+        later = questions(dialect, messages[m:])
+        after = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m:])] if later else []
+        for asked in dict.fromkeys(later):
+            # (the question itself holds its terms: what else is sent must)
+            if asked != question and cuts_into(cut, part, asked, [line for line in after if line != asked]):
+                cut, part = yield from _fit_prefix(
+                    dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked, summarizing, known
+                )
+                break
+    if cut.total > mark and not deepest:
+        return None
+    # what follows the prefix goes JSON compacted where that saves tokens (counted exactly: less
+    # than a band of messages, most of them counted on earlier turns already)
+    tail, tail_counts = list(forms[m:]), list(counts[m:])
+    changed = [j for j, msg in enumerate(tail) if msg is not messages[m + j]]
+    for j, n in zip(changed, ctx.counter.messages(dialect, [tail[j] for j in changed])):
+        if n < tail_counts[j]:
+            part.record("compact_json", tail_counts[j] - n, 1)
+            tail_counts[j] = n
+        else:
+            tail[j] = messages[m + j]
+    rest = len(messages) - m
+    conv = replace(
+        cut,
+        messages=cut.messages + tuple(tail),
+        counts=cut.counts + tuple(tail_counts),
+        groups=cut.groups + (-1,) * rest,
+        pinned=cut.pinned + (False,) * rest,
+        recent=cut.recent + (True,) * rest,
+        pending=cut.pending + (None,) * rest,
+        origin=cut.origin + tuple(range(m, len(messages))),
+    )
+    if conv.total > budget.room:
+        return None
+    return conv, part, m
+
+def _kept_whole(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: Sequence[int], policy: Policy
+) -> int:
+    """Tokens of the messages no step but the last resort cuts: pinned ones and the newest turns."""
+    built = Conversation.build(dialect, messages, counts, 0, policy.keep_recent_groups, policy.keep_first_user_turn)
+    return sum(n for n, pinned, recent in zip(counts, built.pinned, built.recent) if pinned or recent)
+
+def _fit_prefix(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
+    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None, summarizing: bool = False,
+    known: dict[int, tuple[str, str]] | None = None,
+) -> Generator[Any, Any, tuple[Conversation, Context]]:
+    """The prefix of a carried cut fitted to `mark`, its lossy steps ranking by `question`; with
+    `summarizing`, summarized as any request is (its spans, and so its cached summary, stay the
+    same all band). `known`: the summaries earlier prefixes of this request got, by span (a
+    prefix's spans step in quarter bands from its oldest droppable turn, so span k is the same
+    for every prefix of the request that has it): a second try reuses them instead of asking
+    again, and the request's summary calls are counted across tries."""
+    band = budget.band
+    # the last resort (cutting inside the newest turns) is for the request, not for its prefix: a
+    # prefix that needs it cannot be carried, and the request is fitted whole instead
+    policy = policy.model_copy(
+        update={"strategies": [s for s in policy.strategies if BY_NAME[s].kind != "newest"]}
+    )
+    part = Context(counter=ctx.counter, policy=policy, stop_at=mark, floor=mark - band, target=budget.target,
+                   room=min(budget.room, mark), band=band, ceiling=mark, every_overflow=False,
+                   least=math.ceil(budget.room * ROOM_BAR))
+    transcript = functools.cache(functools.partial(summary.transcript, dialect, messages))
+    scores = (
+        functools.partial(relevant_origins, dialect, messages, transcript, query=question)
+        if policy.relevance == "bm25"
+        else None
+    )
+    part.history = History(messages, counts, transcript, scores)
+    for action in ctx.actions:  # the output clamp of this request
+        part.record(action.kind, action.tokens_saved, action.items)
+    if known is not None:
+        part.summaries = known
+    part.summary_calls = ctx.summary_calls
+    prefix = Conversation.build(
+        dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn
+    )
+    cut, part = yield from fit(prefix, part, policy, can_summarize=summarizing)
+    ctx.summary_calls = part.summary_calls
+    if known is not None:
+        known.update(part.summaries)  # (a restored snapshot holds a copy)
+    return cut, part

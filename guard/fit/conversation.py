@@ -1,0 +1,268 @@
+"""The state strategies work on: the messages, their token counts and what each may be cut.
+
+A `Conversation` is immutable; every edit returns a new one. Per message it keeps:
+- `pinned`: never touched (system/developer messages, the first and last user turns, the guard's
+  own markers);
+- `recent`: in the newest `keep_recent_groups` turn groups, kept verbatim except by lossless steps;
+- `group`: a tool call and its results share one group, so nothing ever splits them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, TypeVar
+
+from guard.core.budget import quantized_stop
+from guard.core.policy import Policy
+from guard.core.report import Action, Skipped
+from guard.core.steps import ORDER
+from guard.core.tokens import TokenCounter
+from guard.dialects import Content, Dialect, group_messages
+from guard.fit.history import History
+
+Message = Mapping[str, Any]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Conversation:
+    dialect: Dialect
+    messages: tuple[Message, ...]
+    counts: tuple[int, ...]
+    groups: tuple[int, ...]
+    pinned: tuple[bool, ...]
+    recent: tuple[bool, ...]
+    fixed: int
+    # per message: None if its count is exact, else an Estimate (the count is a guess until settled)
+    pending: tuple[Estimate | None, ...] = ()
+    # per message: its index in the request as sent by the client (-1 for the guard's markers)
+    origin: tuple[int, ...] = ()
+
+    @classmethod
+    def build(
+        cls,
+        dialect: Dialect,
+        messages: Sequence[Message],
+        counts: Sequence[int],
+        fixed: int,
+        keep_recent_groups: int,
+        keep_first_user_turn: bool = True,
+    ) -> Conversation:
+        groups = group_messages(dialect, messages)
+        users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
+        kept = {users[-1]} | ({users[0]} if keep_first_user_turn else set()) if users else set()
+        pinned = tuple(dialect.is_system(m) or i in kept for i, m in enumerate(messages))
+        ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
+        newest = set(list(dict.fromkeys(reversed(ordinary)))[:keep_recent_groups])
+        if messages and dialect.has_user_text(messages[-1]):
+            newest.add(groups[-1])  # the user's words next to the newest results: that turn stays
+        recent = tuple(g in newest for g in groups)
+        n = len(messages)
+        return cls(
+            dialect, tuple(messages), tuple(counts), tuple(groups), pinned, recent, fixed, (None,) * n, tuple(range(n))
+        )
+
+    @property
+    def total(self) -> int:
+        return self._total  # type: ignore[attr-defined,no-any-return]  # set once in __post_init__
+
+    def __post_init__(self) -> None:
+        # strategies ask for the total before every candidate: compute it once per state
+        object.__setattr__(self, "_total", self.fixed + sum(self.counts))
+
+    def replacing(self, drop: set[int], markers: Mapping[int, tuple[Message, int]]) -> Conversation:
+        """Remove the messages at `drop`; a marker (message, count) takes the place of index i."""
+        cols: list[list[Any]] = [[], [], [], [], [], [], []]
+        rows = zip(self.messages, self.counts, self.groups, self.pinned, self.recent, self.pending, self.origin)
+        for i, row in enumerate(rows):
+            if i in markers:
+                msg, count = markers[i]
+                for col, value in zip(cols, (msg, count, row[2], True, row[4], None, -1)):
+                    col.append(value)
+            if i not in drop:
+                for col, value in zip(cols, row):
+                    col.append(value)
+        msgs, counts, groups, pinned, recent, pending, origin = (tuple(c) for c in cols)
+        return replace(
+            self,
+            messages=msgs,
+            counts=counts,
+            groups=groups,
+            pinned=pinned,
+            recent=recent,
+            pending=pending,
+            origin=origin,
+        )
+
+    def settled(self, ctx: Context) -> Conversation:
+        """Every estimated count replaced by the exact one. A rewrite whose exact count is not
+        below the last exactly counted version is undone (input tokens never grow); the
+        estimate's error is moved onto the strategies that made the rewrites, so the report's
+        savings add up exactly."""
+        msgs, counts, pending = list(self.messages), list(self.counts), list(self.pending)
+        todo = [(i, est) for i, est in enumerate(self.pending) if est is not None]
+        exacts = ctx.counter.messages(self.dialect, [self.messages[i] for i, _ in todo])  # one batch
+        for (i, est), exact in zip(todo, exacts):
+            pending[i] = None
+            if exact >= est.base_count:
+                msgs[i], counts[i] = est.base, est.base_count
+                for kind, saved in est.savings:
+                    ctx.adjust(kind, -saved, -1)
+                continue
+            counts[i] = exact
+            error = self.counts[i] - exact  # what the estimate credited too little (or, < 0, too much)
+            share = sum(saved for _, saved in est.savings) or 1
+            remaining = error
+            for n, (kind, saved) in enumerate(est.savings):
+                part = remaining if n == len(est.savings) - 1 else error * saved // share
+                ctx.adjust(kind, part, 0)
+                remaining -= part
+        return replace(self, messages=tuple(msgs), counts=tuple(counts), pending=tuple(pending))
+
+    def tool_slots(self, *, recent: bool) -> Iterator[tuple[int, int | None, Content]]:
+        """(message index, slot, content) of tool results, oldest first; recent ones only if asked."""
+        for i, msg in enumerate(self.messages):
+            if self.pinned[i] or (self.recent[i] and not recent):
+                continue
+            for slot, content in self.dialect.tool_results(msg):
+                yield i, slot, content
+
+
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A message whose count is estimated: the last exactly counted version, and what each
+    strategy that rewrote it since was credited."""
+
+    base: Message
+    base_count: int
+    savings: tuple[tuple[str, int], ...]
+
+
+@dataclass
+class Context:
+    """What a strategy reads besides the conversation, and where it writes what it did.
+
+    With `estimate` on, lossless rewrites (JSON compaction, metadata removal, item dedupe) are
+    counted by estimate and settled exactly once at the end of the round: most of what they
+    rewrite in a large overflow is truncated or dropped later, and encoding it all again is the
+    most expensive part of a fit."""
+
+    counter: TokenCounter
+    policy: Policy
+    stop_at: int
+    floor: int = 0  # cutting below this wastes the window (see Budget.floor)
+    room: int = 0  # the most input tokens the request may carry (see Budget.room)
+    target: int = 0  # the low-water mark (see Budget.target)
+    band: int = 1  # the quantum cuts move in (see Budget.band)
+    ceiling: int | None = None  # a stop mark no step may move above (a carried cut's, see planner._carried)
+    least: int = 0  # a carried cut's bottom: a drop that would leave less is passed over when later turns can do
+    # near-lossless rewrites run on every overflow, past the stop mark (one form per message, turn
+    # after turn); a carried cut's prefix is fitted once per band and only as far as its mark
+    every_overflow: bool = True
+    estimate: bool = False
+    skipped: list[Skipped] = field(default_factory=list)
+    exhausted: set[str] = field(default_factory=set)
+    summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
+    summary_message: Message | None = None  # the summary in the conversation, and its span
+    summary_span: list[int] | None = None
+    summaries: dict[int, tuple[str, str]] = field(default_factory=dict)  # span index -> (text, source)
+    summary_calls: int = 0
+    history: History = field(default_factory=History)  # the messages as sent, read-only
+    requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # summary request per span, built once
+    _totals: dict[str, list[int]] = field(default_factory=dict)
+    # dedupe: (origin, slot) of a later copy replaced by a marker -> (origin, slot) of the first copy
+    duplicate_of: dict[tuple[int, int | None], tuple[int, int | None]] = field(default_factory=dict)
+
+    def snapshot(self) -> Context:
+        """A copy whose mutable parts are copies too (see `restore`)."""
+        return replace(
+            self,
+            skipped=list(self.skipped),
+            exhausted=set(self.exhausted),
+            summary=dict(self.summary) if self.summary is not None else None,
+            summary_span=list(self.summary_span) if self.summary_span is not None else None,
+            summaries=dict(self.summaries),
+            duplicate_of=dict(self.duplicate_of),
+            _totals={k: list(v) for k, v in self._totals.items()},
+        )
+
+    def restore(self, saved: Context) -> None:
+        """Put this context back in the state `saved` (a snapshot) recorded."""
+        copy = saved.snapshot()
+        for f in fields(self):
+            if f.name != "history":
+                setattr(self, f.name, getattr(copy, f.name))
+
+    def relevant_last(self, items: Iterable[T], origins: Callable[[T], Iterable[int]]) -> list[T]:
+        """`items` (oldest first) with those the question is about moved to the back (see
+        `History.relevant_last`)."""
+        return self.history.relevant_last(items, origins, frozenset(self.summary_span or ()), self.target, self.band)
+
+    def settled_slots(
+        self, conv: Conversation, slots: Iterable[tuple[int, int | None, Content]]
+    ) -> list[tuple[int, int | None, Content]]:
+        """The slots of older messages that lie in whole quanta of the history (see `History.settled_slots`)."""
+        return self.history.settled_slots(conv.origin, conv.recent, slots, self.band)
+
+    def settled_first(
+        self,
+        conv: Conversation,
+        slots: Iterable[tuple[int, int | None, Content]],
+        step: Callable[[list[tuple[int, int | None, Content]]], Conversation],
+    ) -> Conversation:
+        """Run `step` on the settled slots (see `settled_slots`); only if that leaves the request
+        over its mark while the newer older messages would bring it there, on all of them (a
+        single request whose one big result just left the newest turns is still fitted)."""
+        slots = list(slots)
+        settled = self.settled_slots(conv, slots)
+        if len(settled) == len(slots):
+            return step(slots)
+        saved = self.snapshot()
+        out = step(settled)
+        if self.done(out):
+            return out
+        tail = {s[0] for s in slots} - {s[0] for s in settled}
+        if out.total - sum(out.counts[i] for i in tail) > self.stop_at:
+            return out  # even removing those messages whole would not do: no need to try
+        after_settled = self.snapshot()
+        self.restore(saved)
+        full = step(slots)
+        if self.done(full):
+            return full
+        self.restore(after_settled)
+        return out
+
+    def requantize(self, conv: Conversation) -> None:
+        """Before a step: its stop mark is the conversation's total minus the overflow above the
+        low-water mark rounded up to whole bands. The amount a step cuts then changes only when
+        the total crosses a band, so a growing conversation keeps the same cut, turn after turn,
+        whatever the steps before it saved on newer messages."""
+        self.stop_at = quantized_stop(conv.total, self.target, self.band)
+        if self.ceiling is not None:
+            self.stop_at = min(self.stop_at, self.ceiling)
+        self.floor = self.stop_at - self.band
+        if self.least < self.stop_at:
+            self.floor = max(self.floor, self.least)
+
+    def done(self, conv: Conversation) -> bool:
+        return conv.total <= self.stop_at
+
+    def record(self, kind: str, saved: int, items: int) -> None:
+        if items:
+            self.adjust(kind, saved, items)
+
+    def adjust(self, kind: str, saved: int, items: int) -> None:
+        total = self._totals.setdefault(kind, [0, 0])
+        total[0] += saved
+        total[1] += items
+
+    @property
+    def actions(self) -> list[Action]:
+        """What each strategy did, in strategy order (least destructive first)."""
+        done = [Action(kind, saved, items) for kind, (saved, items) in self._totals.items() if items > 0]
+        return sorted(done, key=lambda a: ORDER.get(a.kind, len(ORDER)))
+
+

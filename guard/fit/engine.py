@@ -1,0 +1,202 @@
+"""The engine: one object that resolves a request's model, policy, limits and counter, and fits it.
+
+    engine = Engine.from_config("proxy_config.yaml")
+    fitted = engine.fit(body)          # -> Fitted(body, report), or raises ContextWindowExceeded
+
+The engine never mutates the body it is given; token counts are memoised across requests per
+(encoding, calibration, image formula), so an agent loop's next turn only counts its new messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from guard.core import calibration
+from guard.core.config import Deployment, GuardConfig, load_config
+from guard.core.counters import Counters
+from guard.core.encodings import get_vocab
+from guard.core.errors import BadRequest
+from guard.core.limits import ModelLimits, Resolver, lookup, resolve_limits
+from guard.core.modelmap import bundled_model_map, litellm_available, litellm_resolver
+from guard.core.models import profile
+from guard.core.policy import Policy, PolicySet
+from guard.core.tokens import Encoding, TokenCounter
+from guard.dialects import Dialect, by_name, detect
+from guard.fit.planner import Fitted, Plan, SummaryRequest, plan, run
+from guard.fit.temperature import Anchor, Seen, SeenLog, Temperature, fingerprint, judge, ttl_seconds
+
+
+class Engine:
+    """The pure core in one object: resolves a request's model, policy, limits and token counter,
+    and fits it (`fit`) or hands out the planner generator (`plan`) for a shell that summarizes.
+    Never imports LiteLLM; safe to share across threads."""
+
+    def __init__(
+        self, policies: PolicySet | None = None, *, deployments: Mapping[str, Deployment] | None = None,
+        model_map: Mapping[str, Any] | None = None, encoding_loader: Callable[[str], Encoding] = get_vocab,
+        resolver: Resolver | Literal["litellm"] | None = "litellm",
+        learned: Callable[[str], tuple[list[float], float | None]] | None = None,
+        conversations: SeenLog | None = None, clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`resolver`: limits of a model name the map does not hold exactly. By default LiteLLM's
+        own `get_model_info` when LiteLLM is installed (imported on the first such name only, so
+        `Engine()` resolves what the hooks and the CLI resolve; the core imports nothing of
+        LiteLLM's until then); None: the raw map and the policy alone. `conversations`: when each
+        conversation was last sent and its anchor (cache temperature, see guard.fit.temperature; a
+        bounded log in memory by default), read and written on every fit; `clock` tells the time."""
+        self.policies = policies or PolicySet()
+        self.deployments = dict(deployments or {})
+        self._model_map = model_map
+        self.resolver: Resolver | None = (
+            (litellm_resolver if litellm_available() else None) if resolver == "litellm" else resolver
+        )
+        # the shell's record of what providers reported per deployment: (recent ratios, miss floor)
+        self.learned = learned
+        self.counters = Counters(encoding_loader)
+        self.conversations = conversations if conversations is not None else SeenLog()
+        self.clock = clock
+
+    @classmethod
+    def from_config(cls, path: str | Path, **kwargs: Any) -> Engine:
+        return cls.from_guard_config(load_config(path), **kwargs)
+
+    @classmethod
+    def from_guard_config(cls, config: GuardConfig, **kwargs: Any) -> Engine:
+        return cls(config.policies, deployments=config.deployments, **kwargs)
+
+    @property
+    def model_map(self) -> Mapping[str, Any]:
+        return self._model_map if self._model_map is not None else bundled_model_map()
+
+    # -- resolution -------------------------------------------------------------------------
+    def underlying(self, model: str) -> str:
+        deployment = self.deployments.get(model)
+        return deployment.model if deployment else model
+
+    def policy_for(self, model: str) -> Policy:
+        return self.policies.for_model(model, self.underlying(model))
+
+    def limits_for(self, model: str, policy: Policy, deployment: Deployment | None = None) -> ModelLimits:
+        deployment = deployment or self.deployments.get(model)
+        info, real = (deployment.model_info, deployment.model) if deployment else (None, model)
+        return resolve_limits(
+            model, policy, model_map=self.model_map, resolver=self.resolver, model_info=info, underlying=real
+        )
+
+    def calibration_key(self, model: str, deployment: Deployment | None = None) -> str:
+        """The deployment a request to `model` is counted for (see `guard.core.calibration.key`)."""
+        deployment = deployment or self.deployments.get(model)
+        real = deployment.model if deployment else self.underlying(model)
+        return calibration.key(real, deployment.api_base if deployment else "")
+
+    def counter_for(
+        self, model: str, policy: Policy, underlying: str | None = None, key: str | None = None
+    ) -> tuple[TokenCounter, bool]:
+        """The shared counter for a model and whether its counts are exact."""
+        counter, exact, _ = self.counter_and_factor(model, policy, underlying, key)
+        return counter, exact
+
+    def counter_and_factor(
+        self, model: str, policy: Policy, underlying: str | None = None, key: str | None = None
+    ) -> tuple[TokenCounter, bool, calibration.Factor]:
+        """The counter, whether it is exact, and the calibration factor it counts with (see
+        `guard.core.counters.Counters.get`; `learned` is read at each call)."""
+        learned = self.learned
+        taught = (lambda: learned(key)) if learned is not None and key is not None else None
+        return self.counters.get(underlying or self.underlying(model), policy, taught)
+
+    # -- fitting ----------------------------------------------------------------------------
+    def _counting(
+        self, name: str, policy: Policy, deployment: Deployment | None
+    ) -> tuple[str, str, tuple[TokenCounter, bool, calibration.Factor]]:
+        """The real model behind `name`, its calibration key, and its counter, exactness and factor."""
+        deployment = deployment or self.deployments.get(name)
+        real = deployment.model if deployment else self.underlying(name)
+        key = self.calibration_key(name, deployment)
+        return real, key, self.counter_and_factor(name, policy, real, key)
+
+    def plan(
+        self, body: Mapping[str, Any], *, model: str | None = None, dialect: Dialect | str | None = None,
+        policy: Policy | None = None, deployment: Deployment | None = None, can_summarize: bool = False,
+        temperature: Temperature | None = None, conversation: str | None = None,
+    ) -> Plan:
+        """The planner generator for one body (see guard.fit.planner). `deployment` names the real
+        model and model_info behind `model` when the caller knows them (the LiteLLM hooks do).
+        The conversation's cache temperature is judged from `conversations` and the clock, and
+        the fit recorded there, unless the shell passes `temperature` (its shared log failed:
+        `temperature.UNKNOWN`). `conversation`: the body's `conversation_key`, when the shell has
+        it already."""
+        name, d = _named(body, model, dialect)
+        policy = policy or self.policy_for(name)
+        limits = self.limits_for(name, policy, deployment)
+        real, key, (counter, exact, factor) = self._counting(name, policy, deployment)
+        family = profile(real).family
+        now = self.clock()
+        if temperature is not None:
+            conversation = None  # judged by the shell: not recorded
+        else:
+            conversation = conversation or self.conversation_key(body, name, d)
+            ttl = ttl_seconds(policy.cache_ttl_seconds, family, body)
+            temperature = judge(self.conversations.get(conversation), now, ttl)
+        inner = plan(
+            body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,
+            family=family, adaptive_thinking=self._adaptive_thinking(real),
+            calibration=(key, factor.source), temperature=temperature,
+        )
+        return inner if conversation is None else _recorded(inner, self.conversations, conversation, now, temperature)
+
+    def conversation_key(self, body: Mapping[str, Any], model: str, dialect: Dialect | str | None = None) -> str:
+        """The fingerprint `conversations` knows a request's conversation by (model, pinned prompt, task)."""
+        d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
+        return fingerprint(d, body, model)
+
+    def count(
+        self, body: Mapping[str, Any], *, model: str | None = None, dialect: Dialect | str | None = None,
+        policy: Policy | None = None,
+    ) -> int:
+        """The input tokens the guard counts for a body (calibrated, as `fit` reports them in
+        `input_tokens_before`): what the proxy's token-counting endpoints answer for its models."""
+        name, d = _named(body, model, dialect)
+        policy = policy or self.policy_for(name)
+        _, _, (counter, _, _) = self._counting(name, policy, None)
+        return counter.body(d, body)
+
+    def _adaptive_thinking(self, model: str) -> bool:
+        """Whether LiteLLM maps reasoning_effort to adaptive thinking (no budget) for this model."""
+        entry = lookup(self.model_map, model)
+        return bool(entry and entry.get("supports_adaptive_thinking"))
+
+    def fit(
+        self, body: Mapping[str, Any], *, model: str | None = None, dialect: Dialect | str | None = None,
+        policy: Policy | None = None, deployment: Deployment | None = None,
+        summarize: Callable[[SummaryRequest], str | None] | None = None,
+    ) -> Fitted:
+        """Fit a body, or raise ContextWindowExceeded (with the report on the exception)."""
+        can = summarize is not None
+        p = self.plan(body, model=model, dialect=dialect, policy=policy, deployment=deployment, can_summarize=can)
+        return run(p, summarize)
+
+
+def _named(body: Mapping[str, Any], model: str | None, dialect: Dialect | str | None) -> tuple[str, Dialect]:
+    """A body's model name and dialect, or BadRequest."""
+    if not isinstance(body, Mapping):
+        raise BadRequest("the request body must be a JSON object")
+    name = model or body.get("model")
+    if not isinstance(name, str) or not name:
+        raise BadRequest("the request names no model (pass one or set 'model' in the body)")
+    return name, by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
+
+
+def _recorded(inner: Plan, log: SeenLog, conversation: str, now: float, temperature: Temperature) -> Plan:
+    """`inner`, and the conversation recorded in `log` as sent now when it fits: with the anchor
+    its cut was carried from (an uncut request keeps the one it had)."""
+    fitted = yield from inner
+    report = fitted.report
+    anchor = Anchor.from_dict(report.anchor) if report.anchor else None
+    if anchor is None and report.cut is None:
+        anchor = temperature.anchor
+    log.put(conversation, Seen(now, anchor))
+    return fitted

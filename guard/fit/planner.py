@@ -1,0 +1,213 @@
+"""The planner: count, budget, run strategies least destructive first, fit or reject.
+
+`plan()` is a generator and does no I/O. When the policy allows summarization and the driver can
+summarize, it yields a `SummaryRequest` and expects the summary text (or None) to be sent back;
+`run()` drives it synchronously, and an async shell can drive the same generator with awaits.
+
+Its steps live in modules of their own: `carried` (the cut of the band's crossing turn, carried
+forward), `rounds` (the strategies in order), `spans` (summaries), `questions` (relevance) and
+`reporting` (the report).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from guard.core import reasoning
+from guard.core.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
+from guard.core.errors import ContextWindowExceeded, Shortfall
+from guard.core.limits import ModelLimits
+from guard.core.policy import Policy
+from guard.core.report import Report
+from guard.core.tokens import TokenCounter
+from guard.dialects import Dialect
+from guard.fit import summary
+from guard.fit.carried import carried
+from guard.fit.conversation import Context, Conversation
+from guard.fit.history import History
+from guard.fit.questions import relevant_origins
+from guard.fit.reporting import Unchanged, build_report
+from guard.fit.rounds import fit
+from guard.fit.spans import SUMMARY_MARK, CachedSummaries, SummaryAnswer, SummaryRequest
+from guard.fit.temperature import Anchor, Temperature
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A fitted request body (a new object; the caller's is untouched) and the report of the fit."""
+
+    body: dict[str, Any]
+    report: Report
+
+
+Plan = Generator["SummaryRequest | CachedSummaries", Any, Fitted]
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What a fit reads of the request once: its turns and their counts, the output key and the
+    output asked for, and the budget that makes."""
+
+    body: Mapping[str, Any]
+    dialect: Dialect
+    messages: tuple[Mapping[str, Any], ...]
+    counts: tuple[int, ...]
+    fixed: int
+    key: str
+    requested: int | None
+    budget: Budget
+    source: str
+
+    @property
+    def before(self) -> int:
+        return self.fixed + sum(self.counts)
+
+
+def plan(
+    body: Mapping[str, Any], *, dialect: Dialect, limits: ModelLimits, policy: Policy, counter: TokenCounter,
+    exact: bool, can_summarize: bool = False, family: str = "other", adaptive_thinking: bool = False,
+    calibration: tuple[str, str] | None = None, temperature: Temperature | None = None,
+) -> Plan:
+    """`temperature`: what the shell knows of the conversation's provider cache (see
+    guard.fit.temperature); None: nothing (the stateless band grid)."""
+    req = _counted(body, dialect, limits, policy, counter)
+    think = functools.partial(
+        reasoning.fit_reasoning, body, family=family, model=limits.model, requested=req.requested,
+        without_room=policy.thinking_without_room, adaptive=adaptive_thinking,
+    )
+    budget = req.budget
+    reasoned = think(max_tokens=budget.reserved_output)  # a cap without room for the thinking budget: refused now
+    ctx = _context(req, policy, counter)
+    conv: Conversation | Unchanged = Unchanged(dialect, req.messages, req.counts, req.fixed)
+    cut_from: int | None = None
+    anchor: Anchor | None = None
+    if not budget.fits(req.before):
+        budget = _clamp_output(budget, req.before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
+        summarizing = can_summarize and policy.allows("summarize")
+        conv, ctx, cut_from, anchor = yield from _over_room(req, budget, policy, ctx, temperature, summarizing)
+        if budget.reserved_output != req.budget.reserved_output:
+            reasoned = think(max_tokens=budget.reserved_output)
+    source = "clamped_by_policy" if any(a.kind == "clamp_output" for a in ctx.actions) else req.source
+    if req.requested is not None and budget.reserved_output < req.requested and source != "clamped_by_policy":
+        ctx.record("clamp_output", 0, 1)  # lowered to a model or policy cap: an action, not "unchanged"
+    updates, thinking = reasoned
+    if thinking:
+        ctx.record("clamp_thinking", 0, len(thinking))
+    report = build_report(
+        body, dialect, limits, budget, ctx, conv, sent=req.messages, before=req.before, requested=req.requested,
+        source=source, key=req.key, exact=exact, calibration=calibration, temperature=temperature, anchor=anchor,
+        thinking=thinking,
+    )
+    return _finished(req, budget, conv, report, updates, cut_from)
+
+
+def _counted(
+    body: Mapping[str, Any], dialect: Dialect, limits: ModelLimits, policy: Policy, counter: TokenCounter
+) -> _Request:
+    messages = dialect.messages(body)
+    key = dialect.output_key(body, limits.model)
+    requested = requested_output(body, key)
+    budget, source = make_budget(limits, policy, requested)
+    counts = counter.messages(dialect, messages)
+    fixed = counter.fixed(dialect, body)
+    return _Request(body, dialect, tuple(messages), tuple(counts), fixed, key, requested, budget, source)
+
+
+def _context(req: _Request, policy: Policy, counter: TokenCounter) -> Context:
+    """The fit's context: the request's marks, its messages as sent, their transcript (rendered on
+    first use) and, with BM25 relevance, what the last question is about."""
+    transcript = functools.cache(functools.partial(summary.transcript, req.dialect, req.messages))
+    bm25 = policy.relevance == "bm25"
+    scores = functools.partial(relevant_origins, req.dialect, req.messages, transcript) if bm25 else None
+    history = History(req.messages, req.counts, transcript, scores)
+    return Context(counter=counter, policy=policy, stop_at=req.budget.stop_at(req.before), history=history)
+
+
+def _over_room(
+    req: _Request, budget: Budget, policy: Policy, ctx: Context, temperature: Temperature | None, summarizing: bool,
+) -> Generator[Any, Any, tuple[Conversation, Context, int | None, Anchor | None]]:
+    """A request over its room: the band's carried cut where one fits (with a summarizer, its prefix
+    summarized: see `carried`), else the strategies on the whole request."""
+    made = yield from carried(
+        req.dialect, req.messages, req.counts, req.fixed, budget, policy, ctx, temperature, summarizing
+    )
+    if made is not None:
+        return made
+    full = Conversation.build(
+        req.dialect, req.messages, req.counts, req.fixed, policy.keep_recent_groups, policy.keep_first_user_turn
+    )
+    ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(req.before), budget.floor, budget.target, budget.room
+    ctx.band = budget.band
+    conv, ctx = yield from fit(full, ctx, policy, summarizing)
+    return conv, ctx, None, None
+
+
+def _finished(
+    req: _Request, budget: Budget, conv: Conversation | Unchanged, report: Report, updates: Mapping[str, Any],
+    cut_from: int | None,
+) -> Fitted:
+    """The body to send, every output limit it carries set to the reserved output; or, when the
+    input is still over the room, the context-window error."""
+    if not report.fits:
+        shortfall = Shortfall(
+            report.model, report.window_rule, report.max_input_tokens, conv.total, budget.reserved_output,
+            budget.margin, trimmed=conv.total < req.before, fixed_tokens=conv.fixed,
+        )
+        raise ContextWindowExceeded(shortfall, report)
+    out = dict(req.body)
+    if conv.messages != req.messages:
+        out = req.dialect.with_messages(req.body, conv.messages)
+        if isinstance(conv, Conversation):
+            report.cut_from = cut_from
+    out[req.key] = budget.reserved_output
+    reasoning.apply(out, updates)
+    for other in OUTPUT_KEYS:  # every output limit the body carries says the same: the reserved one
+        if other != req.key and out.get(other) is not None:
+            out[other] = budget.reserved_output
+    return Fitted(out, report)
+
+
+def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context, reasoning_floor: int = 0) -> Budget:
+    """Lower the reserved output toward the policy floor (shared windows only, if allowed), never
+    below what the body's thinking budget needs to stay valid."""
+    floor = policy.min_output_tokens
+    if floor is not None:
+        floor = max(floor, reasoning_floor)
+    if (
+        not policy.allows("clamp_output")
+        or floor is None
+        or budget.limits.rule != "shared"
+        or budget.reserved_output <= floor
+    ):
+        return budget
+    needed = budget.limits.max_input_tokens - budget.margin - total  # output that would fit as is
+    new = max(floor, min(budget.reserved_output, needed))
+    ctx.record("clamp_output", budget.reserved_output - new, 1)
+    return budget.with_output(new)
+
+
+def run(p: Plan, summarize: Callable[[SummaryRequest], str | None] | None = None) -> Fitted:
+    """Drive a plan synchronously; a failing summarizer counts as no summary, and there is no
+    cache to look in."""
+    try:
+        request = next(p)
+        while True:
+            answer: Any = None
+            if isinstance(request, CachedSummaries):
+                answer = (None,) * len(request.requests)
+            elif summarize is not None:
+                try:
+                    answer = summarize(request)
+                except Exception:  # the deterministic path must go on
+                    answer = None
+            request = p.send(answer)
+    except StopIteration as stop:
+        return cast("Fitted", stop.value)
+
+
+__all__ = [
+    "SUMMARY_MARK", "CachedSummaries", "Fitted", "Plan", "SummaryAnswer", "SummaryRequest", "plan", "run",
+]

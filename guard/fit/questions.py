@@ -1,0 +1,65 @@
+"""What the last question is about: relevance verdicts per band of the history, the questions a
+request asks, and whether a cut removed what a question asks about."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from guard.core import relevance
+from guard.dialects import Dialect
+from guard.fit import summary
+from guard.fit.conversation import Context, Conversation
+
+
+def relevant_origins(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], transcript: Callable[[], list[str]],
+    summarized: frozenset[int], edges: tuple[int, ...], query: str | None = None,
+) -> frozenset[int]:
+    """Indices of the messages (not system, not the last user turn or its copies, not summarized,
+    not after the last of `edges`) the last user message is about. Each band of the history (between two
+    edges) is judged with BM25's statistics of the history up to its own end, so a band, once
+    whole, keeps its verdicts however far the conversation grows."""
+    users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
+    if not users:
+        return frozenset()
+    lines = transcript()
+    last = users[-1]
+    if query is None:  # (a carried cut scores its prefix against the whole request's question)
+        query = lines[last].split("] ", 1)[-1]  # without the "[user]" label every user line would share
+    # earlier copies of the question are not what it is about: agent frameworks resend the same
+    # nudge ("please proceed") as a user turn, and each copy would match it best, set the bar of
+    # what counts as relevant and move with every new copy
+    candidates = [
+        i
+        for i, m in enumerate(messages[: edges[-1] + 1])
+        if lines[i] != lines[last]
+        and lines[i].split("] ", 1)[-1] != query
+        and i not in summarized
+        and not dialect.is_system(m)
+    ]
+    ends = [bisect.bisect_right(candidates, edge) for edge in edges]
+    hot = relevance.relevant_in_bands(query, [lines[i] for i in candidates], ends)
+    return frozenset(candidates[j] for j in hot)
+
+def questions(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The user turns' transcript lines without their label (what relevance scores against), in order."""
+    users = [m for m in messages if dialect.is_user_turn(m)]
+    return [line.split("] ", 1)[-1] for line in summary.transcript(dialect, tuple(users))] if users else []
+
+def query(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The last user message's question (see `questions`)."""
+    users = [m for m in messages if dialect.is_user_turn(m)]
+    return questions(dialect, users[-1:])[0] if users else None
+
+def cuts_into(cut: Conversation, part: Context, question: str, tail: Sequence[str]) -> bool:
+    """Whether `question` asks about something only the part `cut` removed held: a term of it
+    that the prefix's history has is in none of the messages the cut keeps, nor in `tail` (the
+    transcript lines of the messages after the prefix)."""
+    if part.history.transcript is None:
+        return False
+    lines = part.history.transcript()
+    kept = [lines[o] if msg is part.history.messages[o] else summary.transcript(cut.dialect, (msg,))[0]
+            for o, msg in zip(cut.origin, cut.messages) if o >= 0]
+    return relevance.lost_terms(question, lines, [*kept, *tail])

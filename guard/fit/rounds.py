@@ -1,0 +1,198 @@
+"""The rounds of strategies that fit one conversation to its context's marks, least destructive
+first, and the two passes after them: the drop decided before any truncation, and first copies of
+deduplicated results sent again."""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from dataclasses import replace
+from typing import Any, TypeVar
+
+from guard.core import jsontext
+from guard.core.content import content_texts, map_texts
+from guard.core.policy import Policy
+from guard.core.report import Skipped
+from guard.core.steps import STEPS, of_kind
+from guard.fit.conversation import Context, Conversation
+from guard.fit.history import History
+from guard.fit.spans import apply_largest, candidates, reuse, summarize
+from guard.fit.strategies import STRATEGIES
+from guard.fit.strategies.dedupe import DUPLICATE_MARK
+
+_NEWEST = of_kind("newest")
+
+_T = TypeVar("_T")
+
+def fit(
+    conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool
+) -> Generator[Any, Any, tuple[Conversation, Context]]:
+    """Run the strategies on a conversation over its room (the context holds its marks)."""
+    start, history = conv, ctx.history
+    spans = candidates(conv, ctx) if can_summarize else []
+    cut = yield from rounds(conv, ctx, policy, can_summarize, spans)
+    kinds = {a.kind for a in ctx.actions}
+    if "drop_oldest_turns" in kinds and "summarize" not in kinds:
+        cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
+        ctx.history = history  # (for what reads the fit after it)
+    return _orphans_restored(cut, ctx, history.messages), ctx
+
+def rounds(
+    conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool, spans: list[list[int]] | None = None
+) -> Generator[Any, Any, Conversation]:
+    """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by
+    estimate; settling makes every count exact, and if the estimates were optimistic, round 2
+    carries on from there with exact counts only."""
+    for estimate in (True, False):
+        ctx.estimate = estimate
+        checkpoint: tuple[Conversation, Context] | None = None
+        i = 0
+        while i < len(STEPS):
+            step = STEPS[i]
+            name, kind = step.name, step.kind
+            i += 1
+            if ctx.done(conv) and not (estimate and step.every_overflow and ctx.every_overflow):
+                break
+            if spans and estimate and checkpoint is None:
+                conv = yield from reuse(conv, ctx, spans)  # a conversation once compacted stays so
+                if ctx.done(conv):
+                    break
+                checkpoint = (conv, ctx.snapshot())
+            if kind == "budget" or not policy.allows(name) or name in ctx.exhausted:
+                continue
+            if kind == "summary":
+                if can_summarize and estimate:
+                    known = len(ctx.summaries)
+                    conv = yield from summarize(conv, ctx, spans or [])
+                    if len(ctx.summaries) > known and checkpoint is not None:
+                        # a new summary: redo every step with the largest known summary in place
+                        # first, exactly as the next fit of this request (which finds it cached)
+                        # will; spans only grow, so this ends
+                        conv, i = _from_checkpoint(checkpoint, ctx, spans or []), 0
+                elif estimate:
+                    ctx.skipped.append(Skipped(name, "no_summarizer"))
+                continue
+            if kind == "newest":
+                # the low-water mark is a target for older history only: the newest turns are cut
+                # just enough to fit the room, and only if nothing else could (judged on exact
+                # counts: round 1's estimates of lossless rewrites may overstate)
+                if not estimate and conv.total > ctx.room:
+                    conv = _to_room(name, conv, ctx)
+                continue
+            if kind == "lossy" and estimate:
+                # lossy cuts are measured on exact counts: estimates decide nothing that stays,
+                # so the same history is cut the same way whichever round gets there
+                conv = conv.settled(ctx)
+                if ctx.done(conv):
+                    break
+            ctx.requantize(conv)
+            conv = STRATEGIES[name](conv, ctx)
+        conv = conv.settled(ctx)
+        if ctx.done(conv):
+            break
+    return conv
+
+def _from_checkpoint(checkpoint: tuple[Conversation, Context], ctx: Context, spans: list[list[int]]) -> Conversation:
+    """The checkpoint's conversation, the context put back as it was there but for the summaries
+    known and the calls made since, and the largest known summary put in."""
+    conv, saved = checkpoint
+    summaries, calls = dict(ctx.summaries), ctx.summary_calls
+    ctx.restore(saved)
+    ctx.summaries, ctx.summary_calls = summaries, calls
+    return apply_largest(conv, ctx, spans)
+
+
+def _to_room(name: str, conv: Conversation, ctx: Context) -> Conversation:
+    """A step inside the newest turns, run only as far as the room (not the low-water mark)."""
+    saved_stop, ctx.stop_at = ctx.stop_at, max(ctx.stop_at, ctx.room)
+    try:
+        return STRATEGIES[name](conv, ctx)
+    finally:
+        ctx.stop_at = saved_stop
+
+
+def _without_wasted_cuts(
+    start: Conversation, fitted: Conversation, ctx: Context, policy: Policy
+) -> tuple[Conversation, Context]:
+    """Once turns had to be dropped, cut again from the start with the drop decided before any
+    truncation: which turns go then depends only on the history's lossless state (so a growing
+    conversation keeps the same cut), and the results that stay are truncated only if the drop
+    still leaves the request over its mark (less lost, more of the room used)."""
+    again = Context(
+        counter=ctx.counter,
+        policy=policy,
+        stop_at=ctx.stop_at,
+        floor=ctx.floor,
+        target=ctx.target,
+        room=ctx.room,
+        band=ctx.band,
+        ceiling=ctx.ceiling,
+        every_overflow=ctx.every_overflow,
+        least=ctx.least,
+        skipped=list(ctx.skipped),
+        # the drop-first pass sees no counts as sent: every older slot counts as settled (no step
+        # waits for a band), and relevance keeps the verdicts the first pass got
+        history=History(
+            transcript=ctx.history.transcript, relevance=ctx.history.relevance, _relevant=ctx.history._relevant
+        ),
+    )
+    for action in ctx.actions:
+        if action.kind == "clamp_output":
+            again.record(action.kind, action.tokens_saved, action.items)
+    again.exhausted.update({"truncate_tool_results", "summarize"})  # the summarizer had its turn in the first pass
+    conv = drained(rounds(start, again, policy, can_summarize=False))  # never yields: no summaries
+    if not again.done(conv) and "drop_oldest_turns" in {a.kind for a in again.actions}:
+        again.exhausted.discard("truncate_tool_results")
+        again.exhausted.add("drop_oldest_turns")
+        conv = drained(rounds(conv, again, policy, can_summarize=False))
+    newest_cut = {a.kind for a in again.actions} & _NEWEST - {a.kind for a in ctx.actions}
+    # a carried cut's prefix is decided once per band (drop-first exists to keep a cut from moving
+    # with the history, which cannot happen there): where dropping first would leave less than the
+    # room bar and the first pass more, the first pass stands
+    fuller = ctx.ceiling is not None and conv.total < ctx.least and ctx.done(fitted) and fitted.total > conv.total
+    if again.done(conv) and conv.total <= ctx.room and not newest_cut and not fuller:  # never at the newest turns' cost
+        return conv, again
+    return fitted, ctx
+
+def _orphans_restored(conv: Conversation, ctx: Context, originals: tuple[Mapping[str, Any], ...]) -> Conversation:
+    """A result dedupe replaced by a marker whose first copy a later step dropped, summarized or
+    truncated is sent again (as compact JSON) if the room allows: keeping the first copy must not
+    lose the only copy."""
+    if not ctx.duplicate_of:
+        return conv
+    where = {o: i for i, o in enumerate(conv.origin) if o >= 0}
+    for (later, slot), (first, first_slot) in sorted(ctx.duplicate_of.items(), key=lambda kv: kv[0][0]):
+        j = where.get(later)
+        if j is None:
+            continue
+        current = dict(conv.dialect.tool_results(conv.messages[j])).get(slot)
+        original = dict(conv.dialect.tool_results(originals[later])).get(slot)
+        texts = content_texts(current)
+        if not texts or not texts[0].startswith(DUPLICATE_MARK.split("{", 1)[0]) or original is None:
+            continue  # not (or no longer) a marker
+        i = where.get(first)
+        if i is not None:
+            kept = dict(conv.dialect.tool_results(conv.messages[i])).get(first_slot)
+            source = dict(conv.dialect.tool_results(originals[first])).get(first_slot)
+            if kept is not None and content_texts(kept) in (
+                content_texts(source),
+                [jsontext.compact(t) for t in content_texts(source)],
+            ):
+                continue  # the first copy is there, whole
+        restored = conv.dialect.with_tool_result(conv.messages[j], slot, map_texts(original, jsontext.compact))
+        count = ctx.counter.message(conv.dialect, restored)
+        if conv.total - conv.counts[j] + count > ctx.room:
+            ctx.skipped.append(Skipped("dedupe", "first_copy_cut_no_room_to_restore"))
+            continue
+        old = conv.counts[j]
+        conv = replace(conv, messages=(*conv.messages[:j], restored, *conv.messages[j + 1 :]),
+                       counts=(*conv.counts[:j], count, *conv.counts[j + 1 :]))
+        ctx.adjust("dedupe", old - count, -1)  # that duplicate is sent after all
+    return conv
+
+def drained(gen: Generator[Any, Any, _T]) -> _T:
+    """The value of a plan that never yields (no summarizer)."""
+    try:
+        while True:
+            next(gen)
+    except StopIteration as stop:
+        return stop.value  # type: ignore[no-any-return]

@@ -1,0 +1,203 @@
+"""Summary spans: which runs of older messages a summary may stand for, the summary requests the
+planner yields for them, and putting a summary (new or cached) in their place.
+
+A span starts at the oldest droppable turn group and ends on a quantum of the original tokens, so a
+growing conversation keeps the same spans, cache keys and, once compacted, the same summary. The
+state of one fit's summaries (the spans known, the one in place, the calls made) lives on the
+fit's `Context`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from guard.core.content import MARKER_PREFIX, cache_breakpoint
+from guard.core.report import Skipped
+from guard.fit.conversation import Context, Conversation
+from guard.fit.strategies.drop import droppable_groups
+
+SUMMARY_MARK = MARKER_PREFIX + " summary of {m} earlier messages ({n} tokens)]\n"
+
+@dataclass(frozen=True)
+class SummaryRequest:
+    """The span of older messages the planner wants summarized, and the summary's budget."""
+
+    dialect: str
+    messages: tuple[Mapping[str, Any], ...]
+    span_tokens: int
+    max_tokens: int
+    lines: tuple[str, ...] = ()  # the messages' transcript lines (`summary.transcript`), if rendered
+
+@dataclass(frozen=True)
+class CachedSummaries:
+    """Which of these spans already have a summary (cache lookups only, no LLM call)? The driver
+    answers with a tuple: the cached text or None, per request."""
+
+    requests: tuple[SummaryRequest, ...]
+
+@dataclass(frozen=True)
+class SummaryAnswer:
+    """What a driver sends back for a SummaryRequest: the summary, or why there is none.
+
+    `source` says where it came from ("cache" or "llm"), `calls` how many LLM calls it took.
+    A plain string (or None) is accepted too."""
+
+    text: str | None
+    reason: str | None = None
+    source: str = "llm"
+    calls: int = 0
+
+def candidates(start: Conversation, ctx: Context) -> list[list[int]]:
+    """The spans a summary may cover, as indices of the request's own messages, smallest first.
+
+    Every span starts at the oldest droppable turn group and runs over contiguous whole groups; a
+    span ends where the original tokens first reach a whole number of *quanta* (`room * (1 -
+    summary_low_water_ratio)` tokens each). The candidates depend only on the older messages as
+    the client sent them, so a conversation that grows keeps the same spans, the same cache keys
+    and, once compacted, the same summary and a byte-identical prefix."""
+    groups = droppable_groups(start)
+    run: list[list[int]] = []
+    for group in groups:
+        if run and run[-1][-1] + 1 != group[0]:
+            break
+        run.append(group)
+    quantum = max(1, ctx.room - math.floor(ctx.room * ctx.policy.summary_low_water_ratio))
+    if ctx.ceiling is not None:
+        # a carried cut's prefix: its mark already lasts a band, so spans step finely (a quarter
+        # band), and the summary lands just under the mark rather than far below it
+        quantum = max(1, ctx.band // 4)
+    spans: list[list[int]] = []
+    span: list[int] = []
+    tokens = 0
+    for group in run:
+        span += group
+        tokens += sum(start.counts[i] for i in group)
+        if tokens >= (len(spans) + 1) * quantum:
+            spans.append(list(span))
+            while tokens >= (len(spans) + 1) * quantum:  # a big group may cross several quanta
+                spans.append(spans[-1])
+    return list({tuple(s): s for s in spans}.values())
+
+def span_request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRequest:
+    key = tuple(span)
+    hit = ctx.requests.get(key)
+    if hit is None:
+        lines = ctx.history.transcript() if ctx.history.transcript is not None else None  # rendered once per request
+        if span and span == list(range(span[0], span[-1] + 1)):  # spans are contiguous: slices
+            part = slice(span[0], span[-1] + 1)
+            messages, counts = ctx.history.messages[part], ctx.history.counts[part]
+            texts = lines[part] if lines is not None else ()
+        else:
+            messages = tuple(ctx.history.messages[i] for i in span)
+            counts = tuple(ctx.history.counts[i] for i in span)
+            texts = [lines[i] for i in span] if lines is not None else ()
+        hit = ctx.requests[key] = SummaryRequest(
+            dialect=conv.dialect.name,
+            messages=tuple(messages),
+            span_tokens=sum(counts),
+            max_tokens=ctx.policy.summary_max_tokens,
+            lines=tuple(texts),
+        )
+    return hit
+
+def reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
+    """Before any other step: look up which spans already have a summary and put the largest in."""
+    if ctx.done(conv):
+        return conv
+    answers = yield CachedSummaries(tuple(span_request(conv, ctx, span) for span in spans))
+    if isinstance(answers, (tuple, list)):
+        for k, text in enumerate(answers[: len(spans)]):
+            if (
+                isinstance(text, str) and text.strip() and k not in ctx.summaries
+            ):  # (one this request asked for stays its)
+                ctx.summaries[k] = (text.strip(), "cache")
+    return apply_largest(conv, ctx, spans)
+
+def apply_largest(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Conversation:
+    for k in sorted(ctx.summaries, reverse=True):
+        if k >= len(spans):  # (known for a longer prefix of this request, see `_fit_prefix`)
+            continue
+        text, source = ctx.summaries[k]
+        new = _apply(conv, ctx, spans[k], span_request(conv, ctx, spans[k]), text, source)
+        if new is not None:
+            return new
+    return conv
+
+def summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
+    """Ask for a summary of the smallest span beyond those already known that brings the input
+    below the summary low-water mark (or of the largest span there is)."""
+    options = [k for k in range(len(spans)) if k > max(ctx.summaries, default=-1)]
+    if not options:
+        ctx.skipped.append(Skipped("summarize", "nothing_to_summarize" if not spans else "nothing_more_to_summarize"))
+        return conv
+    target = ctx.ceiling if ctx.ceiling is not None else math.floor(ctx.room * ctx.policy.summary_low_water_ratio)
+    chosen = options[-1]
+    for k in options:
+        if _after(conv, ctx, spans[k]) + ctx.policy.summary_max_tokens <= target:
+            chosen = k
+            break
+    request = span_request(conv, ctx, spans[chosen])
+    answer = yield request
+    if not isinstance(answer, SummaryAnswer):
+        answer = SummaryAnswer(
+            answer if isinstance(answer, str) else None, None if isinstance(answer, str) else "no_summary"
+        )
+    ctx.summary_calls += answer.calls
+    if not isinstance(answer.text, str) or not answer.text.strip():
+        ctx.summary = {
+            **(ctx.summary or {"span_messages": len(request.messages), "span_tokens": request.span_tokens}),
+            "calls": ctx.summary_calls,
+        }
+        ctx.summary.setdefault("source", "none")
+        ctx.skipped.append(Skipped("summarize", answer.reason or "summary_empty"))
+        return conv
+    ctx.summaries[chosen] = (answer.text.strip(), answer.source)
+    new = _apply(conv, ctx, spans[chosen], request, answer.text.strip(), answer.source)
+    if new is None:
+        ctx.skipped.append(Skipped("summarize", "summary_not_shorter"))
+        return conv
+    return new
+
+def _covered(conv: Conversation, ctx: Context, span: list[int]) -> set[int]:
+    """Current indices of the span's messages, and of the summary already standing for part of it."""
+    inside = set(span)
+    out = {i for i, o in enumerate(conv.origin) if o in inside}
+    if ctx.summary_message is not None:
+        out |= {i for i, m in enumerate(conv.messages) if m is ctx.summary_message}
+    return out
+
+def _after(conv: Conversation, ctx: Context, span: list[int]) -> int:
+    return conv.total - sum(conv.counts[i] for i in _covered(conv, ctx, span))
+
+def _apply(
+    conv: Conversation, ctx: Context, span: list[int], request: SummaryRequest, text: str, source: str
+) -> Conversation | None:
+    """The conversation with the span (and any smaller summary of it) replaced by the summary, or
+    None if that would not save tokens."""
+    replaced = _covered(conv, ctx, span)
+    if not replaced:
+        return None
+    # a prompt-cache breakpoint among the summarized messages moves onto the summary
+    breakpoints = [bp for i in sorted(replaced) if (bp := cache_breakpoint(conv.messages[i])) is not None]
+    msg = conv.dialect.marker(
+        SUMMARY_MARK.format(m=len(span), n=request.span_tokens) + text, breakpoints[-1] if breakpoints else None
+    )
+    count = ctx.counter.message(conv.dialect, msg)
+    saved = sum(conv.counts[i] for i in replaced) - count
+    if saved <= 0:
+        return None
+    if ctx.summary_span is not None:
+        ctx.adjust("summarize", 0, -len(ctx.summary_span))  # the new summary takes the old one's place
+    ctx.record("summarize", saved, len(span))
+    ctx.summary_message, ctx.summary_span = msg, span
+    ctx.summary = {
+        "source": source,
+        "calls": ctx.summary_calls,
+        "span_messages": len(span),
+        "span_tokens": request.span_tokens,
+        "summary_tokens": count,
+    }
+    return conv.replacing(replaced, {min(replaced): (msg, count)})

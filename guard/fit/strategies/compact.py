@@ -1,0 +1,63 @@
+"""Lossless and near-lossless JSON savings: compact serialization, then bulky metadata keys."""
+
+from __future__ import annotations
+
+from itertools import chain
+
+from guard.core import jsontext
+from guard.dialects import Content, Dialect, Message, map_texts
+from guard.fit.conversation import Context, Conversation
+from guard.fit.rewrite import ToolResult, rewrite_tool_results
+
+
+def compact_json(conv: Conversation, ctx: Context) -> Conversation:
+    """Re-serialize every JSON tool result without whitespace (same data, fewer tokens; the only
+    rewrite allowed inside the newest turns). All of them, not just enough: each result then has
+    one form for as long as the conversation is over its room, so the prompt a provider cached on
+    the previous turn is still a prefix of this one."""
+    older = conv.tool_slots(recent=False)
+    newest = [s for s in conv.tool_slots(recent=True) if conv.recent[s[0]]]
+
+    def transform(result: ToolResult) -> Content:
+        return map_texts(result.content, jsontext.compact)
+
+    return rewrite_tool_results(
+        conv, ctx, "compact_json", chain(older, newest), transform, lossless=True, exhaustive=True
+    )
+
+
+def compacted(dialect: Dialect, msg: Message) -> Message:
+    """The message as `compact_json` leaves it (a pure function of the message)."""
+    out: Message = msg
+    for slot, content in dialect.tool_results(msg):
+        new = map_texts(content, jsontext.compact)
+        if new is not content:
+            out = dialect.with_tool_result(out, slot, new)
+    return out
+
+
+def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
+    """Remove the policy's bulky keys (embeddings, raw html, metadata dicts) from older JSON tool
+    results, keeping citation keys (id, title, url, ...) of bulky dicts.
+
+    Like compaction, a near-lossless rewrite of one message at a time: it runs on every
+    conversation over its room (the planner does not stop before it) and takes every settled
+    older result at once (`Context.settled_slots`), so the edge of what it rewrote moves once per
+    band of growth, never on the oldest messages again. Only if that is not enough does it go on
+    to the older results that just left the newest turns (see `Context.settled_first`)."""
+    bulky, citation = ctx.policy.metadata_keys, ctx.policy.citation_keys
+
+    def transform(result: ToolResult) -> Content:
+        return map_texts(result.content, lambda text: jsontext.drop_keys(text, bulky, citation))
+
+    settled = ctx.settled_slots(conv, conv.tool_slots(recent=False))
+    conv = rewrite_tool_results(
+        conv, ctx, "drop_metadata", settled, transform, lossless=True, exhaustive=ctx.every_overflow
+    )
+    if ctx.done(conv):
+        return conv
+    return ctx.settled_first(
+        conv,
+        conv.tool_slots(recent=False),
+        lambda slots: rewrite_tool_results(conv, ctx, "drop_metadata", slots, transform, lossless=True),
+    )

@@ -1,0 +1,81 @@
+"""Structure-aware truncation of tool results: JSON stays valid JSON, text keeps head and tail."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from guard.core import jsontext
+from guard.dialects import Content, content_texts, replace_text
+from guard.fit.conversation import Context, Conversation
+from guard.fit.history import Slot
+from guard.fit.rewrite import ToolResult, rewrite_tool_results
+
+
+def rung(tokens: int, floor: int) -> int:
+    """The size a truncated result keeps: the largest step of the ladder floor, 2 floor, 4 floor,
+    ... at or below `tokens` (never below the floor). Sizes from a fixed ladder, not lengths
+    fitted to the exact total, keep a result's cut the same while the conversation grows."""
+    if tokens <= floor:
+        return floor
+    return floor << ((tokens // floor).bit_length() - 1)
+
+
+def _truncate(
+    conv: Conversation, ctx: Context, kind: str, slots: Iterable[Slot], *, exact: bool = False
+) -> Conversation:
+    floor = ctx.policy.truncated_tool_result_tokens
+    factor = ctx.counter.factor
+
+    def transform(result: ToolResult) -> Content:
+        content = result.content
+        texts = content_texts(content)
+        if not texts:
+            return content
+        text = texts[0] if len(texts) == 1 else "\n".join(texts)
+        blocks = conv.messages[result.index].get("content")
+        if exact or (result.slot is not None and isinstance(blocks, list) and len(blocks) > 1):
+            # the last resort must land exactly (a short cut there is a refusal), and other blocks
+            # sharing the message (more results, the client's text) would make its count overstate
+            # this result: count the text itself
+            upper = ctx.counter.raw(text)
+        else:
+            # the message's count bounds the text's tokens from above: no need to encode it again.
+            # Lossy steps run on exact counts (the planner settles estimates first), so this bound,
+            # and the cut made from it, is the same on every turn that sends this message
+            upper = math.ceil(result.message_tokens / factor)
+        keep = upper - math.ceil(result.over / factor)
+        keep = max(floor, keep) if exact else rung(keep, floor)
+        only_text = isinstance(content, str) or len(texts) == len(content)
+        if upper <= keep and only_text:
+            return content
+        new = replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
+        if exact:
+            # the last resort must land: the scaled count of the whole message can round a token or
+            # two past what the text's own count promised, so cut that much more (at most twice)
+            wanted = result.message_tokens - result.over
+            msg = conv.messages[result.index]
+            for _ in range(2):
+                over = ctx.counter.message(conv.dialect, conv.dialect.with_tool_result(msg, result.slot, new)) - wanted
+                if over <= 0 or keep <= floor:
+                    break
+                keep = max(floor, keep - math.ceil(over / factor))
+                new = replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
+        return new
+
+    return rewrite_tool_results(conv, ctx, kind, slots, transform)
+
+
+def truncate_tool_results(conv: Conversation, ctx: Context) -> Conversation:
+    """Shrink older tool results, oldest first (those the last user message is about last), each
+    down to what is still needed (at least the policy's `truncated_tool_result_tokens`); the
+    newest turns stay intact."""
+    slots = ctx.relevant_last(conv.tool_slots(recent=False), lambda s: (conv.origin[s[0]],))
+    return ctx.settled_first(conv, slots, lambda some: _truncate(conv, ctx, "truncate_tool_results", some))
+
+
+def truncate_recent_tool_results(conv: Conversation, ctx: Context) -> Conversation:
+    """Last resort before rejecting: shrink tool results inside the newest turns too (never the
+    system prompt or the last user message)."""
+    slots = [s for s in conv.tool_slots(recent=True) if conv.recent[s[0]]]
+    return _truncate(conv, ctx, "truncate_recent_tool_results", slots, exact=True)

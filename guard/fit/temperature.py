@@ -1,0 +1,170 @@
+"""Cache temperature: whether a conversation's prompt cache at the provider is still warm.
+
+Providers drop a cached prefix after a time to live (Anthropic: 5 minutes, or 1 hour when the
+request marks `cache_control` with `ttl: "1h"`; OpenAI keeps in-memory prefixes for minutes). A
+cut on a warm conversation costs the cached prefix it breaks, so cuts are carried band by band
+(see `planner.crossing`). On a cold conversation nothing is cached: a cut costs nothing extra, so
+the guard cuts then, to the low end of the band (`Budget.floor`), and the cut lasts a whole band of
+growth (an *anchor*); later turns carry the anchor while it fits under the target, and when it no
+longer does the guard anchors anew, at the same depth. A conversation never seen cold keeps the
+stateless band grid, unchanged.
+
+A conversation is recognised by a fingerprint of its model, its pinned prompt (system) and its task
+(the first user message): every turn of an agent loop resends both. What is remembered per
+fingerprint is when it was last sent and its anchor (counts only: the prefix's message count, the
+mark it was cut to, and its token count, which tells a changed prefix apart). The log here is
+bounded and in process memory; the proxy mirrors it in its coordination Redis
+(`guard.state.seen_store`), and when that Redis is configured but fails the shell reports the
+temperature as unknown: the guard then behaves as if every cache were warm (no anchors).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from guard.dialects import Dialect
+
+State = Literal["cold", "warm", "unknown"]
+# how long a provider keeps an unused cached prefix, per model family (seconds)
+DEFAULT_TTL_SECONDS = {"anthropic": 300, "openai": 300}
+FALLBACK_TTL_SECONDS = 300
+LONG_TTL_SECONDS = 3600  # Anthropic's `cache_control: {"ttl": "1h"}`
+LOG_ENTRIES = 10_000
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A cut decided on the conversation's first `length` messages (then `prefix_tokens` tokens),
+    down to `mark` input tokens; carried by later turns while it fits."""
+
+    length: int
+    mark: int
+    prefix_tokens: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {"length": self.length, "mark": self.mark, "prefix_tokens": self.prefix_tokens}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Anchor | None:
+        if not isinstance(data, Mapping):
+            return None
+        values = [data.get(k) for k in ("length", "mark", "prefix_tokens")]
+        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+        if len(ints) != 3:
+            return None
+        return cls(*ints)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """When a conversation was last sent (seconds since the epoch) and the anchor it was sent with."""
+
+    at: float
+    anchor: Anchor | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"at": self.at, "anchor": self.anchor.to_dict() if self.anchor else None})
+
+    @classmethod
+    def from_json(cls, text: str | bytes | None) -> Seen | None:
+        try:
+            data = json.loads(text) if text else None
+        except (TypeError, ValueError):
+            return None
+        if (
+            not isinstance(data, Mapping)
+            or not isinstance(data.get("at"), (int, float))
+            or isinstance(data.get("at"), bool)
+        ):
+            return None
+        return cls(float(data["at"]), Anchor.from_dict(data.get("anchor")))
+
+
+@dataclass(frozen=True)
+class Temperature:
+    """What the planner is told about a conversation's provider cache."""
+
+    state: State
+    idle_seconds: float | None = None  # since the conversation was last sent (None: never seen)
+    anchor: Anchor | None = None
+
+
+UNKNOWN = Temperature("unknown")
+
+
+def fingerprint(dialect: Dialect, body: Mapping[str, Any], model: str) -> str:
+    """The conversation a request belongs to: its model, pinned prompt and task, hashed."""
+    messages = list(dialect.messages(body))
+    first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), len(messages) - 1)
+    pinned = {k: body.get(k) for k in ("system", "instructions") if body.get(k) is not None}
+    text = json.dumps(
+        [model, dialect.name, pinned, messages[: first + 1]], sort_keys=True, default=str
+    )  # (ASCII: lone surrogates escaped)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _asks_long_ttl(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        control = value.get("cache_control")
+        if isinstance(control, Mapping) and control.get("ttl") == "1h":
+            return True
+        return any(_asks_long_ttl(v) for v in value.values() if isinstance(v, (list, Mapping)))
+    if isinstance(value, list):
+        return any(_asks_long_ttl(v) for v in value)
+    return False
+
+
+def ttl_seconds(configured: int | None, family: str, body: Mapping[str, Any]) -> int:
+    """How long the provider keeps this conversation's cached prefix: the policy's
+    `cache_ttl_seconds`, else an hour where the body asks Anthropic for `ttl: "1h"`, else the
+    family's default (5 minutes)."""
+    if configured is not None:
+        return configured
+    if family == "anthropic" and _asks_long_ttl([body.get("system"), body.get("messages"), body.get("tools")]):
+        return LONG_TTL_SECONDS
+    return DEFAULT_TTL_SECONDS.get(family, FALLBACK_TTL_SECONDS)
+
+
+def judge(seen: Seen | None, now: float, ttl: int) -> Temperature:
+    """Cold when the conversation was sent before and not for longer than `ttl` (a conversation
+    never seen is warm: it may be one turn of a loop this process has not served yet, and cutting
+    it deep would waste room for nothing). `ttl` 0: never cold."""
+    if seen is None:
+        return Temperature("warm")
+    idle = max(0.0, now - seen.at)
+    cold = ttl > 0 and idle > ttl
+    return Temperature("cold" if cold else "warm", idle, seen.anchor)
+
+
+class SeenLog:
+    """The last time each conversation was sent, and its anchor: bounded (least recently sent
+    forgotten first), thread-safe, in process memory."""
+
+    def __init__(self, entries: int = LOG_ENTRIES) -> None:
+        self.entries = entries
+        self._seen: OrderedDict[str, Seen] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Seen | None:
+        with self._lock:
+            return self._seen.get(key)
+
+    def put(self, key: str, seen: Seen) -> None:
+        """Keep `seen` unless a later sending is already known (another worker's, through Redis)."""
+        with self._lock:
+            known = self._seen.get(key)
+            if known is not None and known.at > seen.at:
+                return
+            self._seen[key] = seen
+            self._seen.move_to_end(key)
+            while len(self._seen) > self.entries:
+                self._seen.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._seen)

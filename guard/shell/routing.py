@@ -1,0 +1,109 @@
+"""What LiteLLM's router may do with a request: the deployments of a model group and its
+context-window fallbacks, and which of them can take a body (whole, or after the allowed steps).
+
+Pure over what it is given: the router is read through `get_model_list` and its
+`context_window_fallbacks` attribute only, and fitting goes through the engine, so a fake router
+(a list of model_list entries) tests it without LiteLLM.
+
+Tiers, best first:
+- WHOLE: the body fits with lossless steps only (compact JSON, exact dedupe, clamp_output);
+- CUT: it fits after the lossy steps the policy allows;
+- NONE: nothing makes it fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from guard.core.config import Deployment
+from guard.core.errors import ContextWindowExceeded, GuardError
+from guard.core.policy import Policy
+from guard.fit.engine import Engine
+
+WHOLE, CUT, NONE = 0, 1, 2
+LOSSLESS_STEPS = ("clamp_output", "compact_json", "dedupe")
+
+
+def lossless(policy: Policy) -> Policy:
+    """The policy with only the steps that keep every message's meaning."""
+    return policy.model_copy(update={"strategies": [s for s in policy.strategies if s in LOSSLESS_STEPS]})
+
+
+def deployments(router: Any, group: str) -> list[Deployment]:
+    """Every deployment of a model group, each with its own model_info (not the group's minimum)."""
+    if router is None or not isinstance(group, str):
+        return []
+    try:
+        entries = router.get_model_list(model_name=group) or []
+    except Exception:
+        return []
+    return from_entries(entries, group)
+
+
+def from_entries(entries: Sequence[Any], group: str) -> list[Deployment]:
+    """The deployments of model_list entries (what a router lists, or hands a routing filter)."""
+    out = []
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        params = entry.get("litellm_params") or {}
+        info = entry.get("model_info") or {}
+        real = params.get("model") if isinstance(params, Mapping) else None
+        base = params.get("api_base") if isinstance(params, Mapping) else None
+        out.append(Deployment(
+            group, real if isinstance(real, str) else group, dict(info) if isinstance(info, Mapping) else {},
+            base if isinstance(base, str) else "",
+        ))
+    return out
+
+
+def context_fallbacks(router: Any, group: str | None) -> list[str]:
+    """The groups `context_window_fallbacks` sends an over-long request on `group` to, in order."""
+    fallbacks = getattr(router, "context_window_fallbacks", None) if router is not None else None
+    if not fallbacks or not isinstance(group, str):
+        return []
+    for entry in fallbacks:
+        if isinstance(entry, Mapping) and group in entry:
+            chain = entry[group]
+            return [g for g in (chain if isinstance(chain, list) else [chain]) if isinstance(g, str)]
+    return []
+
+
+def limits_key(d: Deployment) -> tuple[Any, ...]:
+    info = d.model_info
+    return (d.model, info.get("max_input_tokens"), info.get("max_output_tokens"), info.get("max_tokens"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    deployment: Deployment
+    tier: int
+    error: ContextWindowExceeded | None = None  # why it cannot take the body (tier NONE)
+
+
+def tier(engine: Engine, body: Mapping[str, Any], deployment: Deployment, policy: Policy, dialect: Any) -> Verdict:
+    """How well a deployment can take the body (no summaries: they need I/O; a body that needs one
+    fits after the deterministic steps anyway, or the summary would not be asked for)."""
+    model = deployment.model_name
+    try:
+        engine.fit(body, model=model, dialect=dialect, policy=lossless(policy), deployment=deployment)
+        return Verdict(deployment, WHOLE)
+    except ContextWindowExceeded:
+        pass
+    try:
+        engine.fit(body, model=model, dialect=dialect, policy=policy, deployment=deployment)
+        return Verdict(deployment, CUT)
+    except ContextWindowExceeded as e:
+        return Verdict(deployment, NONE, e)
+    except GuardError:
+        return Verdict(deployment, NONE)
+
+
+def best(verdicts: Sequence[Verdict]) -> list[Verdict]:
+    """The verdicts of the best tier present (all of them if every one is NONE)."""
+    if not verdicts:
+        return []
+    top = min(v.tier for v in verdicts)
+    return [v for v in verdicts if v.tier == top]

@@ -1,0 +1,29 @@
+"""ruff's named rule set ([tool.ruff.lint]: E, F, W, I, B, UP, SIM, RUF) passes on the package, its
+scripts, the tests and the benches."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_ruff_is_clean():
+    out = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "guard", "scripts", "tests", "bench"],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ruff_sees_a_finding(tmp_path):
+    """The check above can fail: an unused import in a file under the project's config is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert out.returncode == 1 and "F401" in out.stdout
