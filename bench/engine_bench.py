@@ -90,9 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         jsontext._memo.clear()
         jsontext._rewrites.clear()
         relevance._MEMO.clear()
-        e = Engine(policies)
-        e._counters = {}
-        e.fit(b)
+        relevance._LOWER.clear()
+        Engine(policies).fit(b)  # (a new engine: new counters, their memos empty)
 
     t_fit = best_time(fit_cold, lambda: fresh(big), args.repeat)
     t_big = best_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(big), args.repeat)
