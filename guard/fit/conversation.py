@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 from guard.core.budget import quantized_stop
 from guard.core.policy import Policy
 from guard.core.report import Action, Skipped
-from guard.core.steps import ORDER
 from guard.core.tokens import TokenCounter
 from guard.dialects import Content, Dialect, group_messages
 from guard.fit.history import History
+from guard.fit.ledger import Ledger
 
 Message = Mapping[str, Any]
 T = TypeVar("T")
@@ -163,7 +163,7 @@ class Context:
     # after turn); a carried cut's prefix is fitted once per band and only as far as its mark
     every_overflow: bool = True
     estimate: bool = False
-    skipped: list[Skipped] = field(default_factory=list)
+    ledger: Ledger = field(default_factory=Ledger)  # what the steps did and skipped
     exhausted: set[str] = field(default_factory=set)
     summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
     summary_message: Message | None = None  # the summary in the conversation, and its span
@@ -172,7 +172,6 @@ class Context:
     summary_calls: int = 0
     history: History = field(default_factory=History)  # the messages as sent, read-only
     requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # summary request per span, built once
-    _totals: dict[str, list[int]] = field(default_factory=dict)
     # dedupe: (origin, slot) of a later copy replaced by a marker -> (origin, slot) of the first copy
     duplicate_of: dict[tuple[int, int | None], tuple[int, int | None]] = field(default_factory=dict)
 
@@ -180,13 +179,12 @@ class Context:
         """A copy whose mutable parts are copies too (see `restore`)."""
         return replace(
             self,
-            skipped=list(self.skipped),
+            ledger=self.ledger.copy(),
             exhausted=set(self.exhausted),
             summary=dict(self.summary) if self.summary is not None else None,
             summary_span=list(self.summary_span) if self.summary_span is not None else None,
             summaries=dict(self.summaries),
             duplicate_of=dict(self.duplicate_of),
-            _totals={k: list(v) for k, v in self._totals.items()},
         )
 
     def restore(self, saved: Context) -> None:
@@ -251,18 +249,18 @@ class Context:
         return conv.total <= self.stop_at
 
     def record(self, kind: str, saved: int, items: int) -> None:
-        if items:
-            self.adjust(kind, saved, items)
+        self.ledger.record(kind, saved, items)
 
     def adjust(self, kind: str, saved: int, items: int) -> None:
-        total = self._totals.setdefault(kind, [0, 0])
-        total[0] += saved
-        total[1] += items
+        self.ledger.adjust(kind, saved, items)
+
+    @property
+    def skipped(self) -> list[Skipped]:
+        return self.ledger.skipped
 
     @property
     def actions(self) -> list[Action]:
         """What each strategy did, in strategy order (least destructive first)."""
-        done = [Action(kind, saved, items) for kind, (saved, items) in self._totals.items() if items > 0]
-        return sorted(done, key=lambda a: ORDER.get(a.kind, len(ORDER)))
+        return self.ledger.actions
 
 

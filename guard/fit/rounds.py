@@ -15,6 +15,7 @@ from guard.core.report import Skipped
 from guard.core.steps import STEPS, of_kind
 from guard.fit.conversation import Context, Conversation
 from guard.fit.history import History
+from guard.fit.ledger import Ledger
 from guard.fit.spans import apply_largest, candidates, reuse, summarize
 from guard.fit.strategies import STRATEGIES
 from guard.fit.strategies.dedupe import DUPLICATE_MARK
@@ -128,7 +129,7 @@ def _without_wasted_cuts(
         ceiling=ctx.ceiling,
         every_overflow=ctx.every_overflow,
         least=ctx.least,
-        skipped=list(ctx.skipped),
+        ledger=Ledger(skipped=list(ctx.skipped)),
         # the drop-first pass sees no counts as sent: every older slot counts as settled (no step
         # waits for a band), and relevance keeps the verdicts the first pass got
         history=History(
