@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from guard.core.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings, load_config
+from guard.core.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings
 from guard.core.errors import BadRequest, ContextWindowExceeded, GuardError, PolicyError, Shortfall, UnknownModel
 from guard.core.limits import ModelLimits
 from guard.core.policy import Policy, PolicySet, load_policy_set
 from guard.core.report import Action, Report, Skipped
 from guard.fit.engine import Engine
 from guard.fit.planner import Fitted, SummaryAnswer, SummaryRequest
+from guard.shell.config_file import load_config  # (reads YAML; imports nothing of LiteLLM)
 
 if TYPE_CHECKING:  # visible to type checkers; loaded lazily at run time (they import LiteLLM)
     from guard.shell.callback import (

@@ -26,6 +26,7 @@ from guard.core.report import Report
 from guard.dialects import DIALECTS
 from guard.fit.engine import Engine
 from guard.fit.planner import Fitted
+from guard.shell.config_file import load_config
 
 EXIT_FITS, EXIT_USAGE, EXIT_REJECTED = 0, 1, 2
 
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, UnicodeDecodeError) as e:
         return _fail(f"{args.request} is not valid JSON: {e}")
     try:
-        engine = Engine.from_config(args.config) if args.config else Engine()
+        engine = Engine.from_guard_config(load_config(args.config)) if args.config else Engine()
         fitted = engine.fit(body, model=args.model, dialect=args.dialect)
     except ContextWindowExceeded as e:
         report: Report = e.report
@@ -109,7 +110,7 @@ def calibration_main(args: argparse.Namespace) -> int:
     import yaml
 
     from guard.core import calibration
-    from guard.core.config import CacheSettings, load_config
+    from guard.core.config import CacheSettings
     from guard.state.cache import SummaryCache
     from guard.state.calibration_store import CalibrationStore
 
@@ -190,7 +191,7 @@ def _print_calibrations(rows: list[dict[str, Any]], where: str) -> None:
 def agent_env_main(args: argparse.Namespace) -> int:
     """Print what `guard.core.announce` derives for one model and caller, in the agent's own terms."""
     try:
-        engine = Engine.from_config(args.config)
+        engine = Engine.from_guard_config(load_config(args.config))
         underlying = engine.underlying(args.model)
         policy, _ = engine.policies.resolve((args.model, underlying), team=(args.team,), key=(args.key_alias,))
         limits = engine.limits_for(args.model, policy)

@@ -1,6 +1,6 @@
 """The engine: one object that resolves a request's model, policy, limits and counter, and fits it.
 
-    engine = Engine.from_config("proxy_config.yaml")
+    engine = Engine.from_guard_config(guard.load_config("proxy_config.yaml"))
     fitted = engine.fit(body)          # -> Fitted(body, report), or raises ContextWindowExceeded
 
 The engine never mutates the body it is given; token counts are memoised across requests per
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any, Literal
 
 from guard.core import calibration
-from guard.core.config import Deployment, GuardConfig, load_config
+from guard.core.config import Deployment, GuardConfig
 from guard.core.counters import Counters
 from guard.core.encodings import get_vocab
 from guard.core.errors import BadRequest
@@ -58,10 +57,6 @@ class Engine:
         self.counters = Counters(encoding_loader)
         self.conversations = conversations if conversations is not None else SeenLog()
         self.clock = clock
-
-    @classmethod
-    def from_config(cls, path: str | Path, **kwargs: Any) -> Engine:
-        return cls.from_guard_config(load_config(path), **kwargs)
 
     @classmethod
     def from_guard_config(cls, config: GuardConfig, **kwargs: Any) -> Engine:

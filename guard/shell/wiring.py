@@ -10,11 +10,12 @@ from typing import Any
 
 import litellm
 
-from guard.core.config import CacheSettings, GuardConfig, SummarizerSettings, load_config
+from guard.core.config import CacheSettings, GuardConfig, SummarizerSettings
 from guard.core.modelmap import litellm_resolver
 from guard.core.policy import PolicySet, load_policy_set
 from guard.fit.engine import Engine
 from guard.shell import fitting
+from guard.shell.config_file import load_config
 from guard.shell.routes import Route
 from guard.shell.summarizer import Call, Summarizer
 from guard.state.cache import SummaryCache
