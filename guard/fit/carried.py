@@ -26,6 +26,7 @@ from guard.fit.temperature import Anchor, Temperature
 # later, smaller ones, where they can do (the room a cut deep enough to last may still leave)
 ROOM_BAR = 0.6
 
+
 def crossing(
     dialect: Dialect,
     messages: tuple[Mapping[str, Any], ...],
@@ -48,6 +49,7 @@ def crossing(
             return j
         running += n
     return len(messages)
+
 
 def carried(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
@@ -102,6 +104,7 @@ def carried(
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
     made = yield from cut_at(m, mark)
     return None if made is None else (*made, None)
+
 
 def _lossless(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], forms: list[Mapping[str, Any]]
@@ -174,12 +177,14 @@ def _carried_at(
         return None
     return conv, part, m
 
+
 def _kept_whole(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: Sequence[int], policy: Policy
 ) -> int:
     """Tokens of the messages no step but the last resort cuts: pinned ones and the newest turns."""
     built = Conversation.build(dialect, messages, counts, 0, policy.keep_recent_groups, policy.keep_first_user_turn)
     return sum(n for n, pinned, recent in zip(counts, built.pinned, built.recent) if pinned or recent)
+
 
 def _fit_prefix(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,

@@ -43,15 +43,18 @@ def relevant_origins(
     hot = relevance.relevant_in_bands(query, [lines[i] for i in candidates], ends)
     return frozenset(candidates[j] for j in hot)
 
+
 def questions(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[str]:
     """The user turns' transcript lines without their label (what relevance scores against), in order."""
     users = [m for m in messages if dialect.is_user_turn(m)]
     return [line.split("] ", 1)[-1] for line in summary.transcript(dialect, tuple(users))] if users else []
 
+
 def query(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> str | None:
     """The last user message's question (see `questions`)."""
     users = [m for m in messages if dialect.is_user_turn(m)]
     return questions(dialect, users[-1:])[0] if users else None
+
 
 def cuts_into(cut: Conversation, part: Context, question: str, tail: Sequence[str]) -> bool:
     """Whether `question` asks about something only the part `cut` removed held: a term of it

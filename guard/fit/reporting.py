@@ -33,6 +33,7 @@ class Unchanged:
     def total(self) -> int:
         return self.fixed + sum(self.counts)
 
+
 def breakdown(conv: Conversation | Unchanged, counter: TokenCounter, body: Mapping[str, Any]) -> dict[str, int]:
     system = tool_results = history = 0
     for msg, n in zip(conv.messages, conv.counts):
@@ -52,6 +53,7 @@ def breakdown(conv: Conversation | Unchanged, counter: TokenCounter, body: Mappi
         "tools_and_framing": conv.total - system - history - tool_results,
     }
 
+
 def cut_fingerprint(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], conv: Conversation) -> str:
     """The fingerprint of a cut (see Report.cut): the messages dropped, and every message edited
     or inserted with its hash, in order. A message whose only edit is compact JSON is left out:
@@ -70,6 +72,7 @@ def cut_fingerprint(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], 
     kept = set(conv.origin)
     dropped = [i for i in range(len(originals)) if i not in kept]
     return sha256(["over-room", dropped, edits])[:16]
+
 
 def sha256(value: Any) -> str:
     data = compact_json(value)  # key order is kept

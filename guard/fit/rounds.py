@@ -24,6 +24,7 @@ _NEWEST = of_kind("newest")
 
 _T = TypeVar("_T")
 
+
 def fit(
     conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool
 ) -> Generator[Any, Any, tuple[Conversation, Context]]:
@@ -36,6 +37,7 @@ def fit(
         cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
         ctx.history = history  # (for what reads the fit after it)
     return _orphans_restored(cut, ctx, history.messages), ctx
+
 
 def rounds(
     conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool, spans: list[list[int]] | None = None
@@ -91,6 +93,7 @@ def rounds(
         if ctx.done(conv):
             break
     return conv
+
 
 def _from_checkpoint(checkpoint: tuple[Conversation, Context], ctx: Context, spans: list[list[int]]) -> Conversation:
     """The checkpoint's conversation, the context put back as it was there but for the summaries
@@ -154,6 +157,7 @@ def _without_wasted_cuts(
         return conv, again
     return fitted, ctx
 
+
 def _orphans_restored(conv: Conversation, ctx: Context, originals: tuple[Mapping[str, Any], ...]) -> Conversation:
     """A result dedupe replaced by a marker whose first copy a later step dropped, summarized or
     truncated is sent again (as compact JSON) if the room allows: keeping the first copy must not
@@ -189,6 +193,7 @@ def _orphans_restored(conv: Conversation, ctx: Context, originals: tuple[Mapping
                        counts=(*conv.counts[:j], count, *conv.counts[j + 1 :]))
         ctx.adjust("dedupe", old - count, -1)  # that duplicate is sent after all
     return conv
+
 
 def drained(gen: Generator[Any, Any, _T]) -> _T:
     """The value of a plan that never yields (no summarizer)."""

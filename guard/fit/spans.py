@@ -21,6 +21,7 @@ from guard.fit.strategies.drop import droppable_groups
 
 SUMMARY_MARK = MARKER_PREFIX + " summary of {m} earlier messages ({n} tokens)]\n"
 
+
 @dataclass(frozen=True)
 class SummaryRequest:
     """The span of older messages the planner wants summarized, and the summary's budget."""
@@ -31,12 +32,14 @@ class SummaryRequest:
     max_tokens: int
     lines: tuple[str, ...] = ()  # the messages' transcript lines (`summary.transcript`), if rendered
 
+
 @dataclass(frozen=True)
 class CachedSummaries:
     """Which of these spans already have a summary (cache lookups only, no LLM call)? The driver
     answers with a tuple: the cached text or None, per request."""
 
     requests: tuple[SummaryRequest, ...]
+
 
 @dataclass(frozen=True)
 class SummaryAnswer:
@@ -49,6 +52,7 @@ class SummaryAnswer:
     reason: str | None = None
     source: str = "llm"
     calls: int = 0
+
 
 def candidates(start: Conversation, ctx: Context) -> list[list[int]]:
     """The spans a summary may cover, as indices of the request's own messages, smallest first.
@@ -81,6 +85,7 @@ def candidates(start: Conversation, ctx: Context) -> list[list[int]]:
                 spans.append(spans[-1])
     return list({tuple(s): s for s in spans}.values())
 
+
 def span_request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRequest:
     key = tuple(span)
     hit = ctx.requests.get(key)
@@ -103,6 +108,7 @@ def span_request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRe
         )
     return hit
 
+
 def reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
     """Before any other step: look up which spans already have a summary and put the largest in."""
     if ctx.done(conv):
@@ -116,6 +122,7 @@ def reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator
                 ctx.summaries[k] = (text.strip(), "cache")
     return apply_largest(conv, ctx, spans)
 
+
 def apply_largest(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Conversation:
     for k in sorted(ctx.summaries, reverse=True):
         if k >= len(spans):  # (known for a longer prefix of this request, see `_fit_prefix`)
@@ -125,6 +132,7 @@ def apply_largest(conv: Conversation, ctx: Context, spans: list[list[int]]) -> C
         if new is not None:
             return new
     return conv
+
 
 def summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
     """Ask for a summary of the smallest span beyond those already known that brings the input
@@ -161,6 +169,7 @@ def summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Gener
         return conv
     return new
 
+
 def _covered(conv: Conversation, ctx: Context, span: list[int]) -> set[int]:
     """Current indices of the span's messages, and of the summary already standing for part of it."""
     inside = set(span)
@@ -169,8 +178,10 @@ def _covered(conv: Conversation, ctx: Context, span: list[int]) -> set[int]:
         out |= {i for i, m in enumerate(conv.messages) if m is ctx.summary_message}
     return out
 
+
 def _after(conv: Conversation, ctx: Context, span: list[int]) -> int:
     return conv.total - sum(conv.counts[i] for i in _covered(conv, ctx, span))
+
 
 def _apply(
     conv: Conversation, ctx: Context, span: list[int], request: SummaryRequest, text: str, source: str
