@@ -210,6 +210,7 @@ def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data)
     every total must equal the one of the conversation rebuilt with its markers."""
     from guard.dialects import OPENAI
     from guard.fit.conversation import Context, Conversation
+    from guard.fit.marks import Marks
     from guard.fit.strategies import drop
 
     e = engine(100_000)
@@ -217,7 +218,7 @@ def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data)
     counter, _ = e.counter_for("m", policy)
     msgs = [{"role": "user" if i % 2 else "assistant", "content": words(n, i)} for i, n in enumerate(sizes)]
     conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, keep_recent_groups=0, keep_first_user_turn=False)
-    ctx = Context(counter=counter, policy=policy, stop_at=0)
+    ctx = Context(counter=counter, policy=policy, marks=Marks(stop_at=0))
     chosen = set(data.draw(st.sets(st.integers(0, len(sizes) - 1), min_size=1)))
     runs = drop._Runs(conv, ctx, chosen)
     assert runs.total == drop._without(conv, ctx, chosen).total

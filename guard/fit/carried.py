@@ -16,6 +16,7 @@ from guard.dialects import Dialect, group_messages
 from guard.fit import summary
 from guard.fit.conversation import Context, Conversation
 from guard.fit.history import History
+from guard.fit.marks import Marks
 from guard.fit.questions import cuts_into, query, questions, relevant_origins
 from guard.fit.rewrite import tool_chars
 from guard.fit.rounds import fit
@@ -203,9 +204,11 @@ def _fit_prefix(
     policy = policy.model_copy(
         update={"strategies": [s for s in policy.strategies if BY_NAME[s].kind != "newest"]}
     )
-    part = Context(counter=ctx.counter, policy=policy, stop_at=mark, floor=mark - band, target=budget.target,
-                   room=min(budget.room, mark), band=band, ceiling=mark, every_overflow=False,
-                   least=math.ceil(budget.room * ROOM_BAR))
+    marks = Marks(
+        stop_at=mark, floor=mark - band, target=budget.target, room=min(budget.room, mark), band=band, ceiling=mark,
+        every_overflow=False, least=math.ceil(budget.room * ROOM_BAR),
+    )
+    part = Context(counter=ctx.counter, policy=policy, marks=marks)
     transcript = functools.cache(functools.partial(summary.transcript, dialect, messages))
     scores = (
         functools.partial(relevant_origins, dialect, messages, transcript, query=question)

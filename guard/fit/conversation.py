@@ -13,13 +13,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from guard.core.budget import quantized_stop
 from guard.core.policy import Policy
 from guard.core.report import Action, Skipped
 from guard.core.tokens import TokenCounter
 from guard.dialects import Content, Dialect, group_messages
 from guard.fit.history import History
 from guard.fit.ledger import Ledger
+from guard.fit.marks import Marks
 
 Message = Mapping[str, Any]
 T = TypeVar("T")
@@ -152,16 +152,7 @@ class Context:
 
     counter: TokenCounter
     policy: Policy
-    stop_at: int
-    floor: int = 0  # cutting below this wastes the window (see Budget.floor)
-    room: int = 0  # the most input tokens the request may carry (see Budget.room)
-    target: int = 0  # the low-water mark (see Budget.target)
-    band: int = 1  # the quantum cuts move in (see Budget.band)
-    ceiling: int | None = None  # a stop mark no step may move above (a carried cut's, see planner._carried)
-    least: int = 0  # a carried cut's bottom: a drop that would leave less is passed over when later turns can do
-    # near-lossless rewrites run on every overflow, past the stop mark (one form per message, turn
-    # after turn); a carried cut's prefix is fitted once per band and only as far as its mark
-    every_overflow: bool = True
+    marks: Marks  # what to cut to (immutable: a step that moves them puts new marks here)
     estimate: bool = False
     ledger: Ledger = field(default_factory=Ledger)  # what the steps did and skipped
     exhausted: set[str] = field(default_factory=set)
@@ -234,16 +225,41 @@ class Context:
         return out
 
     def requantize(self, conv: Conversation) -> None:
-        """Before a step: its stop mark is the conversation's total minus the overflow above the
-        low-water mark rounded up to whole bands. The amount a step cuts then changes only when
-        the total crosses a band, so a growing conversation keeps the same cut, turn after turn,
-        whatever the steps before it saved on newer messages."""
-        self.stop_at = quantized_stop(conv.total, self.target, self.band)
-        if self.ceiling is not None:
-            self.stop_at = min(self.stop_at, self.ceiling)
-        self.floor = self.stop_at - self.band
-        if self.least < self.stop_at:
-            self.floor = max(self.floor, self.least)
+        """Before a step: the marks requantized to the conversation's total (see `Marks.requantized`)."""
+        self.marks = self.marks.requantized(conv.total)
+
+    # the marks, read-only (see Marks)
+    @property
+    def stop_at(self) -> int:
+        return self.marks.stop_at
+
+    @property
+    def floor(self) -> int:
+        return self.marks.floor
+
+    @property
+    def room(self) -> int:
+        return self.marks.room
+
+    @property
+    def target(self) -> int:
+        return self.marks.target
+
+    @property
+    def band(self) -> int:
+        return self.marks.band
+
+    @property
+    def ceiling(self) -> int | None:
+        return self.marks.ceiling
+
+    @property
+    def least(self) -> int:
+        return self.marks.least
+
+    @property
+    def every_overflow(self) -> bool:
+        return self.marks.every_overflow
 
     def done(self, conv: Conversation) -> bool:
         return conv.total <= self.stop_at

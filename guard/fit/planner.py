@@ -28,6 +28,7 @@ from guard.fit import summary
 from guard.fit.carried import carried
 from guard.fit.conversation import Context, Conversation
 from guard.fit.history import History
+from guard.fit.marks import Marks
 from guard.fit.questions import relevant_origins
 from guard.fit.reporting import Unchanged, build_report
 from guard.fit.rounds import fit
@@ -123,7 +124,7 @@ def _context(req: _Request, policy: Policy, counter: TokenCounter) -> Context:
     bm25 = policy.relevance == "bm25"
     scores = functools.partial(relevant_origins, req.dialect, req.messages, transcript) if bm25 else None
     history = History(req.messages, req.counts, transcript, scores)
-    return Context(counter=counter, policy=policy, stop_at=req.budget.stop_at(req.before), history=history)
+    return Context(counter=counter, policy=policy, marks=Marks(req.budget.stop_at(req.before)), history=history)
 
 
 def _over_room(
@@ -139,8 +140,7 @@ def _over_room(
     full = Conversation.build(
         req.dialect, req.messages, req.counts, req.fixed, policy.keep_recent_groups, policy.keep_first_user_turn
     )
-    ctx.stop_at, ctx.floor, ctx.target, ctx.room = budget.stop_at(req.before), budget.floor, budget.target, budget.room
-    ctx.band = budget.band
+    ctx.marks = Marks.of(budget, req.before)
     conv, ctx = yield from fit(full, ctx, policy, summarizing)
     return conv, ctx, None, None
 

@@ -107,11 +107,12 @@ def _from_checkpoint(checkpoint: tuple[Conversation, Context], ctx: Context, spa
 
 def _to_room(name: str, conv: Conversation, ctx: Context) -> Conversation:
     """A step inside the newest turns, run only as far as the room (not the low-water mark)."""
-    saved_stop, ctx.stop_at = ctx.stop_at, max(ctx.stop_at, ctx.room)
+    saved = ctx.marks
+    ctx.marks = saved.stopping_at(max(saved.stop_at, saved.room))
     try:
         return STRATEGIES[name](conv, ctx)
     finally:
-        ctx.stop_at = saved_stop
+        ctx.marks = ctx.marks.stopping_at(saved.stop_at)
 
 
 def _without_wasted_cuts(
@@ -124,14 +125,7 @@ def _without_wasted_cuts(
     again = Context(
         counter=ctx.counter,
         policy=policy,
-        stop_at=ctx.stop_at,
-        floor=ctx.floor,
-        target=ctx.target,
-        room=ctx.room,
-        band=ctx.band,
-        ceiling=ctx.ceiling,
-        every_overflow=ctx.every_overflow,
-        least=ctx.least,
+        marks=ctx.marks,
         ledger=Ledger(skipped=list(ctx.skipped)),
         # the drop-first pass sees no counts as sent: every older slot counts as settled (no step
         # waits for a band), and relevance keeps the verdicts the first pass got

@@ -35,7 +35,8 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Conversation:
     result = drop_messages(conv, ctx, _restore(conv, ctx, groups, chosen))
     # turns given back may end between the stop mark and the low-water mark: that is still below
     # the target, so nothing after this step (the last-resort truncation) should cut further
-    ctx.stop_at = max(ctx.stop_at, min(result.total, ctx.target if ctx.ceiling is None else ctx.ceiling))
+    below = ctx.target if ctx.ceiling is None else ctx.ceiling
+    ctx.marks = ctx.marks.stopping_at(max(ctx.stop_at, min(result.total, below)))
     return result
 
 

@@ -1,0 +1,42 @@
+"""The marks one fit cuts to, immutable: a new `Marks` replaces the old when a step moves them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from guard.core.budget import Budget, quantized_stop
+
+
+@dataclass(frozen=True)
+class Marks:
+    stop_at: int  # a step stops once the input is at or below this
+    floor: int = 0  # cutting below this wastes the window (see Budget.floor)
+    room: int = 0  # the most input tokens the request may carry (see Budget.room)
+    target: int = 0  # the low-water mark (see Budget.target)
+    band: int = 1  # the quantum cuts move in (see Budget.band)
+    ceiling: int | None = None  # a stop mark no step may move above (a carried cut's, see guard.fit.carried)
+    least: int = 0  # a carried cut's bottom: a drop that would leave less is passed over when later turns can do
+    # near-lossless rewrites run on every overflow, past the stop mark (one form per message, turn
+    # after turn); a carried cut's prefix is fitted once per band and only as far as its mark
+    every_overflow: bool = True
+
+    @classmethod
+    def of(cls, budget: Budget, total: int) -> Marks:
+        """A request's marks: its budget's, the stop mark for `total` input tokens."""
+        return cls(budget.stop_at(total), budget.floor, budget.room, budget.target, budget.band)
+
+    def requantized(self, total: int) -> Marks:
+        """The marks before a step: the stop mark is the conversation's total minus the overflow
+        above the low-water mark rounded up to whole bands. The amount a step cuts then changes
+        only when the total crosses a band, so a growing conversation keeps the same cut, turn
+        after turn, whatever the steps before it saved on newer messages."""
+        stop = quantized_stop(total, self.target, self.band)
+        if self.ceiling is not None:
+            stop = min(stop, self.ceiling)
+        floor = stop - self.band
+        if self.least < stop:
+            floor = max(floor, self.least)
+        return replace(self, stop_at=stop, floor=floor)
+
+    def stopping_at(self, stop_at: int) -> Marks:
+        return replace(self, stop_at=stop_at)
