@@ -219,13 +219,13 @@ def _fit_prefix(
     for action in ctx.actions:  # the output clamp of this request
         part.record(action.kind, action.tokens_saved, action.items)
     if known is not None:
-        part.summaries = known
-    part.summary_calls = ctx.summary_calls
+        part.summarized.known = known
+    part.summarized.calls = ctx.summarized.calls
     prefix = Conversation.build(
         dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn
     )
     cut, part = yield from fit(prefix, part, policy, can_summarize=summarizing)
-    ctx.summary_calls = part.summary_calls
+    ctx.summarized.calls = part.summarized.calls
     if known is not None:
-        known.update(part.summaries)  # (a restored snapshot holds a copy)
+        known.update(part.summarized.known)  # (a restored snapshot holds a copy)
     return cut, part

@@ -20,6 +20,7 @@ from guard.dialects import Content, Dialect, group_messages
 from guard.fit.history import History
 from guard.fit.ledger import Ledger
 from guard.fit.marks import Marks
+from guard.fit.summary import Summaries
 
 Message = Mapping[str, Any]
 T = TypeVar("T")
@@ -156,13 +157,8 @@ class Context:
     estimate: bool = False
     ledger: Ledger = field(default_factory=Ledger)  # what the steps did and skipped
     exhausted: set[str] = field(default_factory=set)
-    summary: dict[str, Any] | None = None  # what the summarize step got: source, calls, span sizes
-    summary_message: Message | None = None  # the summary in the conversation, and its span
-    summary_span: list[int] | None = None
-    summaries: dict[int, tuple[str, str]] = field(default_factory=dict)  # span index -> (text, source)
-    summary_calls: int = 0
+    summarized: Summaries = field(default_factory=Summaries)  # what the fit knows of its summaries
     history: History = field(default_factory=History)  # the messages as sent, read-only
-    requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # summary request per span, built once
     # dedupe: (origin, slot) of a later copy replaced by a marker -> (origin, slot) of the first copy
     duplicate_of: dict[tuple[int, int | None], tuple[int, int | None]] = field(default_factory=dict)
 
@@ -172,9 +168,7 @@ class Context:
             self,
             ledger=self.ledger.copy(),
             exhausted=set(self.exhausted),
-            summary=dict(self.summary) if self.summary is not None else None,
-            summary_span=list(self.summary_span) if self.summary_span is not None else None,
-            summaries=dict(self.summaries),
+            summarized=self.summarized.copy(),
             duplicate_of=dict(self.duplicate_of),
         )
 
@@ -188,7 +182,7 @@ class Context:
     def relevant_last(self, items: Iterable[T], origins: Callable[[T], Iterable[int]]) -> list[T]:
         """`items` (oldest first) with those the question is about moved to the back (see
         `History.relevant_last`)."""
-        return self.history.relevant_last(items, origins, frozenset(self.summary_span or ()), self.target, self.band)
+        return self.history.relevant_last(items, origins, frozenset(self.summarized.span or ()), self.target, self.band)
 
     def settled_slots(
         self, conv: Conversation, slots: Iterable[tuple[int, int | None, Content]]

@@ -102,7 +102,7 @@ def build_report(
         calibration_factor=ctx.counter.factor, calibration_key=calibration[0] if calibration else None,
         calibration_source=calibration[1] if calibration else "static",
         messages_before=len(sent), messages_after=len(conv.messages), actions=ctx.actions,
-        skipped=ctx.skipped, breakdown=breakdown(conv, ctx.counter, body), summary=ctx.summary,
+        skipped=ctx.skipped, breakdown=breakdown(conv, ctx.counter, body), summary=ctx.summarized.report,
         reasoning=[c.to_dict() for c in thinking], unseen_state=dialect.unseen_state(body),
         cache_temperature=temperature.state if temperature is not None else None,
         idle_seconds=idle,

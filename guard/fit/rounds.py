@@ -64,9 +64,9 @@ def rounds(
                 continue
             if kind == "summary":
                 if can_summarize and estimate:
-                    known = len(ctx.summaries)
+                    known = len(ctx.summarized.known)
                     conv = yield from summarize(conv, ctx, spans or [])
-                    if len(ctx.summaries) > known and checkpoint is not None:
+                    if len(ctx.summarized.known) > known and checkpoint is not None:
                         # a new summary: redo every step with the largest known summary in place
                         # first, exactly as the next fit of this request (which finds it cached)
                         # will; spans only grow, so this ends
@@ -99,9 +99,9 @@ def _from_checkpoint(checkpoint: tuple[Conversation, Context], ctx: Context, spa
     """The checkpoint's conversation, the context put back as it was there but for the summaries
     known and the calls made since, and the largest known summary put in."""
     conv, saved = checkpoint
-    summaries, calls = dict(ctx.summaries), ctx.summary_calls
+    known, calls = dict(ctx.summarized.known), ctx.summarized.calls
     ctx.restore(saved)
-    ctx.summaries, ctx.summary_calls = summaries, calls
+    ctx.summarized.known, ctx.summarized.calls = known, calls
     return apply_largest(conv, ctx, spans)
 
 

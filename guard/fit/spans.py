@@ -3,8 +3,8 @@ planner yields for them, and putting a summary (new or cached) in their place.
 
 A span starts at the oldest droppable turn group and ends on a quantum of the original tokens, so a
 growing conversation keeps the same spans, cache keys and, once compacted, the same summary. The
-state of one fit's summaries (the spans known, the one in place, the calls made) lives on the
-fit's `Context`.
+state of one fit's summaries (the texts known per span, the one in place, the calls made, the
+requests built) is a `Summaries` (guard.fit.summary), `Context.summarized`.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def candidates(start: Conversation, ctx: Context) -> list[list[int]]:
 
 def span_request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRequest:
     key = tuple(span)
-    hit = ctx.requests.get(key)
+    hit = ctx.summarized.requests.get(key)
     if hit is None:
         lines = ctx.history.transcript() if ctx.history.transcript is not None else None  # rendered once per request
         if span and span == list(range(span[0], span[-1] + 1)):  # spans are contiguous: slices
@@ -99,7 +99,7 @@ def span_request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRe
             messages = tuple(ctx.history.messages[i] for i in span)
             counts = tuple(ctx.history.counts[i] for i in span)
             texts = [lines[i] for i in span] if lines is not None else ()
-        hit = ctx.requests[key] = SummaryRequest(
+        hit = ctx.summarized.requests[key] = SummaryRequest(
             dialect=conv.dialect.name,
             messages=tuple(messages),
             span_tokens=sum(counts),
@@ -117,17 +117,17 @@ def reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator
     if isinstance(answers, (tuple, list)):
         for k, text in enumerate(answers[: len(spans)]):
             if (
-                isinstance(text, str) and text.strip() and k not in ctx.summaries
+                isinstance(text, str) and text.strip() and k not in ctx.summarized.known
             ):  # (one this request asked for stays its)
-                ctx.summaries[k] = (text.strip(), "cache")
+                ctx.summarized.known[k] = (text.strip(), "cache")
     return apply_largest(conv, ctx, spans)
 
 
 def apply_largest(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Conversation:
-    for k in sorted(ctx.summaries, reverse=True):
+    for k in sorted(ctx.summarized.known, reverse=True):
         if k >= len(spans):  # (known for a longer prefix of this request, see `_fit_prefix`)
             continue
-        text, source = ctx.summaries[k]
+        text, source = ctx.summarized.known[k]
         new = _apply(conv, ctx, spans[k], span_request(conv, ctx, spans[k]), text, source)
         if new is not None:
             return new
@@ -137,7 +137,7 @@ def apply_largest(conv: Conversation, ctx: Context, spans: list[list[int]]) -> C
 def summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator[Any, Any, Conversation]:
     """Ask for a summary of the smallest span beyond those already known that brings the input
     below the summary low-water mark (or of the largest span there is)."""
-    options = [k for k in range(len(spans)) if k > max(ctx.summaries, default=-1)]
+    options = [k for k in range(len(spans)) if k > max(ctx.summarized.known, default=-1)]
     if not options:
         ctx.skipped.append(Skipped("summarize", "nothing_to_summarize" if not spans else "nothing_more_to_summarize"))
         return conv
@@ -153,16 +153,16 @@ def summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Gener
         answer = SummaryAnswer(
             answer if isinstance(answer, str) else None, None if isinstance(answer, str) else "no_summary"
         )
-    ctx.summary_calls += answer.calls
+    ctx.summarized.calls += answer.calls
     if not isinstance(answer.text, str) or not answer.text.strip():
-        ctx.summary = {
-            **(ctx.summary or {"span_messages": len(request.messages), "span_tokens": request.span_tokens}),
-            "calls": ctx.summary_calls,
+        ctx.summarized.report = {
+            **(ctx.summarized.report or {"span_messages": len(request.messages), "span_tokens": request.span_tokens}),
+            "calls": ctx.summarized.calls,
         }
-        ctx.summary.setdefault("source", "none")
+        ctx.summarized.report.setdefault("source", "none")
         ctx.skipped.append(Skipped("summarize", answer.reason or "summary_empty"))
         return conv
-    ctx.summaries[chosen] = (answer.text.strip(), answer.source)
+    ctx.summarized.known[chosen] = (answer.text.strip(), answer.source)
     new = _apply(conv, ctx, spans[chosen], request, answer.text.strip(), answer.source)
     if new is None:
         ctx.skipped.append(Skipped("summarize", "summary_not_shorter"))
@@ -174,8 +174,8 @@ def _covered(conv: Conversation, ctx: Context, span: list[int]) -> set[int]:
     """Current indices of the span's messages, and of the summary already standing for part of it."""
     inside = set(span)
     out = {i for i, o in enumerate(conv.origin) if o in inside}
-    if ctx.summary_message is not None:
-        out |= {i for i, m in enumerate(conv.messages) if m is ctx.summary_message}
+    if ctx.summarized.message is not None:
+        out |= {i for i, m in enumerate(conv.messages) if m is ctx.summarized.message}
     return out
 
 
@@ -200,13 +200,13 @@ def _apply(
     saved = sum(conv.counts[i] for i in replaced) - count
     if saved <= 0:
         return None
-    if ctx.summary_span is not None:
-        ctx.adjust("summarize", 0, -len(ctx.summary_span))  # the new summary takes the old one's place
+    if ctx.summarized.span is not None:
+        ctx.adjust("summarize", 0, -len(ctx.summarized.span))  # the new summary takes the old one's place
     ctx.record("summarize", saved, len(span))
-    ctx.summary_message, ctx.summary_span = msg, span
-    ctx.summary = {
+    ctx.summarized.message, ctx.summarized.span = msg, span
+    ctx.summarized.report = {
         "source": source,
-        "calls": ctx.summary_calls,
+        "calls": ctx.summarized.calls,
         "span_messages": len(span),
         "span_tokens": request.span_tokens,
         "summary_tokens": count,

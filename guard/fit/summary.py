@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from guard.core import jsontext
@@ -203,3 +203,25 @@ def check(answer: Any, count: int, max_tokens: int) -> Verdict:
     if count > max_tokens:
         return Verdict(False, "summary_oversized")
     return Verdict(True)
+
+
+@dataclass
+class Summaries:
+    """What one fit knows of its summaries (the state of `guard.fit.spans`): per span index the
+    text and where it came from (`known`), the summary in the conversation and the span it stands
+    for, the LLM calls made, the requests built per span, and what the report says of them."""
+
+    known: dict[int, tuple[str, str]] = field(default_factory=dict)  # span index -> (text, source)
+    message: Mapping[str, Any] | None = None
+    span: list[int] | None = None
+    calls: int = 0
+    requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # built once per span, shared by copies
+    report: dict[str, Any] | None = None  # source, calls, span sizes
+
+    def copy(self) -> Summaries:
+        return replace(
+            self,
+            known=dict(self.known),
+            span=list(self.span) if self.span is not None else None,
+            report=dict(self.report) if self.report is not None else None,
+        )
