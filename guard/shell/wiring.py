@@ -46,13 +46,8 @@ class GuardServices:
             SummarizerSettings.model_validate(summarizer) if isinstance(summarizer, Mapping) else summarizer
         )
         self._cache = cache if isinstance(cache, SummaryCache) else None
-        self._cache_settings = (
-            CacheSettings.model_validate(cache)
-            if isinstance(cache, Mapping)
-            else cache
-            if isinstance(cache, CacheSettings)
-            else None
-        )
+        settings = CacheSettings.model_validate(cache) if isinstance(cache, Mapping) else cache
+        self._cache_settings = settings if isinstance(settings, CacheSettings) else None
         self._summarize_call = summarize_call
         self._summarizer: Summarizer | None = None
         self._misses: dict[str, None] = {}  # call ids already counted as counting misses
