@@ -191,3 +191,32 @@ def test_cache_keys_cover_every_counted_field(counter):
     assert counter.message(OPENAI, parts("one")) != counter.message(OPENAI, parts("one two three four"))
     blocks = lambda t: {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": t}]}  # noqa: E731
     assert counter.message(ANTHROPIC, blocks("a")) != counter.message(ANTHROPIC, blocks("a b c d e f"))
+
+
+def test_each_dialects_blocks_count_by_their_own_rule_in_any_body(counter):
+    """The dialects name their blocks (guard.dialects.base.counts_blocks); a body of one dialect
+    may carry another's, and a block no dialect names, or one whose field is not text, counts as
+    its compact JSON."""
+    from guard.core.content import compact_json
+    from guard.dialects.base import TOOL_CALL_FRAMING, count_parts
+
+    raw = counter.raw
+    use = {"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "def main"}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "main.py:3"}]}
+    cases = {
+        "text": ({"type": "text", "text": "hello there"}, raw("hello there")),
+        "input_text": ({"type": "input_text", "text": "hi"}, raw("hi")),
+        "output_text": ({"type": "output_text", "text": "done"}, raw("done")),
+        "tool_use": (use, TOOL_CALL_FRAMING + raw("grep") + raw(compact_json({"pattern": "def main"}))),
+        "tool_result": (result, TOOL_CALL_FRAMING + raw("main.py:3")),
+        "thinking": ({"type": "thinking", "thinking": "let me see"}, raw("let me see")),
+        "redacted_thinking": ({"type": "redacted_thinking", "data": "abc=="}, raw("abc==")),
+        "document": ({"type": "document", "source": {"type": "text", "data": "a text doc"}}, raw("a text doc")),
+    }
+    for kind, (block, expected) in cases.items():
+        assert count_parts(counter, [block]) == (expected, 0), kind
+    odd = [{"type": "thinking", "thinking": 7}, {"type": "text", "text": None}, {"type": "no_such_block", "x": 1}]
+    for block in odd:
+        assert count_parts(counter, [block]) == (raw(compact_json(block)), 0)
+    # an Anthropic block inside a chat body counts as it would in an Anthropic one
+    assert counter.message(OPENAI, {"role": "user", "content": [use]}) > counter.message(OPENAI, {"role": "user", "content": ""})

@@ -12,10 +12,10 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from guard.core.content import TEXT_PARTS, Content, Message, blocks, compact_json
+from guard.core.content import Content, Message, blocks, compact_json
 from guard.core.errors import BadRequest
 from guard.core.images import image_part_tokens
 from guard.core.tokens import TokenCounter
@@ -172,56 +172,50 @@ def count_content(counter: TokenCounter, value: Any) -> tuple[int, int]:
     return 0, 0
 
 
+# how one kind of content block counts: (text, image) tokens, or None to count it as its JSON
+BlockCount = Callable[[TokenCounter, Mapping[str, Any]], "tuple[int, int] | None"]
+_BLOCKS: dict[str, BlockCount] = {}
+
+
+def counts_blocks(counts: Mapping[str, BlockCount]) -> None:
+    """A dialect names the content blocks it brings and how each counts; each dialect module calls
+    this once, on import. A body of one dialect may carry another's blocks (clients mix them and
+    LiteLLM translates), so `count_parts` knows them all."""
+    _BLOCKS.update(counts)
+
+
 def count_parts(counter: TokenCounter, parts: list[Any]) -> tuple[int, int]:
-    """Text and image tokens of a list of content parts or blocks, of any dialect."""
+    """Text and image tokens of a list of content parts or blocks, of any dialect; a block no
+    dialect names (or one whose fields are not the expected kind) counts as its compact JSON."""
     raw = counter.raw
     text = img = 0
     for b in parts:
         if isinstance(b, str):
             text += raw(b)
             continue
-        if not isinstance(b, Mapping):
+        count = _BLOCKS.get(b.get("type")) if isinstance(b, Mapping) else None  # type: ignore[arg-type]
+        got = count(counter, b) if count is not None else None
+        if got is None:
             text += raw(compact_json(b))
-            continue
-        kind = b.get("type")
-        if kind in TEXT_PARTS and isinstance(b.get("text"), str):
-            text += raw(b["text"])
-        elif kind in ("image_url", "image", "input_image"):
-            img += image_part_tokens(b, counter.image_formula)
-        elif kind == "input_file":
-            text += _file(counter, b)
-        elif kind == "tool_use":
-            text += TOOL_CALL_FRAMING + raw(str(b.get("name", "")))
-            text += raw(compact_json(b.get("input", {})))
-        elif kind == "tool_result":
-            text += TOOL_CALL_FRAMING
-            inner = b.get("content")
-            if isinstance(inner, str):
-                text += raw(inner)
-            elif isinstance(inner, list):
-                t, i = count_parts(counter, inner)
-                text, img = text + t, img + i
-        elif kind == "thinking" and isinstance(b.get("thinking"), str):
-            text += raw(b["thinking"])
-        elif kind == "redacted_thinking" and isinstance(b.get("data"), str):
-            text += raw(b["data"])
-        elif kind == "document":
-            text += _document(counter, b)
         else:
-            text += raw(compact_json(b))
+            text, img = text + got[0], img + got[1]
     return text, img
 
 
-def _file(counter: TokenCounter, part: Mapping[str, Any]) -> int:
-    """A Responses `input_file`: a PDF sent inline costs its pages; a file by id or URL is
-    counted as its JSON (the provider's count of it is unknown here)."""
-    data = part.get("file_data")
-    if isinstance(data, str) and data.startswith("data:") and "," in data:
-        return _document(counter, {"source": {"type": "base64", "data": data.split(",", 1)[1]}})
-    return counter.raw(compact_json(part))
+def text_block(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int] | None:
+    """A text part (`text` in chat and Anthropic blocks, `input_text` / `output_text` in Responses)."""
+    value = block.get("text")
+    return (counter.raw(value), 0) if isinstance(value, str) else None
 
 
-def _document(counter: TokenCounter, block: Mapping[str, Any]) -> int:
+def image_block(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int] | None:
+    """An image, by its provider's formula (`guard.core.images`)."""
+    return 0, image_part_tokens(block, counter.image_formula)
+
+
+def document_tokens(counter: TokenCounter, block: Mapping[str, Any]) -> int:
+    """An Anthropic `document` block (a Responses `input_file` too): a PDF costs its pages, a text
+    source its text, anything else its JSON."""
     source = block.get("source")
     if not isinstance(source, Mapping):
         return counter.raw(compact_json(block))

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from guard.core.content import Content, Message, compact_json, text_of
 from guard.core.tokens import TokenCounter
-from guard.dialects.base import TOOL_CALL_FRAMING, Dialect, count_content
+from guard.dialects.base import TOOL_CALL_FRAMING, Dialect, count_content, counts_blocks, image_block, text_block
 
 MESSAGE_FRAMING = 3
 _NATIVE_COMPLETION_TOKENS = ("o1", "o3", "o4", "gpt-5")  # these OpenAI models refuse max_tokens
@@ -82,3 +82,6 @@ def _call(counter: TokenCounter, call: Any) -> int:
     if not isinstance(fn, Mapping):
         return counter.raw(compact_json(call))
     return counter.field(fn.get("name")) + counter.field(fn.get("arguments"))
+
+
+counts_blocks({"text": text_block, "image_url": image_block})

@@ -8,7 +8,17 @@ from typing import Any, ClassVar
 
 from guard.core.content import Content, Message, blocks, compact_json, text_of
 from guard.core.tokens import TokenCounter
-from guard.dialects.base import Dialect, count_content
+from guard.dialects.base import (
+    TOOL_CALL_FRAMING,
+    BlockCount,
+    Dialect,
+    count_content,
+    count_parts,
+    counts_blocks,
+    document_tokens,
+    image_block,
+    text_block,
+)
 
 MESSAGE_FRAMING = 3
 TOOL_PROMPT = 350  # Anthropic's tool-use system prompt (documented as 313-346 tokens)
@@ -118,3 +128,35 @@ class Messages(Dialect):
             elif kind in ("image", "document"):
                 parts.append(f"[{kind}]")
         return f"[{role}] " + "\n".join(p for p in parts if p)
+
+
+# -- its content blocks, as counted ------------------------------------------------------------
+def _tool_use(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int]:
+    name, arguments = counter.raw(str(block.get("name", ""))), counter.raw(compact_json(block.get("input", {})))
+    return TOOL_CALL_FRAMING + name + arguments, 0
+
+
+def _tool_result(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int]:
+    inner = block.get("content")
+    if isinstance(inner, str):
+        return TOOL_CALL_FRAMING + counter.raw(inner), 0
+    if isinstance(inner, list):
+        text, img = count_parts(counter, inner)
+        return TOOL_CALL_FRAMING + text, img
+    return TOOL_CALL_FRAMING, 0
+
+
+def _field(name: str) -> BlockCount:
+    """A block counted by one string field (`thinking`, a redacted block's `data`)."""
+    def count(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int] | None:
+        value = block.get(name)
+        return (counter.raw(value), 0) if isinstance(value, str) else None
+
+    return count
+
+
+counts_blocks({
+    "text": text_block, "image": image_block, "tool_use": _tool_use, "tool_result": _tool_result,
+    "thinking": _field("thinking"), "redacted_thinking": _field("data"),
+    "document": lambda counter, block: (document_tokens(counter, block), 0),
+})

@@ -23,7 +23,15 @@ from typing import Any, ClassVar
 from guard.core.content import Content, Message, compact_json, text_of
 from guard.core.errors import BadRequest
 from guard.core.tokens import TokenCounter
-from guard.dialects.base import TOOL_CALL_FRAMING, Dialect, count_content
+from guard.dialects.base import (
+    TOOL_CALL_FRAMING,
+    Dialect,
+    count_content,
+    counts_blocks,
+    document_tokens,
+    image_block,
+    text_block,
+)
 
 ITEM_FRAMING = 3
 RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})  # outputs the strategies may edit
@@ -169,3 +177,17 @@ class Responses(Dialect):
             texts = [p.get("text", "") for p in summary if isinstance(p, Mapping)] if isinstance(summary, list) else []
             return "[assistant reasoning] " + "\n".join(str(t) for t in texts)
         return f"[{kind}]"
+
+
+def _input_file(counter: TokenCounter, part: Mapping[str, Any]) -> tuple[int, int]:
+    """An `input_file`: a PDF sent inline costs its pages; a file by id or URL is counted as its
+    JSON (the provider's count of it is unknown here)."""
+    data = part.get("file_data")
+    if isinstance(data, str) and data.startswith("data:") and "," in data:
+        return document_tokens(counter, {"source": {"type": "base64", "data": data.split(",", 1)[1]}}), 0
+    return counter.raw(compact_json(part)), 0
+
+
+counts_blocks(
+    {"input_text": text_block, "output_text": text_block, "input_image": image_block, "input_file": _input_file}
+)
