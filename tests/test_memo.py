@@ -26,3 +26,5 @@ def test_bounded_put_evicts_the_same_way():
     for i, key in enumerate("abcd"):
         bounded_put(store, key, i, 3)
     assert list(store) == ["b", "c", "d"]
+    bounded_put(store, "c", 9, 3)  # a key already held: replaced in place, nothing evicted
+    assert store == {"b": 1, "c": 9, "d": 3}

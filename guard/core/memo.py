@@ -27,11 +27,7 @@ class Memo(Generic[K, V]):
         self.get = self._data.get
 
     def put(self, key: K, value: V) -> V:
-        data = self._data
-        if len(data) >= self.limit and key not in data:
-            with contextlib.suppress(KeyError, StopIteration, RuntimeError):  # another thread got there first
-                del data[next(iter(data))]
-        data[key] = value
+        bounded_put(self._data, key, value, self.limit)
         return value
 
     def __len__(self) -> int:
@@ -45,9 +41,10 @@ class Memo(Generic[K, V]):
 
 
 def bounded_put(store: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
-    """store[key] = value, first evicting the oldest entry when the store is full: the same eviction
-    as `Memo`, for the plain dicts of request state the shell keeps (reports, counted call ids)."""
-    if len(store) >= limit:
-        with contextlib.suppress(KeyError, StopIteration, RuntimeError):
+    """store[key] = value, first evicting the oldest entry when the store is full and the key is new:
+    `Memo`'s eviction, and that of the plain dicts of request state the shell keeps (reports, counted
+    call ids)."""
+    if len(store) >= limit and key not in store:
+        with contextlib.suppress(KeyError, StopIteration, RuntimeError):  # another thread got there first
             del store[next(iter(store))]
     store[key] = value
