@@ -145,8 +145,7 @@ class Engine:
 
     def conversation_key(self, body: Mapping[str, Any], model: str, dialect: Dialect | str | None = None) -> str:
         """The fingerprint `conversations` knows a request's conversation by (model, pinned prompt, task)."""
-        d = by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
-        return fingerprint(d, body, model)
+        return fingerprint(_dialect(body, dialect), body, model)
 
     def count(
         self, body: Mapping[str, Any], *, model: str | None = None, dialect: Dialect | str | None = None,
@@ -182,7 +181,12 @@ def _named(body: Mapping[str, Any], model: str | None, dialect: Dialect | str | 
     name = model or body.get("model")
     if not isinstance(name, str) or not name:
         raise BadRequest("the request names no model (pass one or set 'model' in the body)")
-    return name, by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
+    return name, _dialect(body, dialect)
+
+
+def _dialect(body: Mapping[str, Any], dialect: Dialect | str | None) -> Dialect:
+    """The dialect named (or given), else the one the body's shape says."""
+    return by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
 
 
 def _recorded(inner: Plan, log: SeenLog, conversation: str, now: float, temperature: Temperature) -> Plan:
