@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent / "guard"
 LAYERS = ("core", "dialects", "fit", "state", "shell")  # bottom up; anything else in guard/ is on top
-PURE = ("core", "dialects", "fit")  # import no I/O client (tests/test_core_purity.py)
+PURE = ("core", "dialects", "fit")  # the layers that import no I/O client (tests/test_core_purity.py)
 
 
 def module_name(path: Path) -> str:

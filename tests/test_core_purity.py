@@ -10,8 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.tooling import script
+
+layers = script("layers")
+
 ROOT = Path(__file__).resolve().parent.parent
-PURE_FOLDERS = ("core", "dialects", "fit")
 BANNED = ("litellm", "httpx", "requests", "openai", "anthropic", "aiohttp", "redis", "prometheus_client",
           "fastapi", "starlette", "uvicorn")
 # the one named exception: LiteLLM's own `get_model_info`, for a model name the bundled map lacks,
@@ -20,13 +23,13 @@ ALLOWED = {"guard/core/modelmap.py": ["litellm"]}
 NAMED = (*BANNED, "socket", "ssl", "http", "urllib", "asyncio", "guard.state", "guard.shell")
 
 
+def pure_files() -> dict[str, Path]:
+    """Module name -> file of every module in the pure folders (scripts/layers.py's PURE)."""
+    return {m: p for m, p in layers.modules().items() if m.split(".")[1:2] and m.split(".")[1] in layers.PURE}
+
+
 def pure_modules() -> list[str]:
-    out = []
-    for folder in PURE_FOLDERS:
-        for path in sorted((ROOT / "guard" / folder).rglob("*.py")):
-            parts = path.relative_to(ROOT).with_suffix("").parts
-            out.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return out
+    return list(pure_files())
 
 
 def test_the_pure_layers_are_found_by_folder():
@@ -50,8 +53,7 @@ def _banned(names: set[str]) -> set[str]:
 
 
 def test_no_pure_module_names_an_io_module():
-    found = {str(p.relative_to(ROOT)): sorted(_banned(_named_imports(p)))
-             for folder in PURE_FOLDERS for p in (ROOT / "guard" / folder).rglob("*.py")}
+    found = {str(p.relative_to(ROOT)): sorted(_banned(_named_imports(p))) for p in pure_files().values()}
     assert {k: v for k, v in found.items() if v} == ALLOWED
     assert _banned({"socket", "redis.asyncio", "guard.shell.fitting", "json"}) == {"socket", "redis.asyncio", "guard.shell.fitting"}
 

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location("layers", Path(__file__).resolve().parent.parent / "scripts" / "layers.py")
-assert _SPEC and _SPEC.loader
-layers = importlib.util.module_from_spec(_SPEC)
-sys.modules["layers"] = layers
-_SPEC.loader.exec_module(layers)
+from tests.tooling import script
+
+layers = script("layers")
+sizes = script("sizes")
 
 
 def test_guard_has_no_cycle_and_no_upward_import(capsys):
@@ -40,12 +35,6 @@ def test_an_import_of_a_higher_layer_is_found_even_inside_a_function(toy):
     (toy / "core" / "budget.py").write_text("def f():\n    from guard.fit.planner import x\n    return x\n")
     (toy / "cli.py").write_text("from guard.fit import planner\n")  # the top may import anything
     assert layers.upward(layers.graph()) == [("guard.core.budget", "guard.fit.planner")]
-
-
-_SIZES = importlib.util.spec_from_file_location("sizes", Path(__file__).resolve().parent.parent / "scripts" / "sizes.py")
-assert _SIZES and _SIZES.loader
-sizes = importlib.util.module_from_spec(_SIZES)
-_SIZES.loader.exec_module(sizes)
 
 
 def test_no_module_class_or_function_over_its_size():
