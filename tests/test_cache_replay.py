@@ -66,7 +66,8 @@ def test_a_responses_loop_keeps_the_fingerprint_honest_and_uses_its_room(name, b
     assert r["unmarked"] == 0
     assert r["hit"] >= 0.9 and r["new_cuts"] <= 9
     assert r["anthropic"] <= 1.1
-    assert r["room_min"] >= 0.6 and r["room_median"] >= 0.8
+    # (median 0.84 before a crossing cut to the bottom of its band, 0.80 since: less room, a lower bill)
+    assert r["room_min"] >= 0.6 and r["room_median"] >= 0.75
 
 
 @pytest.mark.parametrize("name,body", CODING, ids=[n for n, _ in CODING])

@@ -183,14 +183,51 @@ def test_summary_slot_replaces_a_span_with_a_marked_summary():
     e = engine(total - 1500, strategies=only("summarize"), keep_recent_groups=1)
     fitted = e.fit(body, summarize=summarize)
     assert kinds(fitted.report) == ["summarize"]
-    assert len(seen) == 1 and seen[0].max_tokens == 1024
+    # the summary's output budget: the policy's 1,024 tokens, at most an eighth of a small room
+    assert fitted.report.room // 8 < 1024
+    assert len(seen) == 1 and seen[0].max_tokens == fitted.report.room // 8
     assert seen[0].messages[0]["role"] == "assistant"  # the span starts at a whole turn group
     summary = next(m for m in fitted.body["messages"] if str(m["content"]).startswith("[context-guard: summary"))
     assert summary["content"].endswith("the agent read six files")
 
 
-def test_a_failing_summarizer_degrades_to_the_deterministic_path():
+def test_a_summary_in_a_large_room_gets_the_policys_whole_output_budget():
+    body = agent([words(3000, i) for i in range(6)])
+    total = engine(1_000_000).fit(body).report.input_tokens_before
+    seen = []
+
+    def summarize(request):
+        seen.append(request)
+        return "the agent read six files"
+
+    fitted = engine(total - 1500, strategies=only("summarize"), keep_recent_groups=1).fit(body, summarize=summarize)
+    assert kinds(fitted.report) == ["summarize"]
+    assert fitted.report.room // 8 > 1024
+    assert [r.max_tokens for r in seen] == [1024]
+
+
+def test_a_summary_that_would_leave_less_than_the_room_bar_is_not_asked_for():
+    """Six results of ~530 tokens in a room of ~3.9k: the carried cut goes to the bottom of its
+    band (65% of the room), and the smallest span that gets there with room for the summary's
+    budget leaves under 60% of the room. The summarizer is not asked (no call spent on a cut
+    that wastes the room); the deterministic drop cuts instead."""
     body = agent([words(400, i) for i in range(6)])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    asked = []
+
+    def summarize(request):
+        asked.append(request)
+        return "the agent read six files"
+
+    e = engine(total - 1500, keep_recent_groups=1, strategies=only("summarize", "drop_oldest_turns"))
+    fitted = e.fit(body, summarize=summarize)
+    assert fitted.report.fits and not asked
+    assert [(s.kind, s.reason) for s in fitted.report.skipped] == [("summarize", "below_room_bar")]
+    assert kinds(fitted.report) == ["drop_oldest_turns"]
+
+
+def test_a_failing_summarizer_degrades_to_the_deterministic_path():
+    body = agent([words(200, i) for i in range(12)])
     total = engine(100_000).fit(body).report.input_tokens_before
 
     def broken(request):

@@ -60,8 +60,9 @@ def carried(
 
     Agents resend their history, so the prefix up to the last crossing (`crossing`) is the same
     on every turn until the next one. That prefix is fitted as if it were the request, to the
-    stop mark of the whole request's band (its tokens minus the band's whole quanta, so whatever
-    the client adds before the next crossing, less than a band, still fits), and its edits are
+    bottom of the whole request's band (`Budget.floor`, so whatever the client adds before the
+    next crossing, less than a band, still fits; with a summarizer, the prefix's tokens minus the
+    band's whole quanta), and its edits are
     applied to this request: the messages after the prefix go as sent (JSON compacted, as on
     every overflow). Every turn of a band then sends the same cut, byte for byte, whatever the
     strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
@@ -103,6 +104,13 @@ def carried(
         return None
     m = crossing(dialect, messages, tuple(lossless), fixed, target, band)
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
+    if not summarizing:
+        # to the bottom of the band, whatever the crossing turn's step past its threshold: a turn
+        # that crossed by a large step (a tenth to a third of a small room) is cut as deep as one
+        # that crossed by a small one, so the cut lasts a whole band of growth; a summarized prefix
+        # keeps the mark above (its spans and the summary's budget step coarsely, and at the
+        # bottom they land under the room bar more often)
+        mark = min(mark, budget.floor)
     made = yield from cut_at(m, mark)
     return None if made is None else (*made, None)
 

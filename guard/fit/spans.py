@@ -86,6 +86,14 @@ def candidates(start: Conversation, ctx: Context) -> list[list[int]]:
     return list({tuple(s): s for s in spans}.values())
 
 
+def output_budget(ctx: Context) -> int:
+    """The output one summary may take: the policy's `summary_max_tokens`, at most an eighth of
+    the room being fitted (never below 64). The planner leaves space for the whole budget when it
+    picks a span, so in a small room (a few thousand tokens) the policy's 1,024 would make it
+    summarize far more than needed and send a request that uses half its room or less."""
+    return max(64, min(ctx.policy.summary_max_tokens, ctx.room // 8))
+
+
 def span_request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRequest:
     key = tuple(span)
     hit = ctx.summarized.requests.get(key)
@@ -103,7 +111,7 @@ def span_request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRe
             dialect=conv.dialect.name,
             messages=tuple(messages),
             span_tokens=sum(counts),
-            max_tokens=ctx.policy.summary_max_tokens,
+            max_tokens=output_budget(ctx),
             lines=tuple(texts),
         )
     return hit
@@ -144,9 +152,14 @@ def summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Gener
     target = ctx.ceiling if ctx.ceiling is not None else math.floor(ctx.room * ctx.policy.summary_low_water_ratio)
     chosen = options[-1]
     for k in options:
-        if _after(conv, ctx, spans[k]) + ctx.policy.summary_max_tokens <= target:
+        if _after(conv, ctx, spans[k]) + output_budget(ctx) <= target:
             chosen = k
             break
+    if ctx.least and _after(conv, ctx, spans[chosen]) + output_budget(ctx) < ctx.least:
+        # even a summary of its whole budget would leave less than a carried cut's room bar (one
+        # big turn in a small room): the deterministic steps that keep to the bar cut instead
+        ctx.skipped.append(Skipped("summarize", "below_room_bar"))
+        return conv
     request = span_request(conv, ctx, spans[chosen])
     answer = yield request
     if not isinstance(answer, SummaryAnswer):
