@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -61,8 +61,8 @@ def carried(
     Agents resend their history, so the prefix up to the last crossing (`crossing`) is the same
     on every turn until the next one. That prefix is fitted as if it were the request, to the
     bottom of the whole request's band (`Budget.floor`, so whatever the client adds before the
-    next crossing, less than a band, still fits; with a summarizer, the prefix's tokens minus the
-    band's whole quanta), and its edits are
+    next crossing, less than a band, still fits; where that leaves less than the room bar, or with
+    a summarizer, to the prefix's tokens minus the band's whole quanta), and its edits are
     applied to this request: the messages after the prefix go as sent (JSON compacted, as on
     every overflow). Every turn of a band then sends the same cut, byte for byte, whatever the
     strategies would decide on the growing history, so a provider's cached prefix keeps hitting;
@@ -104,15 +104,26 @@ def carried(
         return None
     m = crossing(dialect, messages, tuple(lossless), fixed, target, band)
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
-    if not summarizing:
-        # to the bottom of the band, whatever the crossing turn's step past its threshold: a turn
-        # that crossed by a large step (a tenth to a third of a small room) is cut as deep as one
-        # that crossed by a small one, so the cut lasts a whole band of growth; a summarized prefix
-        # keeps the mark above (its spans and the summary's budget step coarsely, and at the
-        # bottom they land under the room bar more often)
-        mark = min(mark, budget.floor)
-    made = yield from cut_at(m, mark)
+    made = yield from _band_cut(cut_at, m, mark, budget, deep=not summarizing)
     return None if made is None else (*made, None)
+
+
+def _band_cut(
+    cut_at: Callable[[int, int], Generator[Any, Any, tuple[Conversation, Context, int] | None]],
+    m: int, mark: int, budget: Budget, deep: bool,
+) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
+    """The crossing prefix's cut (its first `m` messages), with `deep` to the bottom of the band
+    whatever the crossing turn's step past its threshold: a turn that crossed by a large step (a
+    tenth to a third of a small room) is cut as deep as one that crossed by a small one, so the
+    cut lasts a whole band of growth; unless whole turns that large land under the room bar there.
+    Else, or then, to `mark`. (A summarized prefix keeps `mark`: its spans and the summary's
+    budget step coarsely, and at the bottom they fall under the bar.)"""
+    if deep and budget.floor < mark:
+        made = yield from cut_at(m, budget.floor)
+        if made is not None and made[0].total >= math.ceil(budget.room * ROOM_BAR):
+            return made
+    made = yield from cut_at(m, mark)
+    return made
 
 
 def _lossless(

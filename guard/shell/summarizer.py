@@ -2,8 +2,8 @@
 
 One summary is budgeted like any request: the call's input (instructions + transcript) plus its
 explicit `max_tokens` (the request's, see `guard.fit.spans.output_budget`, clamped to the
-summarizer's output cap) plus the margin must fit the summarizer model's window. A span larger than that is summarized in
-chunks and the partial summaries merged (map-reduce), each call budgeted the same way.
+summarizer's output cap) plus the margin must fit the summarizer model's window. A span larger
+than that is summarized in chunks and the partial summaries merged (map-reduce), each call budgeted the same way.
 
 Calls go out through LiteLLM (in the proxy through its router, so the summarizer can be any
 model_list name) with the `internal_call` flag set, so the guard's own deployment hook lets them
