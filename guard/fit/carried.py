@@ -92,16 +92,21 @@ def carried(
     target, band = budget.target, budget.band
     total = fixed + sum(lossless)
     k = math.ceil(max(0, total - target) / band)
+    bar = math.ceil(budget.room * ROOM_BAR)
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
-        # a cold cache (nothing to break) or an anchor that no longer fits: cut the whole request
-        # to the bottom of the band, so the cut lasts a band of growth (where no turn boundary
-        # lies between the room bar and that mark: as deep as a crossing turn is cut)
-        for mark in dict.fromkeys((budget.floor, total - k * band)):
-            anchor = Anchor(len(messages), mark, sum(counts))
-            made = yield from cut_at(anchor.length, mark)
-            if made is not None:
-                return (*made, anchor)
-        return None
+        # a cold cache (nothing to break): cut the whole request below the band, halfway to the
+        # room bar, so the cut lasts longer than a band; an anchor that no longer fits: to the
+        # bottom of the band, as a crossing is cut. Where whole turns land under the bar there,
+        # at the next mark up; where none fits, the first that does.
+        marks = ((bar + budget.floor) // 2, budget.floor) if temperature.state == "cold" else (budget.floor,)
+        first = None
+        for mark in dict.fromkeys((*marks, total - k * band)):
+            made = yield from cut_at(len(messages), mark)
+            if made is not None and (made[0].total >= bar or first is None):
+                first = (*made, Anchor(len(messages), mark, sum(counts)))
+                if made[0].total >= bar:
+                    break
+        return first
     m = crossing(dialect, messages, tuple(lossless), fixed, target, band)
     mark = fixed + sum(lossless[:m]) - k * band  # the prefix minus the whole request's bands (at most the target)
     made = yield from _band_cut(cut_at, m, mark, budget, deep=not summarizing)
