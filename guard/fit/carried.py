@@ -123,9 +123,10 @@ def _band_cut(
     cut lasts a whole band of growth; unless whole turns that large land under the room bar there.
     Else, or then, to `mark`. (A summarized prefix keeps `mark`: its spans and the summary's
     budget step coarsely, and at the bottom they fall under the bar.)"""
-    if deep and budget.floor < mark:
+    bar = math.ceil(budget.room * ROOM_BAR)
+    if deep and bar <= budget.floor < mark:  # (bands over 40% of the room reach below the bar)
         made = yield from cut_at(m, budget.floor)
-        if made is not None and made[0].total >= math.ceil(budget.room * ROOM_BAR):
+        if made is not None and made[0].total >= bar:
             return made
     made = yield from cut_at(m, mark)
     return made
