@@ -429,11 +429,11 @@ def gap_columns(name: str, body: dict[str, Any], policy: Policy, gaps: tuple[int
     }
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: Any, digits: int = 2) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.2f}"
+        return f"{v:.{digits}f}"
     return str(v)
 
 
@@ -442,7 +442,8 @@ def table(rows: list[dict[str, Any]], title: str) -> str:
     cols += [c for c in ("gap_bill", "gap_bill_temp", "gap_room_median") if any(c in r for r in rows)]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
+        # (the gap bills to three places: with and without cache temperature they can differ by less than 0.01)
+        lines.append("| " + " | ".join(_fmt(r.get(c), 3 if c.startswith("gap_bill") else 2) for c in cols) + " |")
     cut = [r for r in rows if r["cut"]]
     if cut:
         med = {c: statistics.median(r[c] for r in cut) for c in ("hit", "anthropic", "openai", "openai_0.1")}

@@ -52,7 +52,8 @@ class Budget:
 
     @property
     def floor(self) -> int:
-        """The bottom of the band below the target: cutting below it wastes the window."""
+        """The bottom of the band below the target: where a band crossing is cut (deep enough to
+        last a band of growth); a cold cache's cut goes a little below it, never under the room bar."""
         return self.target - self.band
 
     def fits(self, input_tokens: int) -> bool:
