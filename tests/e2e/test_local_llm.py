@@ -99,6 +99,9 @@ context_guard:
     default_max_tokens: 64
     summary_max_tokens: 96
     keep_recent_groups: 2
+    # (at the default 512 the band's mark sits so near 60% of the room that no summary span of this
+    # conversation keeps the room bar: the guard drops turns instead, `below_room_bar`)
+    safety_margin_tokens: 448
   summarizer:
     model: gemma
     timeout_seconds: 240
