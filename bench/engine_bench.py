@@ -24,7 +24,6 @@ from typing import Any, Callable
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from bench.traces import agent_trace  # noqa: E402
-from guard.core import jsontext, relevance  # noqa: E402
 from guard.core.encodings import get_encoding  # noqa: E402
 from guard.core.policy import load_policy_set  # noqa: E402
 from guard.core.tokens import TokenCounter  # noqa: E402
@@ -86,12 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     size = TokenCounter(enc).body(OPENAI, big)
 
     def fit_cold(b: dict[str, Any]) -> None:
-        # every memo the engine keeps across requests starts empty: counts, parses, rewrites, terms
-        jsontext._memo.clear()
-        jsontext._rewrites.clear()
-        relevance._MEMO.clear()
-        relevance._LOWER.clear()
-        Engine(policies).fit(b)  # (a new engine: new counters, their memos empty)
+        # every memo the engine keeps across requests starts empty: counts, parses, rewrites,
+        # terms, dedupe keys, transcript lines (a new engine: new counters, new memos)
+        Engine(policies).fit(b)
 
     t_fit = best_time(fit_cold, lambda: fresh(big), args.repeat)
     t_big = best_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(big), args.repeat)

@@ -120,7 +120,9 @@ def test_the_prompt_asks_for_what_agents_need():
 
 
 def test_the_transcript_memos_are_bounded_by_characters():
-    memo = summary._SizedMemo(6400)
+    from guard.core.memo import SizedMemo
+
+    memo = SizedMemo(6400)
     for i in range(300):
         memo.put(i, "x", 30)
     assert memo.size <= 6400 and len(memo.store) == 6400 // 30 and memo.get(299) == "x" and memo.get(0) is None

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 from guard.core.content import compact_json
-from guard.core.memo import Memo
+from guard.core.memo import current
 
 TRIM_MARK = "[context-guard: {n} {what} trimmed]"
 
@@ -30,7 +30,7 @@ def parse(text: str) -> Any:
         return None
     if len(text) > MEMO_MAX_CHARS:
         return _parse(text)
-    hit = _memo.get(text, _MISSING)
+    hit = current().json_parses.get(text, _MISSING)
     if hit is _MISSING:
         hit = _parse(text)
         _remember(text, hit)
@@ -81,13 +81,12 @@ def _shallow(value: Any, limit: int) -> bool:
 
 
 _MISSING = object()
-_memo: Memo[str, Any] = Memo(512)
 
 
 def _remember(text: str, value: Any) -> None:
     """Memoise text -> parsed value (also for text this module serialised itself)."""
     if len(text) <= MEMO_MAX_CHARS:
-        _memo.put(text, value)
+        current().json_parses.put(text, value)
 
 
 def dump(value: Any) -> str:
@@ -97,16 +96,14 @@ def dump(value: Any) -> str:
     return out
 
 
-_rewrites: Memo[tuple[Any, ...], str] = Memo(4096)
-
-
 def _rewrite_memo(key: tuple[Any, ...], text: str, fn: Any) -> str:
     """Agent loops resend the same tool results every turn: remember each rewrite's output."""
     if len(text) > MEMO_MAX_CHARS:
         return cast("str", fn())
-    hit = _rewrites.get(key)
+    rewrites = current().json_rewrites
+    hit = rewrites.get(key)
     if hit is None:
-        hit = _rewrites.put(key, fn())
+        hit = rewrites.put(key, fn())
     # callers test `result is text` for "unchanged": never hand back an equal copy from the memo
     return text if hit == text else hit
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from guard.core.memo import Memo
+from guard.core.memo import current
 
 RELEVANT_SHARE = 0.5
 # BM25 needs the terms of a document, not every byte of a 100 kB tool result: the head and the tail
@@ -110,25 +110,21 @@ def _scored(hit: Any, tf: Any, lengths: Any, end: int) -> tuple[Any, Any]:
     return rows, (idf * tf / (tf + norm[:, None])).sum(axis=1)
 
 
-_LOWER: Memo[str, str] = Memo(4096)
-
-
 def _lowered(text: str) -> str:
     """The clipped document in lower case (what the substring test reads), memoised."""
-    hit = _LOWER.get(text)
+    lowered = current().lowered
+    hit = lowered.get(text)
     if hit is None:
-        hit = _LOWER.put(text, _clip(text).lower())
+        hit = lowered.put(text, _clip(text).lower())
     return hit
-
-
-_MEMO: Memo[str, tuple[int, dict[str, int]]] = Memo(20_000)
 
 
 def _terms(texts: list[str]) -> list[tuple[int, dict[str, int]]]:
     """(number of terms, count per term) of each text, memoised. Terms as `bm25s.tokenize` makes
     them by default (lower case, its token pattern, its English stop words removed), counted with
     one regex pass and a Counter: several times faster than building its vocabulary per call."""
-    found = [_MEMO.get(t) for t in texts]
+    memo = current().term_counts
+    found = [memo.get(t) for t in texts]
     missing = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
     if missing:
         stop = _stopwords()
@@ -139,7 +135,7 @@ def _terms(texts: list[str]) -> list[tuple[int, dict[str, int]]]:
                 del counts[word]
             new[text] = (sum(counts.values()), dict(counts))
         for text, terms in new.items():
-            _MEMO.put(text, terms)
+            memo.put(text, terms)
         found = [f if f is not None else new[t] for t, f in zip(texts, found)]
     return found  # type: ignore[return-value]
 

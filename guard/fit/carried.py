@@ -252,5 +252,5 @@ def _fit_prefix(
     cut, part = yield from fit(prefix, part, policy, can_summarize=summarizing)
     ctx.summarized.calls = part.summarized.calls
     if known is not None:
-        known.update(part.summarized.known)  # (a restored snapshot holds a copy)
+        known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
     return cut, part

@@ -10,7 +10,7 @@ A `Conversation` is immutable; every edit returns a new one. Per message it keep
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from guard.core.policy import Policy
@@ -155,29 +155,31 @@ class Context:
     policy: Policy
     marks: Marks  # what to cut to (immutable: a step that moves them puts new marks here)
     estimate: bool = False
-    ledger: Ledger = field(default_factory=Ledger)  # what the steps did and skipped
-    exhausted: set[str] = field(default_factory=set)
+    ledger: Ledger = field(default_factory=Ledger)  # what the steps did and skipped (append-only)
     summarized: Summaries = field(default_factory=Summaries)  # what the fit knows of its summaries
     history: History = field(default_factory=History)  # the messages as sent, read-only
-    # dedupe: (origin, slot) of a later copy replaced by a marker -> (origin, slot) of the first copy
-    duplicate_of: dict[tuple[int, int | None], tuple[int, int | None]] = field(default_factory=dict)
 
-    def snapshot(self) -> Context:
-        """A copy whose mutable parts are copies too (see `restore`)."""
-        return replace(
-            self,
-            ledger=self.ledger.copy(),
-            exhausted=set(self.exhausted),
-            summarized=self.summarized.copy(),
-            duplicate_of=dict(self.duplicate_of),
-        )
+    @property
+    def exhausted(self) -> set[str]:
+        return self.ledger.exhausted
 
-    def restore(self, saved: Context) -> None:
-        """Put this context back in the state `saved` (a snapshot) recorded."""
-        copy = saved.snapshot()
-        for f in fields(self):
-            if f.name != "history":
-                setattr(self, f.name, getattr(copy, f.name))
+    @property
+    def duplicate_of(self) -> dict[tuple[int, int | None], tuple[int, int | None]]:
+        return self.ledger.duplicate_of
+
+    def trial(self, summaries: bool = False) -> Context:
+        """This context for steps tried tentatively: the same marks and history, a ledger of its
+        own (no entries yet; what is known exhausted and deduplicated so far) and, with
+        `summaries`, a copy of the summary state (see `commit`). A trial whose result does not
+        stand is dropped: this context never has to be rolled back."""
+        ledger = Ledger(exhausted=set(self.exhausted), duplicate_of=dict(self.duplicate_of))
+        return replace(self, ledger=ledger, summarized=self.summarized.copy() if summaries else self.summarized)
+
+    def commit(self, trial: Context) -> None:
+        """The tried steps' result stands: append what they recorded, take the marks (and the
+        summary state) they left."""
+        self.ledger.extend(trial.ledger)
+        self.marks, self.summarized, self.estimate = trial.marks, trial.summarized, trial.estimate
 
     def relevant_last(self, items: Iterable[T], origins: Callable[[T], Iterable[int]]) -> list[T]:
         """`items` (oldest first) with those the question is about moved to the back (see
@@ -194,28 +196,30 @@ class Context:
         self,
         conv: Conversation,
         slots: Iterable[tuple[int, int | None, Content]],
-        step: Callable[[list[tuple[int, int | None, Content]]], Conversation],
+        step: Callable[[Context, list[tuple[int, int | None, Content]]], Conversation],
     ) -> Conversation:
-        """Run `step` on the settled slots (see `settled_slots`); only if that leaves the request
-        over its mark while the newer older messages would bring it there, on all of them (a
-        single request whose one big result just left the newest turns is still fitted)."""
+        """Run `step` (with the context it writes to) on the settled slots (see `settled_slots`);
+        only if that leaves the request over its mark while the newer older messages would bring
+        it there, on all of them (a single request whose one big result just left the newest
+        turns is still fitted). Both are tried on a `trial` of this context; the one that stands
+        is committed."""
         slots = list(slots)
         settled = self.settled_slots(conv, slots)
         if len(settled) == len(slots):
-            return step(slots)
-        saved = self.snapshot()
-        out = step(settled)
-        if self.done(out):
-            return out
+            return step(self, slots)
+        first = self.trial()
+        out = step(first, settled)
         tail = {s[0] for s in slots} - {s[0] for s in settled}
-        if out.total - sum(out.counts[i] for i in tail) > self.stop_at:
-            return out  # even removing those messages whole would not do: no need to try
-        after_settled = self.snapshot()
-        self.restore(saved)
-        full = step(slots)
+        # (even removing those newer messages whole would not do: no need to try)
+        if self.done(out) or out.total - sum(out.counts[i] for i in tail) > self.stop_at:
+            self.commit(first)
+            return out
+        second = self.trial()
+        full = step(second, slots)
         if self.done(full):
+            self.commit(second)
             return full
-        self.restore(after_settled)
+        self.commit(first)
         return out
 
     def requantize(self, conv: Conversation) -> None:

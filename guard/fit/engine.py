@@ -4,14 +4,16 @@
     fitted = engine.fit(body)          # -> Fitted(body, report), or raises ContextWindowExceeded
 
 The engine never mutates the body it is given; token counts are memoised across requests per
-(encoding, calibration, image formula), so an agent loop's next turn only counts its new messages.
+(encoding, calibration, image formula), so an agent loop's next turn only counts its new messages,
+and the pure helpers' memos (JSON parses and rewrites, relevance terms, transcript lines) are the
+engine's own (`memos`, current while it plans or counts: see guard.core.memo).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from guard.core import calibration
 from guard.core.config import Deployment, GuardConfig
@@ -19,6 +21,7 @@ from guard.core.counters import Counters
 from guard.core.encodings import get_vocab
 from guard.core.errors import BadRequest
 from guard.core.limits import ModelLimits, Resolver, lookup, resolve_limits
+from guard.core.memo import Memos, using
 from guard.core.modelmap import bundled_model_map, litellm_available, litellm_resolver
 from guard.core.models import profile
 from guard.core.policy import Policy, PolicySet
@@ -57,6 +60,7 @@ class Engine:
         self.counters = Counters(encoding_loader)
         self.conversations = conversations if conversations is not None else SeenLog()
         self.clock = clock
+        self.memos = Memos()  # the pure helpers' memos, current while this engine plans or counts
 
     @classmethod
     def from_guard_config(cls, config: GuardConfig, **kwargs: Any) -> Engine:
@@ -136,11 +140,11 @@ class Engine:
             conversation = conversation or self.conversation_key(body, name, d)
             ttl = ttl_seconds(policy.cache_ttl_seconds, family, body)
             temperature = judge(self.conversations.get(conversation), now, ttl)
-        inner = plan(
+        inner = _owned(plan(
             body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,
             family=family, adaptive_thinking=self._adaptive_thinking(real),
             calibration=(key, factor.source), temperature=temperature,
-        )
+        ), self.memos)
         return inner if conversation is None else _recorded(inner, self.conversations, conversation, now, temperature)
 
     def conversation_key(self, body: Mapping[str, Any], model: str, dialect: Dialect | str | None = None) -> str:
@@ -156,7 +160,8 @@ class Engine:
         name, d = _named(body, model, dialect)
         policy = policy or self.policy_for(name)
         _, _, (counter, _, _) = self._counting(name, policy, None)
-        return counter.body(d, body)
+        with using(self.memos):
+            return counter.body(d, body)
 
     def _adaptive_thinking(self, model: str) -> bool:
         """Whether LiteLLM maps reasoning_effort to adaptive thinking (no budget) for this model."""
@@ -187,6 +192,22 @@ def _named(body: Mapping[str, Any], model: str | None, dialect: Dialect | str | 
 def _dialect(body: Mapping[str, Any], dialect: Dialect | str | None) -> Dialect:
     """The dialect named (or given), else the one the body's shape says."""
     return by_name(dialect) if isinstance(dialect, str) else dialect or detect(body)
+
+
+def _owned(inner: Plan, memos: Memos) -> Plan:
+    """`inner`, run with `memos` current: set before each step of the generator and put back
+    after it, so a driver that interleaves other work between steps (an async shell awaiting a
+    summary) never sees them."""
+    answer: Any = None
+    started = False
+    while True:
+        with using(memos):
+            try:
+                request = inner.send(answer) if started else next(inner)
+            except StopIteration as stop:
+                return cast("Fitted", stop.value)
+        started = True
+        answer = yield request
 
 
 def _recorded(inner: Plan, log: SeenLog, conversation: str, now: float, temperature: Temperature) -> Plan:

@@ -45,9 +45,10 @@ def rounds(
     """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by
     estimate; settling makes every count exact, and if the estimates were optimistic, round 2
     carries on from there with exact counts only."""
+    base = ctx  # with summaries: the context at the checkpoint, the steps after it tried on `ctx`
     for estimate in (True, False):
         ctx.estimate = estimate
-        checkpoint: tuple[Conversation, Context] | None = None
+        checkpoint: Conversation | None = None
         i = 0
         while i < len(STEPS):
             step = STEPS[i]
@@ -59,7 +60,7 @@ def rounds(
                 conv = yield from reuse(conv, ctx, spans)  # a conversation once compacted stays so
                 if ctx.done(conv):
                     break
-                checkpoint = (conv, ctx.snapshot())
+                checkpoint, ctx = conv, base.trial(summaries=True)
             if kind == "budget" or not policy.allows(name) or name in ctx.exhausted:
                 continue
             if kind == "summary":
@@ -70,7 +71,8 @@ def rounds(
                         # a new summary: redo every step with the largest known summary in place
                         # first, exactly as the next fit of this request (which finds it cached)
                         # will; spans only grow, so this ends
-                        conv, i = _from_checkpoint(checkpoint, ctx, spans or []), 0
+                        ctx = _from_checkpoint(base, ctx)
+                        conv, i = apply_largest(checkpoint, ctx, spans or []), 0
                 elif estimate:
                     ctx.skipped.append(Skipped(name, "no_summarizer"))
                 continue
@@ -92,17 +94,17 @@ def rounds(
         conv = conv.settled(ctx)
         if ctx.done(conv):
             break
+    if ctx is not base:
+        base.commit(ctx)
     return conv
 
 
-def _from_checkpoint(checkpoint: tuple[Conversation, Context], ctx: Context, spans: list[list[int]]) -> Conversation:
-    """The checkpoint's conversation, the context put back as it was there but for the summaries
-    known and the calls made since, and the largest known summary put in."""
-    conv, saved = checkpoint
-    known, calls = dict(ctx.summarized.known), ctx.summarized.calls
-    ctx.restore(saved)
-    ctx.summarized.known, ctx.summarized.calls = known, calls
-    return apply_largest(conv, ctx, spans)
+def _from_checkpoint(base: Context, tried: Context) -> Context:
+    """A new trial of the context at the checkpoint (`base`, untouched since), knowing the
+    summaries `tried` got and the calls it made (what a fit learns of its summaries only grows)."""
+    fresh = base.trial(summaries=True)
+    fresh.summarized.known, fresh.summarized.calls = dict(tried.summarized.known), tried.summarized.calls
+    return fresh
 
 
 def _to_room(name: str, conv: Conversation, ctx: Context) -> Conversation:

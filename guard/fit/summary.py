@@ -17,12 +17,12 @@ be tested without a model:
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from guard.core import jsontext
+from guard.core.memo import SizedMemo, current
 from guard.dialects import Dialect
 
 PROMPT_VERSION = "2"  # part of every cache key: bump it when the prompts change
@@ -63,6 +63,7 @@ def transcript(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[
     messages every turn, and handing back the same line object lets every memo keyed by a line
     (span hashes, relevance) find it without hashing its text again."""
     out = []
+    lines = current().transcript_lines
     for msg in messages:
         content = msg.get("content") if type(msg) is dict else None
         if type(content) is not str or msg.get("tool_calls"):
@@ -70,48 +71,19 @@ def transcript(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[
             continue
         key = (dialect.name, msg.get("role"), msg.get("name"), msg.get("tool_call_id"), content)
         try:
-            line = _LINES.get(key)
+            line = lines.get(key)
         except TypeError:  # an unhashable name or id: render without the memo
             out.append(_line(dialect, msg))
             continue
         if line is None:
             line = _line(dialect, msg)
-            _remember_line(key, line)
+            _remember_line(lines, key, line)
         out.append(line)
     return out
 
 
-class _SizedMemo:
-    """A FIFO memo bounded by the characters it keeps alive, not by its number of entries: the
-    texts of agent loops range from a word to 100 kB."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget, self.size = budget, 0
-        self.store: dict[Any, Any] = {}
-        self.sizes: dict[Any, int] = {}
-        self.lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        return self.store.get(key)
-
-    def put(self, key: Any, value: Any, size: int) -> None:
-        if size > self.budget // 64:
-            return  # a huge text: not worth pinning in memory
-        with self.lock:
-            while self.store and self.size + size > self.budget:
-                old = next(iter(self.store))
-                del self.store[old]
-                self.size -= self.sizes.pop(old)
-            if key not in self.store:
-                self.store[key], self.sizes[key] = value, size
-                self.size += size
-
-
-_LINES = _SizedMemo(16_000_000)  # characters: content + line
-
-
-def _remember_line(key: tuple[Any, ...], line: str) -> None:
-    _LINES.put(key, line, len(key[-1]) + len(line))
+def _remember_line(memo: SizedMemo, key: tuple[Any, ...], line: str) -> None:
+    memo.put(key, line, len(key[-1]) + len(line))
 
 
 def _line(dialect: Dialect, msg: Mapping[str, Any]) -> str:
@@ -178,14 +150,12 @@ def span_keys(tenant: str, model: str, max_tokens: int, spans: Sequence[Sequence
     return keys
 
 
-_DIGESTS = _SizedMemo(16_000_000)  # characters of the lines kept as keys
-
-
 def _line_digest(line: str) -> bytes:
-    hit = _DIGESTS.get(line)
+    digests = current().line_digests
+    hit = digests.get(line)
     if hit is None:
         hit = hashlib.sha256(line.encode("utf-8", "surrogatepass")).digest()
-        _DIGESTS.put(line, hit, len(line))
+        digests.put(line, hit, len(line))
     return cast("bytes", hit)
 
 

@@ -25,6 +25,7 @@ from typing import Any, cast
 from guard.core.breaker import CircuitBreaker
 from guard.core.budget import make_budget
 from guard.core.config import SummarizerSettings
+from guard.core.memo import using
 from guard.dialects import OPENAI, by_name
 from guard.fit import summary
 from guard.fit.engine import Engine
@@ -90,15 +91,18 @@ class Summarizer:
         nest, so their transcript is hashed once for all of them (`summary.span_keys`)."""
         _, cap, _ = self.budget()
         budgets = {min(r.max_tokens, cap) for r in requests}
-        if len(budgets) == 1:  # one plan's requests share the policy's summary budget
-            keys = summary.span_keys(tenant, self.settings.model, budgets.pop(), [self._lines(r) for r in requests])
-        else:
-            keys = [self._key(r, tenant, cap)[0] for r in requests]
+        with using(self.engine.memos):  # (the transcript lines and digests: the engine's memos)
+            if len(budgets) == 1:  # one plan's requests share the request's summary budget
+                lines = [self._lines(r) for r in requests]
+                keys = summary.span_keys(tenant, self.settings.model, budgets.pop(), lines)
+            else:
+                keys = [self._key(r, tenant, cap)[0] for r in requests]
         return tuple(await self.cache.get_many(keys))
 
     async def summarize(self, request: SummaryRequest, tenant: str) -> SummaryAnswer:
         room, cap, counter = self.budget()
-        key, lines, max_tokens = self._key(request, tenant, cap)
+        with using(self.engine.memos):
+            key, lines, max_tokens = self._key(request, tenant, cap)
         cached = await self.cache.get(key)
         if cached is not None:
             return SummaryAnswer(cached, source="cache")

@@ -59,5 +59,5 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
     return ctx.settled_first(
         conv,
         conv.tool_slots(recent=False),
-        lambda slots: rewrite_tool_results(conv, ctx, "drop_metadata", slots, transform, lossless=True),
+        lambda c, slots: rewrite_tool_results(conv, c, "drop_metadata", slots, transform, lossless=True),
     )

@@ -5,11 +5,12 @@ prefix up to the newest message, so an edit to an old message would cost the who
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from guard.core import jsontext
-from guard.core.memo import Memo
+from guard.core.memo import current
 from guard.core.tokens import freeze
 from guard.dialects import Content, content_texts, map_texts, replace_text
 from guard.fit.conversation import Context, Conversation
@@ -42,18 +43,16 @@ class _Item:
         return isinstance(other, _Item) and self._hash == other._hash and self.value == other.value
 
 
-_frozen: Memo[str, tuple[_Item, ...]] = Memo(4096)
-
-
 def _text_items(text: str) -> tuple[_Item, ...]:
     """Exact keys of the items of one text's top-level arrays, in order. Agent loops resend the
     same results every turn: memoised by text, like the rewrites."""
-    hit = _frozen.get(text)
+    memo = current().dedupe_items
+    hit = memo.get(text)
     if hit is None:
         value = jsontext.parse(text)
         hit = tuple(_Item(item) for item in jsontext.array_items(value)) if value is not None else ()
         if len(text) <= jsontext.MEMO_MAX_CHARS:
-            _frozen.put(text, hit)
+            memo.put(text, hit)
     return hit
 
 
@@ -86,11 +85,11 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
             for item in _items(content):
                 first_item.setdefault(item, order)
 
-    def transform(result: ToolResult) -> Content:
+    def transform(into: Context, result: ToolResult) -> Content:
         where = positions[(result.index, result.slot)]
         key = keys[(result.index, result.slot)]
         if key is not None and first_result[key] < where:
-            ctx.duplicate_of[(conv.origin[result.index], result.slot)] = first_slot[first_result[key]]
+            into.duplicate_of[(conv.origin[result.index], result.slot)] = first_slot[first_result[key]]
             return replace_text(result.content, DUPLICATE_MARK.format(n=result.message_tokens))
         seen_before: Callable[[Any], bool] = lambda item: first_item.get(item, where) < where  # noqa: E731
         return map_texts(result.content, lambda text: _drop_seen_items(text, seen_before))
@@ -98,7 +97,7 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
     return ctx.settled_first(
         conv,
         conv.tool_slots(recent=False),
-        lambda slots: rewrite_tool_results(conv, ctx, "dedupe", slots, transform, lossless=True),
+        lambda c, slots: rewrite_tool_results(conv, c, "dedupe", slots, functools.partial(transform, c), lossless=True),
     )
 
 

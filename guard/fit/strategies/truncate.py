@@ -71,7 +71,7 @@ def truncate_tool_results(conv: Conversation, ctx: Context) -> Conversation:
     down to what is still needed (at least the policy's `truncated_tool_result_tokens`); the
     newest turns stay intact."""
     slots = ctx.relevant_last(conv.tool_slots(recent=False), lambda s: (conv.origin[s[0]],))
-    return ctx.settled_first(conv, slots, lambda some: _truncate(conv, ctx, "truncate_tool_results", some))
+    return ctx.settled_first(conv, slots, lambda c, some: _truncate(conv, c, "truncate_tool_results", some))
 
 
 def truncate_recent_tool_results(conv: Conversation, ctx: Context) -> Conversation:
