@@ -327,3 +327,44 @@ def test_a_duplicate_whose_first_copy_was_dropped_is_sent_again():
             assert tools["c4"] == same and "first_copy_cut_no_room_to_restore" not in reasons
         else:  # no room for it: the report says so
             assert tools["c4"].startswith("[context-guard: duplicate") and "first_copy_cut_no_room_to_restore" in reasons
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(5, 300), st.booleans()), min_size=2, max_size=12),
+    st.sampled_from(["compact_json", "drop_metadata", "dedupe", "truncate_tool_results", "drop_oldest_turns", "truncate_recent_tool_results"]),
+    st.integers(0, 3000),
+)
+def test_a_strategy_returns_what_it_did_and_never_writes_to_the_context_it_reads(results, name, stop_at):
+    """Each strategy reads its context and returns an Outcome: the caller's ledger and marks stay
+    as they were, and the outcome's ledger accounts for exactly the tokens its conversation saved
+    (counts are exact here: no estimate)."""
+    from guard.dialects import OPENAI
+    from guard.fit.conversation import Context, Conversation
+    from guard.fit.ledger import Ledger
+    from guard.fit.marks import Marks
+    from guard.fit.strategies import STRATEGIES
+
+    e = engine(100_000)
+    policy = e.policy_for("m")
+    counter, _ = e.counter_for("m", policy)
+    texts = [
+        json.dumps({"rows": [{"id": j, "text": words(n, j), "metadata": {"raw": words(n // 2)}} for j in range(3)]}, indent=2)
+        if as_json
+        else words(n, i)
+        for i, (n, as_json) in enumerate(results)
+    ]
+    msgs = agent(texts + texts[:1])["messages"]  # the first result once more: something to dedupe
+    conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, keep_recent_groups=1, keep_first_user_turn=True)
+    marks = Marks(stop_at=stop_at, room=stop_at + 500, target=stop_at, band=100)
+    ctx = Context(counter=counter, policy=policy, marks=marks)
+    ctx.record("clamp_output", 7, 1)
+    before = ctx.ledger.copy()
+    out = STRATEGIES[name](conv, ctx)
+    assert ctx.marks == marks
+    assert ctx.ledger == before
+    assert sum(saved for kind, saved, _ in out.ledger.entries if kind == name) == conv.total - out.conv.total
+    assert out.conv.total <= conv.total
+    ctx.take(out)
+    assert ctx.ledger.entries == before.entries + out.ledger.entries
+    assert ctx.marks == out.marks and isinstance(ctx.ledger, Ledger)

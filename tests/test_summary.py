@@ -120,11 +120,12 @@ def test_the_prompt_asks_for_what_agents_need():
 
 
 def test_the_transcript_memos_are_bounded_by_characters():
-    from guard.core.memo import SizedMemo
+    from guard.core.memo import Memo, current
 
-    memo = SizedMemo(6400)
+    assert current().transcript_lines.sized and current().line_digests.sized
+    memo: Memo[object, str] = Memo(6400, sized=True)
     for i in range(300):
         memo.put(i, "x", 30)
-    assert memo.size <= 6400 and len(memo.store) == 6400 // 30 and memo.get(299) == "x" and memo.get(0) is None
+    assert memo.size <= 6400 and len(memo) == 6400 // 30 and memo.get(299) == "x" and memo.get(0) is None
     memo.put("huge", "y", 500)  # more than 1/64 of the budget: not kept
     assert memo.get("huge") is None and memo.size <= 6400

@@ -2,9 +2,10 @@
 and `Memos`, the set of them an `Engine` owns.
 
 Agent loops resend the same messages, tool results and texts every turn, so counts, parses,
-rewrites and term counts are memoised; each memo is bounded, and all of them evict the same way.
-Safe to share across threads without a lock: a lost insert or eviction under a race only costs a
-recomputation (the values are pure functions of their keys).
+rewrites and term counts are memoised; each memo is bounded (by entries, or by the characters it
+keeps alive), and all of them evict the same way. Safe to share across threads: a lost insert or
+eviction under a race only costs a recomputation (the values are pure functions of their keys);
+a sized memo takes a lock so its running size stays right.
 
 The counts live in each engine's `TokenCounter`; the memos of the pure helpers (JSON parses and
 rewrites, relevance terms, dedupe keys, transcript lines and digests) live in a `Memos` that the
@@ -27,17 +28,35 @@ V = TypeVar("V")
 
 class Memo(Generic[K, V]):
     """At most `limit` entries; `put` past the limit first drops the oldest. `get` is the dict's
-    own (bound once: memo hits run for every message of every request)."""
+    own (bound once: memo hits run for every message of every request).
 
-    def __init__(self, limit: int) -> None:
+    A `sized` memo bounds what it keeps alive instead (the texts of agent loops range from a word
+    to 100 kB): `limit` is then a budget in the units of the `size` every `put` gives (characters),
+    and an entry over a 64th of it is not kept at all (a huge text is not worth pinning)."""
+
+    def __init__(self, limit: int, *, sized: bool = False) -> None:
         if limit < 1:
             raise ValueError("a memo holds at least one entry")
-        self.limit = limit
+        self.limit, self.sized, self.size = limit, sized, 0
         self._data: dict[K, V] = {}
+        self._sizes: dict[K, int] = {}
+        self._lock = threading.Lock()
         self.get = self._data.get
 
-    def put(self, key: K, value: V) -> V:
-        bounded_put(self._data, key, value, self.limit)
+    def put(self, key: K, value: V, size: int = 1) -> V:
+        if not self.sized:
+            bounded_put(self._data, key, value, self.limit)
+            return value
+        if size > self.limit // 64:
+            return value
+        with self._lock:
+            while self._data and self.size + size > self.limit:
+                old = next(iter(self._data))
+                del self._data[old]
+                self.size -= self._sizes.pop(old)
+            if key not in self._data:
+                self._data[key], self._sizes[key] = value, size
+                self.size += size
         return value
 
     def __len__(self) -> int:
@@ -47,7 +66,10 @@ class Memo(Generic[K, V]):
         return key in self._data
 
     def clear(self) -> None:
-        self._data.clear()
+        with self._lock:
+            self._data.clear()
+            self._sizes.clear()
+            self.size = 0
 
 
 def bounded_put(store: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
@@ -60,41 +82,6 @@ def bounded_put(store: dict[Any, Any], key: Any, value: Any, limit: int) -> None
     store[key] = value
 
 
-class SizedMemo:
-    """A memo bounded by the characters it keeps alive, not by its number of entries (the texts of
-    agent loops range from a word to 100 kB); oldest first out, like `Memo`."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget, self.size = budget, 0
-        self.store: dict[Any, Any] = {}
-        self.sizes: dict[Any, int] = {}
-        self.lock = threading.Lock()
-
-    def get(self, key: Any) -> Any:
-        return self.store.get(key)
-
-    def put(self, key: Any, value: Any, size: int) -> None:
-        if size > self.budget // 64:
-            return  # a huge text: not worth pinning in memory
-        with self.lock:
-            while self.store and self.size + size > self.budget:
-                old = next(iter(self.store))
-                del self.store[old]
-                self.size -= self.sizes.pop(old)
-            if key not in self.store:
-                self.store[key], self.sizes[key] = value, size
-                self.size += size
-
-    def __len__(self) -> int:
-        return len(self.store)
-
-    def clear(self) -> None:
-        with self.lock:
-            self.store.clear()
-            self.sizes.clear()
-            self.size = 0
-
-
 class Memos:
     """The memos of the pure helpers, one set per owner (an `Engine`), each bounded."""
 
@@ -104,8 +91,9 @@ class Memos:
         self.lowered: Memo[str, str] = Memo(4096)  # text -> clipped lower case (guard.core.relevance)
         self.term_counts: Memo[str, tuple[int, dict[str, int]]] = Memo(20_000)  # text -> BM25 terms
         self.dedupe_items: Memo[str, tuple[Any, ...]] = Memo(4096)  # text -> its array items' keys
-        self.transcript_lines = SizedMemo(16_000_000)  # message content -> transcript line (characters)
-        self.line_digests = SizedMemo(16_000_000)  # transcript line -> sha256 (characters)
+        # (dialect, role, name, call id, content) -> transcript line; transcript line -> its sha256
+        self.transcript_lines: Memo[tuple[Any, ...], str] = Memo(16_000_000, sized=True)  # characters
+        self.line_digests: Memo[str, bytes] = Memo(16_000_000, sized=True)  # characters
 
     def clear(self) -> None:
         for memo in vars(self).values():

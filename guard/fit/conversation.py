@@ -142,9 +142,20 @@ class Estimate:
     savings: tuple[tuple[str, int], ...]
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What a strategy made of a conversation: the new conversation, the ledger of what it did
+    (entries to append to the fit's) and the marks it leaves (a drop can raise the stop mark).
+    A strategy never writes to the context it is given (see `Context.outcome` and `take`)."""
+
+    conv: Conversation
+    ledger: Ledger
+    marks: Marks
+
+
 @dataclass
 class Context:
-    """What a strategy reads besides the conversation, and where it writes what it did.
+    """What a strategy reads besides the conversation, and where the fit keeps what the steps did.
 
     With `estimate` on, lossless rewrites (JSON compaction, metadata removal, item dedupe) are
     counted by estimate and settled exactly once at the end of the round: most of what they
@@ -180,6 +191,21 @@ class Context:
         summary state) they left."""
         self.ledger.extend(trial.ledger)
         self.marks, self.summarized, self.estimate = trial.marks, trial.summarized, trial.estimate
+
+    def own(self) -> Context:
+        """This context for one strategy: a ledger of its own (see `trial`), returned in its
+        `outcome`, so the strategy never writes to the fit's."""
+        return self.trial()
+
+    def outcome(self, conv: Conversation) -> Outcome:
+        """A strategy's result: `conv` and what this (its own) context recorded."""
+        return Outcome(conv, self.ledger, self.marks)
+
+    def take(self, out: Outcome) -> Conversation:
+        """Append a strategy's ledger to this context's, take the marks it left; its conversation."""
+        self.ledger.extend(out.ledger)
+        self.marks = out.marks
+        return out.conv
 
     def relevant_last(self, items: Iterable[T], origins: Callable[[T], Iterable[int]]) -> list[T]:
         """`items` (oldest first) with those the question is about moved to the back (see

@@ -90,7 +90,7 @@ def rounds(
                 if ctx.done(conv):
                     break
             ctx.requantize(conv)
-            conv = STRATEGIES[name](conv, ctx)
+            conv = ctx.take(STRATEGIES[name](conv, ctx))
         conv = conv.settled(ctx)
         if ctx.done(conv):
             break
@@ -109,12 +109,11 @@ def _from_checkpoint(base: Context, tried: Context) -> Context:
 
 def _to_room(name: str, conv: Conversation, ctx: Context) -> Conversation:
     """A step inside the newest turns, run only as far as the room (not the low-water mark)."""
-    saved = ctx.marks
-    ctx.marks = saved.stopping_at(max(saved.stop_at, saved.room))
-    try:
-        return STRATEGIES[name](conv, ctx)
-    finally:
-        ctx.marks = ctx.marks.stopping_at(saved.stop_at)
+    stop_at = ctx.stop_at
+    out = STRATEGIES[name](conv, replace(ctx, marks=ctx.marks.stopping_at(max(stop_at, ctx.room))))
+    conv = ctx.take(out)
+    ctx.marks = ctx.marks.stopping_at(stop_at)
+    return conv
 
 
 def _without_wasted_cuts(

@@ -19,10 +19,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from guard.core import jsontext
-from guard.core.memo import SizedMemo, current
+from guard.core.memo import Memo, current
 from guard.dialects import Dialect
 
 PROMPT_VERSION = "2"  # part of every cache key: bump it when the prompts change
@@ -82,7 +82,7 @@ def transcript(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[
     return out
 
 
-def _remember_line(memo: SizedMemo, key: tuple[Any, ...], line: str) -> None:
+def _remember_line(memo: Memo[tuple[Any, ...], str], key: tuple[Any, ...], line: str) -> None:
     memo.put(key, line, len(key[-1]) + len(line))
 
 
@@ -156,7 +156,7 @@ def _line_digest(line: str) -> bytes:
     if hit is None:
         hit = hashlib.sha256(line.encode("utf-8", "surrogatepass")).digest()
         digests.put(line, hit, len(line))
-    return cast("bytes", hit)
+    return hit
 
 
 @dataclass(frozen=True)

@@ -6,24 +6,25 @@ from itertools import chain
 
 from guard.core import jsontext
 from guard.dialects import Content, Dialect, Message, map_texts
-from guard.fit.conversation import Context, Conversation
+from guard.fit.conversation import Context, Conversation, Outcome
 from guard.fit.rewrite import ToolResult, rewrite_tool_results
 
 
-def compact_json(conv: Conversation, ctx: Context) -> Conversation:
+def compact_json(conv: Conversation, ctx: Context) -> Outcome:
     """Re-serialize every JSON tool result without whitespace (same data, fewer tokens; the only
     rewrite allowed inside the newest turns). All of them, not just enough: each result then has
     one form for as long as the conversation is over its room, so the prompt a provider cached on
     the previous turn is still a prefix of this one."""
+    ctx = ctx.own()
     older = conv.tool_slots(recent=False)
     newest = [s for s in conv.tool_slots(recent=True) if conv.recent[s[0]]]
 
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, jsontext.compact)
 
-    return rewrite_tool_results(
+    return ctx.outcome(rewrite_tool_results(
         conv, ctx, "compact_json", chain(older, newest), transform, lossless=True, exhaustive=True
-    )
+    ))
 
 
 def compacted(dialect: Dialect, msg: Message) -> Message:
@@ -36,7 +37,7 @@ def compacted(dialect: Dialect, msg: Message) -> Message:
     return out
 
 
-def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
+def drop_metadata(conv: Conversation, ctx: Context) -> Outcome:
     """Remove the policy's bulky keys (embeddings, raw html, metadata dicts) from older JSON tool
     results, keeping citation keys (id, title, url, ...) of bulky dicts.
 
@@ -45,6 +46,7 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
     older result at once (`Context.settled_slots`), so the edge of what it rewrote moves once per
     band of growth, never on the oldest messages again. Only if that is not enough does it go on
     to the older results that just left the newest turns (see `Context.settled_first`)."""
+    ctx = ctx.own()
     bulky, citation = ctx.policy.metadata_keys, ctx.policy.citation_keys
 
     def transform(result: ToolResult) -> Content:
@@ -54,10 +56,10 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Conversation:
     conv = rewrite_tool_results(
         conv, ctx, "drop_metadata", settled, transform, lossless=True, exhaustive=ctx.every_overflow
     )
-    if ctx.done(conv):
-        return conv
-    return ctx.settled_first(
-        conv,
-        conv.tool_slots(recent=False),
-        lambda c, slots: rewrite_tool_results(conv, c, "drop_metadata", slots, transform, lossless=True),
-    )
+    if not ctx.done(conv):
+        conv = ctx.settled_first(
+            conv,
+            conv.tool_slots(recent=False),
+            lambda c, slots: rewrite_tool_results(conv, c, "drop_metadata", slots, transform, lossless=True),
+        )
+    return ctx.outcome(conv)

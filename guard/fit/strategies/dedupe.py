@@ -13,7 +13,7 @@ from guard.core import jsontext
 from guard.core.memo import current
 from guard.core.tokens import freeze
 from guard.dialects import Content, content_texts, map_texts, replace_text
-from guard.fit.conversation import Context, Conversation
+from guard.fit.conversation import Context, Conversation, Outcome
 from guard.fit.rewrite import ToolResult, rewrite_tool_results
 
 DUPLICATE_MARK = "[context-guard: duplicate of an earlier tool result; ~{n} tokens removed]"
@@ -64,10 +64,11 @@ def _items(content: Content) -> list[Any]:
     return out
 
 
-def dedupe(conv: Conversation, ctx: Context) -> Conversation:
+def dedupe(conv: Conversation, ctx: Context) -> Outcome:
     """Older tool results equal to an earlier one become a short marker; array items (retrieved
     documents) already seen in an earlier result are removed from the later one. The newest turns
     are never edited (a copy there stays, and the first copy with it)."""
+    ctx = ctx.own()
     order = 0
     first_result: dict[str, int] = {}  # text -> position of its first copy
     first_slot: dict[int, tuple[int, int | None]] = {}  # position -> (origin, slot)
@@ -94,11 +95,11 @@ def dedupe(conv: Conversation, ctx: Context) -> Conversation:
         seen_before: Callable[[Any], bool] = lambda item: first_item.get(item, where) < where  # noqa: E731
         return map_texts(result.content, lambda text: _drop_seen_items(text, seen_before))
 
-    return ctx.settled_first(
+    return ctx.outcome(ctx.settled_first(
         conv,
         conv.tool_slots(recent=False),
         lambda c, slots: rewrite_tool_results(conv, c, "dedupe", slots, functools.partial(transform, c), lossless=True),
-    )
+    ))
 
 
 def _drop_seen_items(text: str, seen_before: Callable[[Any], bool]) -> str:

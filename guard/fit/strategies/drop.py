@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 
 from guard.dialects import MARKER_PREFIX, Message, cache_breakpoint, last_breakpoints
-from guard.fit.conversation import Context, Conversation
+from guard.fit.conversation import Context, Conversation, Outcome
 
 OMITTED_MARK = MARKER_PREFIX + " {m} earlier messages ({n} tokens) omitted to fit the context window]"
 
@@ -21,13 +21,14 @@ def droppable_groups(conv: Conversation) -> list[list[int]]:
     return [idx for g, idx in by_group.items() if g not in blocked]
 
 
-def drop_oldest_turns(conv: Conversation, ctx: Context) -> Conversation:
+def drop_oldest_turns(conv: Conversation, ctx: Context) -> Outcome:
     """Drop the oldest droppable groups (those the last user message is about last) until at the
     stop mark, passing over a group that would
     cut far below it when later ones can do; each run of dropped messages is replaced by one
     marker message that says how many messages and tokens went."""
+    ctx = ctx.own()
     if ctx.done(conv):
-        return conv
+        return ctx.outcome(conv)
     groups = ctx.relevant_last(droppable_groups(conv), lambda g: (conv.origin[i] for i in g))
     chosen = _oldest_first(conv, ctx, groups, skip_overshoot=True)
     if not ctx.done(_without(conv, ctx, chosen)):
@@ -37,7 +38,7 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Conversation:
     # the target, so nothing after this step (the last-resort truncation) should cut further
     below = ctx.target if ctx.ceiling is None else ctx.ceiling
     ctx.marks = ctx.marks.stopping_at(max(ctx.stop_at, min(result.total, below)))
-    return result
+    return ctx.outcome(result)
 
 
 def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: set[int]) -> set[int]:

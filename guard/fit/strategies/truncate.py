@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from guard.core import jsontext
 from guard.dialects import Content, content_texts, replace_text
-from guard.fit.conversation import Context, Conversation
+from guard.fit.conversation import Context, Conversation, Outcome
 from guard.fit.history import Slot
 from guard.fit.rewrite import ToolResult, rewrite_tool_results
 
@@ -66,16 +66,19 @@ def _truncate(
     return rewrite_tool_results(conv, ctx, kind, slots, transform)
 
 
-def truncate_tool_results(conv: Conversation, ctx: Context) -> Conversation:
+def truncate_tool_results(conv: Conversation, ctx: Context) -> Outcome:
     """Shrink older tool results, oldest first (those the last user message is about last), each
     down to what is still needed (at least the policy's `truncated_tool_result_tokens`); the
     newest turns stay intact."""
+    ctx = ctx.own()
     slots = ctx.relevant_last(conv.tool_slots(recent=False), lambda s: (conv.origin[s[0]],))
-    return ctx.settled_first(conv, slots, lambda c, some: _truncate(conv, c, "truncate_tool_results", some))
+    cut = ctx.settled_first(conv, slots, lambda c, some: _truncate(conv, c, "truncate_tool_results", some))
+    return ctx.outcome(cut)
 
 
-def truncate_recent_tool_results(conv: Conversation, ctx: Context) -> Conversation:
+def truncate_recent_tool_results(conv: Conversation, ctx: Context) -> Outcome:
     """Last resort before rejecting: shrink tool results inside the newest turns too (never the
     system prompt or the last user message)."""
+    ctx = ctx.own()
     slots = [s for s in conv.tool_slots(recent=True) if conv.recent[s[0]]]
-    return _truncate(conv, ctx, "truncate_recent_tool_results", slots, exact=True)
+    return ctx.outcome(_truncate(conv, ctx, "truncate_recent_tool_results", slots, exact=True))
