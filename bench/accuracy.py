@@ -5,7 +5,7 @@
 
 Real text of four kinds, cut into samples of 50-20,000 characters (seeded):
 - code: CPython's standard library sources;
-- prose: the READMEs (package long descriptions) of the installed packages;
+- prose: the READMEs (package long descriptions) of the installed packages but the guard's own;
 - json: LiteLLM's model map, as pretty-printed and as compact JSON tool results;
 - non-English: Vim's message translations in 12 languages (bench/corpus/vim-translations.json).
 
@@ -52,11 +52,16 @@ REFERENCES = {"mistral": "mistral-tekken", "qwen2.5": "qwen2.5", "qwen3.6": "qwe
 FAMILY = {"mistral": "mistral", "qwen2.5": "qwen", "qwen3.6": "qwen", "deepseek": "deepseek"}
 
 
+_OWN = {"context-guard", "context_guard"}
+
+
 def _sources() -> dict[str, list[str]]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     code = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(stdlib.glob("*.py"))]
     prose = []
     for dist in sorted(importlib.metadata.distributions(), key=lambda d: d.metadata.get("Name") or ""):
+        if (dist.metadata.get("Name") or "").lower() in _OWN:
+            continue  # the guard's own README: it changes with the code (and an editable install lists it twice)
         body = dist.metadata.get_payload() if hasattr(dist.metadata, "get_payload") else None  # type: ignore[attr-defined]
         text = body or dist.metadata.get("Description") or ""
         if len(text) > 2000:
