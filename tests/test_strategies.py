@@ -171,17 +171,23 @@ def test_last_resort_truncates_recent_results_but_not_the_question():
         engine(total // 3, strategies=[s for s in STRATEGY_ORDER if s != "truncate_recent_tool_results"]).fit(body)
 
 
-def test_summary_slot_replaces_a_span_with_a_marked_summary():
-    body = agent([words(400, i) for i in range(6)])
-    total = engine(100_000).fit(body).report.input_tokens_before
-    seen = []
+def summarized(result_words: int, *strategies: str) -> tuple[Any, list[Any]]:
+    """Six tool results of `result_words` words each, fitted 1,500 tokens under their size (the
+    newest turn kept) with a summarizer that records what it is asked: (the fit, the requests)."""
+    body = agent([words(result_words, i) for i in range(6)])
+    total = engine(1_000_000).fit(body).report.input_tokens_before
+    asked: list[Any] = []
 
     def summarize(request):
-        seen.append(request)
+        asked.append(request)
         return "the agent read six files"
 
-    e = engine(total - 1500, strategies=only("summarize"), keep_recent_groups=1)
-    fitted = e.fit(body, summarize=summarize)
+    e = engine(total - 1500, strategies=only(*strategies), keep_recent_groups=1)
+    return e.fit(body, summarize=summarize), asked
+
+
+def test_summary_slot_replaces_a_span_with_a_marked_summary():
+    fitted, seen = summarized(400, "summarize")
     assert kinds(fitted.report) == ["summarize"]
     # the summary's output budget: the policy's 1,024 tokens, at most an eighth of a small room
     assert fitted.report.room // 8 < 1024
@@ -192,15 +198,7 @@ def test_summary_slot_replaces_a_span_with_a_marked_summary():
 
 
 def test_a_summary_in_a_large_room_gets_the_policys_whole_output_budget():
-    body = agent([words(3000, i) for i in range(6)])
-    total = engine(1_000_000).fit(body).report.input_tokens_before
-    seen = []
-
-    def summarize(request):
-        seen.append(request)
-        return "the agent read six files"
-
-    fitted = engine(total - 1500, strategies=only("summarize"), keep_recent_groups=1).fit(body, summarize=summarize)
+    fitted, seen = summarized(3000, "summarize")
     assert kinds(fitted.report) == ["summarize"]
     assert fitted.report.room // 8 > 1024
     assert [r.max_tokens for r in seen] == [1024]
@@ -211,16 +209,7 @@ def test_a_summary_that_would_leave_less_than_the_room_bar_is_not_asked_for():
     band (65% of the room), and the smallest span that gets there with room for the summary's
     budget leaves under 60% of the room. The summarizer is not asked (no call spent on a cut
     that wastes the room); the deterministic drop cuts instead."""
-    body = agent([words(400, i) for i in range(6)])
-    total = engine(100_000).fit(body).report.input_tokens_before
-    asked = []
-
-    def summarize(request):
-        asked.append(request)
-        return "the agent read six files"
-
-    e = engine(total - 1500, keep_recent_groups=1, strategies=only("summarize", "drop_oldest_turns"))
-    fitted = e.fit(body, summarize=summarize)
+    fitted, asked = summarized(400, "summarize", "drop_oldest_turns")
     assert fitted.report.fits and not asked
     assert [(s.kind, s.reason) for s in fitted.report.skipped] == [("summarize", "below_room_bar")]
     assert kinds(fitted.report) == ["drop_oldest_turns"]
