@@ -202,10 +202,18 @@ def count_parts(counter: TokenCounter, parts: list[Any]) -> tuple[int, int]:
     return text, img
 
 
-def text_block(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int] | None:
-    """A text part (`text` in chat and Anthropic blocks, `input_text` / `output_text` in Responses)."""
-    value = block.get("text")
-    return (counter.raw(value), 0) if isinstance(value, str) else None
+def field_block(name: str) -> BlockCount:
+    """A block counted by one string field (None, so counted as its JSON, if it is not a string)."""
+
+    def count(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int] | None:
+        value = block.get(name)
+        return (counter.raw(value), 0) if isinstance(value, str) else None
+
+    return count
+
+
+# a text part: `text` in chat and Anthropic blocks, `input_text` / `output_text` in Responses
+text_block = field_block("text")
 
 
 def image_block(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int] | None:

@@ -10,12 +10,12 @@ from guard.core.content import Content, Message, blocks, compact_json, text_of
 from guard.core.tokens import TokenCounter
 from guard.dialects.base import (
     TOOL_CALL_FRAMING,
-    BlockCount,
     Dialect,
     count_content,
     count_parts,
     counts_blocks,
     document_tokens,
+    field_block,
     image_block,
     text_block,
 )
@@ -146,17 +146,8 @@ def _tool_result(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, 
     return TOOL_CALL_FRAMING, 0
 
 
-def _field(name: str) -> BlockCount:
-    """A block counted by one string field (`thinking`, a redacted block's `data`)."""
-    def count(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, int] | None:
-        value = block.get(name)
-        return (counter.raw(value), 0) if isinstance(value, str) else None
-
-    return count
-
-
 counts_blocks({
     "text": text_block, "image": image_block, "tool_use": _tool_use, "tool_result": _tool_result,
-    "thinking": _field("thinking"), "redacted_thinking": _field("data"),
+    "thinking": field_block("thinking"), "redacted_thinking": field_block("data"),
     "document": lambda counter, block: (document_tokens(counter, block), 0),
 })

@@ -52,6 +52,11 @@ def crossing(
     return len(messages)
 
 
+def _room_bar(budget: Budget) -> int:
+    """The fewest input tokens a carried cut may leave: `ROOM_BAR` of the room (a deeper cut wastes it)."""
+    return math.ceil(budget.room * ROOM_BAR)
+
+
 def carried(
     dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
     budget: Budget, policy: Policy, ctx: Context, temperature: Temperature | None = None, summarizing: bool = False,
@@ -92,7 +97,7 @@ def carried(
     target, band = budget.target, budget.band
     total = fixed + sum(lossless)
     k = math.ceil(max(0, total - target) / band)
-    bar = math.ceil(budget.room * ROOM_BAR)
+    bar = _room_bar(budget)
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         # a cold cache (nothing to break): cut the whole request below the band, halfway to the
         # room bar, so the cut lasts longer than a band; an anchor that no longer fits: to the
@@ -123,7 +128,7 @@ def _band_cut(
     cut lasts a whole band of growth; unless whole turns that large land under the room bar there.
     Else, or then, to `mark`. (A summarized prefix keeps `mark`: its spans and the summary's
     budget step coarsely, and at the bottom they fall under the bar.)"""
-    bar = math.ceil(budget.room * ROOM_BAR)
+    bar = _room_bar(budget)
     if deep and bar <= budget.floor < mark:  # (bands over 40% of the room reach below the bar)
         made = yield from cut_at(m, budget.floor)
         if made is not None and made[0].total >= bar:
@@ -231,7 +236,7 @@ def _fit_prefix(
     )
     marks = Marks(
         stop_at=mark, floor=mark - band, target=budget.target, room=min(budget.room, mark), band=band, ceiling=mark,
-        every_overflow=False, least=math.ceil(budget.room * ROOM_BAR),
+        every_overflow=False, least=_room_bar(budget),
     )
     part = Context(counter=ctx.counter, policy=policy, marks=marks)
     transcript = functools.cache(functools.partial(summary.transcript, dialect, messages))

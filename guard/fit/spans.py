@@ -150,12 +150,12 @@ def summarize(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Gener
         ctx.skipped.append(Skipped("summarize", "nothing_to_summarize" if not spans else "nothing_more_to_summarize"))
         return conv
     target = ctx.ceiling if ctx.ceiling is not None else math.floor(ctx.room * ctx.policy.summary_low_water_ratio)
-    chosen = options[-1]
+    budget, chosen = output_budget(ctx), options[-1]
     for k in options:
-        if _after(conv, ctx, spans[k]) + output_budget(ctx) <= target:
+        if _after(conv, ctx, spans[k]) + budget <= target:
             chosen = k
             break
-    if ctx.least and _after(conv, ctx, spans[chosen]) + output_budget(ctx) < ctx.least:
+    if ctx.least and _after(conv, ctx, spans[chosen]) + budget < ctx.least:
         # even a summary of its whole budget would leave less than a carried cut's room bar (one
         # big turn in a small room): the deterministic steps that keep to the bar cut instead
         ctx.skipped.append(Skipped("summarize", "below_room_bar"))
