@@ -17,6 +17,7 @@ from guard.core.tokens import TokenCounter
 from guard.dialects import MARKER_PREFIX, by_name, cache_breakpoint, content_texts, group_messages
 from guard.fit.engine import Engine
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer
+from guard.fit.strategies.drop import OMITTED_MARK
 from tests.strategies import CANARY, long_agent_loop, request_body
 
 UNDERLYING = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5", "responses": "gpt-4o"}
@@ -567,22 +568,32 @@ def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
 
 
 def _stubbed(body: dict[str, Any], stub: str, recent: int) -> dict[str, Any]:
-    """The least a fit can send of `body`: its system prompt and first user message, the newest
-    `recent` turn groups (at least the one holding the last message: the policy keeps them), and
-    in those every tool result replaced by `stub` (text blocks as they are)."""
+    """The least a fit can send of `body`: what it pins (its system prompt, the first and the last
+    message a person typed: on /v1/messages a tool-result message with text next to its results
+    is not one), the newest `recent` turn groups (at least the one holding the last message: the
+    policy keeps them) with every tool result replaced by `stub` (text blocks as they are), and
+    one marker for each run of messages left out."""
     d = by_name("anthropic")
     msgs = _turns(body)
     groups = group_messages(d, msgs)
     newest = set(list(dict.fromkeys(reversed(groups)))[: max(1, recent)])
-    first = next(m for m in msgs if d.is_user_turn(m))
+    users = [i for i, m in enumerate(msgs) if d.is_user_turn(m)]
+    pinned = {users[0], users[-1]} if users else set()
 
     def stubbed(m: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(m["content"], list):
             return m
         return {**m, "content": [{**b, "content": stub} if b.get("type") == "tool_result" else b for b in m["content"]]}
 
-    kept = [stubbed(m) for m, g in zip(msgs, groups) if g in newest]
-    return {**body, "messages": ([] if first in kept else [first]) + kept}
+    out: list[dict[str, Any]] = []
+    for i, (m, g) in enumerate(zip(msgs, groups)):
+        if g in newest:
+            out.append(stubbed(m))
+        elif i in pinned:
+            out.append(m)
+        elif i == 0 or groups[i - 1] in newest or i - 1 in pinned:  # a run left out starts here
+            out.append(d.marker(OMITTED_MARK.format(m=len(msgs), n=10**6), None))
+    return {**body, "messages": out}
 
 
 @settings(max_examples=max(1000, settings.default.max_examples))  # the issue's 1,000, even in CI's share

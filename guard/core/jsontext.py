@@ -229,7 +229,7 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
         if tokens_now <= max_tokens:
             if tokens_now > best_tokens:
                 best, best_tokens = candidate, tokens_now
-            if tokens_now >= _CLOSE * max_tokens or scale >= 1.0:
+            if tokens_now >= CLOSE * max_tokens or scale >= 1.0:
                 break
             fits = max(fits, scale)
         else:
@@ -249,7 +249,7 @@ def _shrink(text: str, max_tokens: int, count: Callable[[str], int], tokens: int
 
 
 _AIM = 0.95  # each guess aims this far under the budget (cuts do not scale exactly)
-_CLOSE = 0.85  # a cut that fits is kept once it uses this much of its budget
+CLOSE = 0.85  # a cut that fits is kept once it uses this much of its budget (most land above)
 _NARROW = 1.02  # scales closer than this render the same cut
 _SURE = 1.2  # a cut estimated this far over its budget is over (estimates err by a few percent)
 

@@ -29,6 +29,9 @@ class History:
     counts: tuple[int, ...] = ()
     transcript: Callable[[], list[str]] | None = None
     relevance: Relevance | None = None
+    # every older slot counts as settled (see `settled_slots`): the drop-first pass, which sees no
+    # counts as sent, so no step waits for a band
+    all_settled: bool = False
     _relevant: dict[frozenset[int], frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
     _ends: list[int] = field(default_factory=list, compare=False, repr=False)
 
@@ -105,7 +108,7 @@ class History:
         then move their edge once per band, not once per turn (each move re-sends, uncached,
         everything after it)."""
         slots = list(slots)
-        if not slots or not self.counts:
+        if not slots or not self.counts or self.all_settled:
             return slots
         ends = self.ends
         newest = max((o for o, r in zip(origin, recent) if o >= 0 and not r), default=-1)

@@ -14,11 +14,11 @@ from guard.core.policy import Policy
 from guard.core.report import Skipped
 from guard.core.steps import STEPS, of_kind
 from guard.fit.conversation import Context, Conversation
-from guard.fit.history import History
 from guard.fit.ledger import Ledger
 from guard.fit.spans import apply_largest, candidates, reuse, summarize
 from guard.fit.strategies import STRATEGIES
 from guard.fit.strategies.dedupe import DUPLICATE_MARK
+from guard.fit.strategies.truncate import falls_short
 
 _NEWEST = of_kind("newest")
 
@@ -30,21 +30,26 @@ def fit(
 ) -> Generator[Any, Any, tuple[Conversation, Context]]:
     """Run the strategies on a conversation over its room (the context holds its marks)."""
     start, history = conv, ctx.history
-    spans = candidates(conv, ctx) if can_summarize else []
-    cut = yield from rounds(conv, ctx, policy, can_summarize, spans)
-    kinds = {a.kind for a in ctx.actions}
-    if "drop_oldest_turns" in kinds and "summarize" not in kinds:
-        cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
-        ctx.history = history  # (for what reads the fit after it)
+    early = None if can_summarize else _dropped_first(start, ctx, policy)
+    if early is not None:
+        cut, ctx = early
+    else:
+        spans = candidates(conv, ctx) if can_summarize else []
+        cut = yield from rounds(conv, ctx, policy, can_summarize, spans)
+        kinds = {a.kind for a in ctx.actions}
+        if "drop_oldest_turns" in kinds and "summarize" not in kinds:
+            cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
+    ctx.history = history  # (for what reads the fit after it)
     return _orphans_restored(cut, ctx, history.messages), ctx
 
 
 def rounds(
-    conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool, spans: list[list[int]] | None = None
+    conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool, spans: list[list[int]] | None = None,
+    seen: list[tuple[Conversation, int]] | None = None,
 ) -> Generator[Any, Any, Conversation]:
-    """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by
-    estimate; settling makes every count exact, and if the estimates were optimistic, round 2
-    carries on from there with exact counts only."""
+    """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by estimate;
+    settling makes every count exact, and if the estimates were optimistic, round 2 carries on from
+    there with exact counts only. `seen` collects what each lossy step is given (and its stop mark)."""
     base = ctx  # with summaries: the context at the checkpoint, the steps after it tried on `ctx`
     for estimate in (True, False):
         ctx.estimate = estimate
@@ -77,9 +82,8 @@ def rounds(
                     ctx.skipped.append(Skipped(name, "no_summarizer"))
                 continue
             if kind == "newest":
-                # the low-water mark is a target for older history only: the newest turns are cut
-                # just enough to fit the room, and only if nothing else could (judged on exact
-                # counts: round 1's estimates of lossless rewrites may overstate)
+                # the low-water mark is a target for older history only: the newest turns are cut just
+                # enough to fit the room, only if nothing else could (on exact counts, not round 1's)
                 if not estimate and conv.total > ctx.room:
                     conv = _to_room(name, conv, ctx)
                 continue
@@ -90,6 +94,8 @@ def rounds(
                 if ctx.done(conv):
                     break
             ctx.requantize(conv)
+            if seen is not None and kind == "lossy":
+                seen.append((conv, ctx.stop_at))
             conv = ctx.take(STRATEGIES[name](conv, ctx))
         conv = conv.settled(ctx)
         if ctx.done(conv):
@@ -123,26 +129,7 @@ def _without_wasted_cuts(
     truncation: which turns go then depends only on the history's lossless state (so a growing
     conversation keeps the same cut), and the results that stay are truncated only if the drop
     still leaves the request over its mark (less lost, more of the room used)."""
-    again = Context(
-        counter=ctx.counter,
-        policy=policy,
-        marks=ctx.marks,
-        ledger=Ledger(skipped=list(ctx.skipped)),
-        # the drop-first pass sees no counts as sent: every older slot counts as settled (no step
-        # waits for a band), and relevance keeps the verdicts the first pass got
-        history=History(
-            transcript=ctx.history.transcript, relevance=ctx.history.relevance, _relevant=ctx.history._relevant
-        ),
-    )
-    for action in ctx.actions:
-        if action.kind == "clamp_output":
-            again.record(action.kind, action.tokens_saved, action.items)
-    again.exhausted.update({"truncate_tool_results", "summarize"})  # the summarizer had its turn in the first pass
-    conv = drained(rounds(start, again, policy, can_summarize=False))  # never yields: no summaries
-    if not again.done(conv) and "drop_oldest_turns" in {a.kind for a in again.actions}:
-        again.exhausted.discard("truncate_tool_results")
-        again.exhausted.add("drop_oldest_turns")
-        conv = drained(rounds(conv, again, policy, can_summarize=False))
+    conv, again = _drop_first(start, ctx, policy, ctx.skipped)
     newest_cut = {a.kind for a in again.actions} & _NEWEST - {a.kind for a in ctx.actions}
     # a carried cut's prefix is decided once per band (drop-first exists to keep a cut from moving
     # with the history, which cannot happen there): where dropping first would leave less than the
@@ -151,6 +138,59 @@ def _without_wasted_cuts(
     if again.done(conv) and conv.total <= ctx.room and not newest_cut and not fuller:  # never at the newest turns' cost
         return conv, again
     return fitted, ctx
+
+
+def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[Conversation, Context] | None:
+    """The drop-first cut (see `_without_wasted_cuts`) without the first pass, where that pass
+    would only have been undone: truncating every older tool result falls short of the mark (so
+    the first pass drops turns), and the drop-first cut stands whatever the first pass made of the
+    request (it fits, cuts nothing in the newest turns, and leaves a carried cut at least its room
+    bar). None where the first pass must run. Most of a large overflow's fit is that truncation,
+    done to be thrown away. The first pass would have skipped the summarizer on its way to the
+    drop: so does this cut's report."""
+    skipped = list(ctx.skipped)
+    if policy.allows("summarize") and "summarize" not in ctx.exhausted:
+        skipped.append(Skipped("summarize", "no_summarizer"))
+    seen: list[tuple[Conversation, int]] = []
+    conv, again = _drop_first(start, ctx, policy, skipped, seen)
+    kinds = {a.kind for a in again.actions}
+    if (
+        not seen
+        or "drop_oldest_turns" not in kinds
+        or kinds & _NEWEST
+        or not falls_short(*seen[0], policy, ctx.counter.factor)
+        or not (again.done(conv) and conv.total <= ctx.room)
+        or (ctx.ceiling is not None and conv.total < ctx.least)  # (the first pass might leave more)
+    ):
+        return None
+    return conv, again
+
+
+def _drop_first(
+    start: Conversation, ctx: Context, policy: Policy, skipped: list[Skipped],
+    seen: list[tuple[Conversation, int]] | None = None,
+) -> tuple[Conversation, Context]:
+    """`start` cut with the drop decided before any truncation, and the context that cut it (a
+    new one: `ctx`'s marks, its output clamp and relevance verdicts, the steps it `skipped`)."""
+    again = Context(
+        counter=ctx.counter,
+        policy=policy,
+        marks=ctx.marks,
+        ledger=Ledger(skipped=list(skipped)),
+        # the drop-first pass sees no counts as sent: every older slot counts as settled (no step
+        # waits for a band), and relevance keeps its verdicts (one per fit, see History.relevant)
+        history=replace(ctx.history, all_settled=True),
+    )
+    for action in ctx.actions:
+        if action.kind == "clamp_output":
+            again.record(action.kind, action.tokens_saved, action.items)
+    again.exhausted.update({"truncate_tool_results", "summarize"})  # the summarizer had its turn in the first pass
+    conv = drained(rounds(start, again, policy, can_summarize=False, seen=seen))  # never yields: no summaries
+    if not again.done(conv) and "drop_oldest_turns" in {a.kind for a in again.actions}:
+        again.exhausted.discard("truncate_tool_results")
+        again.exhausted.add("drop_oldest_turns")
+        conv = drained(rounds(conv, again, policy, can_summarize=False))
+    return conv, again
 
 
 def _orphans_restored(conv: Conversation, ctx: Context, originals: tuple[Mapping[str, Any], ...]) -> Conversation:
