@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -221,15 +221,18 @@ class TokenCounter:
     def _count_all(self, dialect: Dialect, misses: list[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
         """Count cache misses; a large batch is split over two threads (tiktoken's encoder releases
         the GIL, so a cold 300k-token request is counted on two cores)."""
-        def run(part: list[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
+        def run(part: Iterable[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
             return [(position, self._count(dialect, m, key)) for position, m, key in part]
 
         size = sum(len(c) if isinstance(c := m.get("content"), str) else 2048 for _, m, _ in misses)
         if size < _PARALLEL_CHARS or len(misses) < 8:
             return run(misses)
-        half = len(misses) // 2
-        other = _pool().submit(run, misses[half:])
-        return run(misses[:half]) + other.result()
+        # both threads take the next message from one iterator (each message once: `next` runs
+        # under the GIL), so neither waits for the other's half (the pool's thread encodes a little
+        # slower: a fixed split leaves this one idle at the end)
+        todo = iter(misses)
+        other = _pool().submit(run, todo)
+        return run(todo) + other.result()
 
     def _count(self, dialect: Dialect, msg: Mapping[str, Any], key: int) -> int:
         self.misses += 1
