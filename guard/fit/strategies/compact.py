@@ -52,11 +52,12 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Outcome:
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, lambda text: jsontext.drop_keys(text, bulky, citation))
 
-    settled = ctx.settled_slots(conv, conv.tool_slots(recent=False))
+    older = list(conv.tool_slots(recent=False))
+    settled = ctx.settled_slots(conv, older)
     conv = rewrite_tool_results(
         conv, ctx, "drop_metadata", settled, transform, lossless=True, exhaustive=ctx.every_overflow
     )
-    if not ctx.done(conv):
+    if not ctx.done(conv) and len(settled) < len(older):  # (a second pass over the same slots finds nothing)
         conv = ctx.settled_first(
             conv,
             conv.tool_slots(recent=False),
