@@ -117,6 +117,19 @@ def test_scores_are_bm25s_scores(docs, query):
     assert ours == pytest.approx([float(x) for x in theirs], rel=1e-5, abs=1e-6)
 
 
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200) | st.text(alphabet="ab_1 -.é東\n\t'", max_size=60))
+def test_terms_are_bm25s_tokens(text):
+    """The guard's token pattern finds exactly the tokens bm25s's default pattern finds."""
+    import inspect
+    import re
+
+    from bm25s.tokenization import tokenize
+
+    pattern = inspect.signature(tokenize).parameters["token_pattern"].default
+    assert relevance._TOKEN.findall(text) == re.findall(pattern, text)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     docs=st.lists(_doc, min_size=2, max_size=16),
