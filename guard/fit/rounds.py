@@ -4,7 +4,7 @@ deduplicated results sent again."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import replace
 from typing import Any, TypeVar
 
@@ -45,11 +45,12 @@ def fit(
 
 def rounds(
     conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool, spans: list[list[int]] | None = None,
-    seen: list[tuple[Conversation, int]] | None = None,
+    proceed: Callable[[Conversation, int], bool] | None = None,
 ) -> Generator[Any, Any, Conversation]:
     """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by estimate;
     settling makes every count exact, and if the estimates were optimistic, round 2 carries on from
-    there with exact counts only. `seen` collects what each lossy step is given (and its stop mark)."""
+    there with exact counts only. `proceed` is asked before each lossy step, given the conversation
+    and its stop mark: False ends the round there."""
     base = ctx  # with summaries: the context at the checkpoint, the steps after it tried on `ctx`
     for estimate in (True, False):
         ctx.estimate = estimate
@@ -82,10 +83,7 @@ def rounds(
                     ctx.skipped.append(Skipped(name, "no_summarizer"))
                 continue
             if kind == "newest":
-                # the low-water mark is a target for older history only: the newest turns are cut just
-                # enough to fit the room, only if nothing else could (on exact counts, not round 1's)
-                if not estimate and conv.total > ctx.room:
-                    conv = _to_room(name, conv, ctx)
+                conv = conv if estimate else _to_room(name, conv, ctx)
                 continue
             if kind == "lossy" and estimate:
                 # lossy cuts are measured on exact counts: estimates decide nothing that stays,
@@ -94,8 +92,8 @@ def rounds(
                 if ctx.done(conv):
                     break
             ctx.requantize(conv)
-            if seen is not None and kind == "lossy":
-                seen.append((conv, ctx.stop_at))
+            if kind == "lossy" and proceed is not None and not proceed(conv, ctx.stop_at):
+                break
             conv = ctx.take(STRATEGIES[name](conv, ctx))
         conv = conv.settled(ctx)
         if ctx.done(conv):
@@ -114,7 +112,11 @@ def _from_checkpoint(base: Context, tried: Context) -> Context:
 
 
 def _to_room(name: str, conv: Conversation, ctx: Context) -> Conversation:
-    """A step inside the newest turns, run only as far as the room (not the low-water mark)."""
+    """A step inside the newest turns, run only as far as the room, and only if the request is over
+    it: the low-water mark is a target for older history only, and the newest turns are cut just
+    enough to fit, only if nothing else could (judged on exact counts, not round 1's estimates)."""
+    if conv.total <= ctx.room:
+        return conv
     stop_at = ctx.stop_at
     out = STRATEGIES[name](conv, replace(ctx, marks=ctx.marks.stopping_at(max(stop_at, ctx.room))))
     conv = ctx.take(out)
@@ -151,14 +153,19 @@ def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[C
     skipped = list(ctx.skipped)
     if policy.allows("summarize") and "summarize" not in ctx.exhausted:
         skipped.append(Skipped("summarize", "no_summarizer"))
-    seen: list[tuple[Conversation, int]] = []
-    conv, again = _drop_first(start, ctx, policy, skipped, seen)
+    decided: list[bool] = []  # whether truncation falls short, judged before the first lossy step
+
+    def proceed(conv: Conversation, stop_at: int) -> bool:
+        if not decided:
+            decided.append(falls_short(conv, stop_at, policy, ctx.counter.factor))
+        return decided[0]
+
+    conv, again = _drop_first(start, ctx, policy, skipped, proceed)
     kinds = {a.kind for a in again.actions}
     if (
-        not seen
+        decided != [True]
         or "drop_oldest_turns" not in kinds
         or kinds & _NEWEST
-        or not falls_short(*seen[0], policy, ctx.counter.factor)
         or not (again.done(conv) and conv.total <= ctx.room)
         or (ctx.ceiling is not None and conv.total < ctx.least)  # (the first pass might leave more)
     ):
@@ -168,7 +175,7 @@ def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[C
 
 def _drop_first(
     start: Conversation, ctx: Context, policy: Policy, skipped: list[Skipped],
-    seen: list[tuple[Conversation, int]] | None = None,
+    proceed: Callable[[Conversation, int], bool] | None = None,
 ) -> tuple[Conversation, Context]:
     """`start` cut with the drop decided before any truncation, and the context that cut it (a
     new one: `ctx`'s marks, its output clamp and relevance verdicts, the steps it `skipped`)."""
@@ -185,7 +192,7 @@ def _drop_first(
         if action.kind == "clamp_output":
             again.record(action.kind, action.tokens_saved, action.items)
     again.exhausted.update({"truncate_tool_results", "summarize"})  # the summarizer had its turn in the first pass
-    conv = drained(rounds(start, again, policy, can_summarize=False, seen=seen))  # never yields: no summaries
+    conv = drained(rounds(start, again, policy, can_summarize=False, proceed=proceed))  # never yields: no summaries
     if not again.done(conv) and "drop_oldest_turns" in {a.kind for a in again.actions}:
         again.exhausted.discard("truncate_tool_results")
         again.exhausted.add("drop_oldest_turns")
