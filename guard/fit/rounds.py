@@ -132,24 +132,30 @@ def _without_wasted_cuts(
     conversation keeps the same cut), and the results that stay are truncated only if the drop
     still leaves the request over its mark (less lost, more of the room used)."""
     conv, again = _drop_first(start, ctx, policy, ctx.skipped)
+    return (conv, again) if _stands(conv, again, ctx, fitted) else (fitted, ctx)
+
+
+def _stands(conv: Conversation, again: Context, ctx: Context, fitted: Conversation | None) -> bool:
+    """Whether the drop-first cut `conv` (made with `again`) is sent rather than the first pass's
+    `fitted` (made with `ctx`; None: not made, and whatever it might have been counts against the
+    cut). It must fit, and never at the newest turns' cost (no cut inside them the first pass did
+    not make). A carried cut's prefix is decided once per band (drop-first exists to keep a cut
+    from moving with the history, which cannot happen there): where dropping first would leave
+    less than the room bar and the first pass more, the first pass stands."""
     newest_cut = {a.kind for a in again.actions} & _NEWEST - {a.kind for a in ctx.actions}
-    # a carried cut's prefix is decided once per band (drop-first exists to keep a cut from moving
-    # with the history, which cannot happen there): where dropping first would leave less than the
-    # room bar and the first pass more, the first pass stands
-    fuller = ctx.ceiling is not None and conv.total < ctx.least and ctx.done(fitted) and fitted.total > conv.total
-    if again.done(conv) and conv.total <= ctx.room and not newest_cut and not fuller:  # never at the newest turns' cost
-        return conv, again
-    return fitted, ctx
+    fuller = ctx.ceiling is not None and conv.total < ctx.least and (
+        fitted is None or (ctx.done(fitted) and fitted.total > conv.total)
+    )
+    return again.done(conv) and conv.total <= ctx.room and not newest_cut and not fuller
 
 
 def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[Conversation, Context] | None:
     """The drop-first cut (see `_without_wasted_cuts`) without the first pass, where that pass
     would only have been undone: truncating every older tool result falls short of the mark (so
     the first pass drops turns), and the drop-first cut stands whatever the first pass made of the
-    request (it fits, cuts nothing in the newest turns, and leaves a carried cut at least its room
-    bar). None where the first pass must run. Most of a large overflow's fit is that truncation,
-    done to be thrown away. The first pass would have skipped the summarizer on its way to the
-    drop: so does this cut's report."""
+    request (`_stands` without it). None where the first pass must run. Most of a large
+    overflow's fit is that truncation, done to be thrown away. The first pass would have skipped
+    the summarizer on its way to the drop: so does this cut's report."""
     skipped = list(ctx.skipped)
     if policy.allows("summarize") and "summarize" not in ctx.exhausted:
         skipped.append(Skipped("summarize", "no_summarizer"))
@@ -161,16 +167,8 @@ def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[C
         return decided[0]
 
     conv, again = _drop_first(start, ctx, policy, skipped, proceed)
-    kinds = {a.kind for a in again.actions}
-    if (
-        decided != [True]
-        or "drop_oldest_turns" not in kinds
-        or kinds & _NEWEST
-        or not (again.done(conv) and conv.total <= ctx.room)
-        or (ctx.ceiling is not None and conv.total < ctx.least)  # (the first pass might leave more)
-    ):
-        return None
-    return conv, again
+    dropped = "drop_oldest_turns" in {a.kind for a in again.actions}
+    return (conv, again) if decided == [True] and dropped and _stands(conv, again, ctx, None) else None
 
 
 def _drop_first(
