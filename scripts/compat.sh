@@ -12,7 +12,11 @@
 # extra this registry cannot install, such as 1.110's, which needs a `litellm-proxy` package) into
 # .venv-compat-VERSION/ first, then the guard, and fails if pip moved LiteLLM: the guard's range
 # must keep the gateway's release. With GUARD_COMPAT=sdk the subset is the SDK's: the SDK hooks and
-# wrappers, token counting and LiteLLM's model map (the proxy's tests need the proxy extra).
+# wrappers, token counting and LiteLLM's model map (the proxy's tests need the proxy extra); there
+# LiteLLM is installed with its `mcp` extra, which its Rust core's request checks import (without it
+# every call falls back to Python and LITELLM_RUST would test nothing).
+# Then the hook contract again with LITELLM_RUST=true (where the release has a Rust core, its tests
+# assert the core served the call).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version="${GUARD_LITELLM_VERSION:-1.102.4}"
@@ -22,7 +26,7 @@ venv=".venv-compat-${version}"
 pip=("${venv}/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --upgrade pip >/dev/null
 if [ "${mode}" = sdk ]; then
-  "${pip[@]}" "litellm==${version}"
+  "${pip[@]}" "litellm[mcp]==${version}"
   "${pip[@]}" -e ".[test]"
 else
   "${pip[@]}" "litellm[proxy]==${version}"
@@ -36,16 +40,21 @@ fi
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 if [ "${mode}" = sdk ]; then
   echo "compat: LiteLLM ${installed} kept (SDK only: the proxy extra is not installed, its tests are not run); running the SDK subset"
-  exec "${venv}/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider \
+  "${venv}/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider \
     tests/e2e/test_sdk.py tests/test_model_parity.py tests/test_limits.py \
     tests/test_public_api.py "$@"
+  echo "compat: LiteLLM ${installed}, the SDK's hook contract with LITELLM_RUST=true"
+  exec env LITELLM_RUST=true "${venv}/bin/python" -m pytest -q -p no:cacheprovider tests/e2e/test_hook_contract.py \
+    --deselect tests/e2e/test_hook_contract.py::test_the_proxy_sends_what_its_hooks_return_on_every_route "$@"
 fi
 echo "compat: LiteLLM ${installed} kept; running the end-to-end subset"
 # (left out: /metrics summed over two proxy workers, telemetry rather than a hook. On a loaded
 # 2-core machine uvicorn's supervisor kills a worker still importing LiteLLM when it misses its
 # 5 s health check, with 1.106.2 as with 1.102.4 and without the guard; in the compatibility run
 # one worker then served every request)
-exec "${venv}/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider \
-  tests/e2e/test_hook_contract.py tests/e2e/test_proxy.py tests/e2e/test_responses.py tests/e2e/test_routing.py \
+"${venv}/bin/python" -m pytest -n "${PYTEST_WORKERS:-2}" -q -p no:cacheprovider \
+  tests/e2e/test_hook_contract.py tests/e2e/test_unguarded.py tests/e2e/test_proxy.py tests/e2e/test_responses.py tests/e2e/test_routing.py \
   tests/e2e/test_sdk.py tests/e2e/test_calibration_e2e.py tests/e2e/test_token_counting.py tests/test_model_parity.py tests/test_limits.py \
   tests/test_public_api.py --deselect tests/e2e/test_routing.py::test_metrics_add_up_across_proxy_workers "$@"
+echo "compat: LiteLLM ${installed}, the hook contract with LITELLM_RUST=true"
+exec env LITELLM_RUST=true "${venv}/bin/python" -m pytest -q -p no:cacheprovider tests/e2e/test_hook_contract.py "$@"

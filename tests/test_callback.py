@@ -149,3 +149,35 @@ def test_counting_misses_are_counted_once_per_call_and_only_for_what_the_guard_l
     for other in others:
         run(g.async_log_failure_event(other, None, None, None))
     assert metric._value.get() == start + 1
+
+
+def test_a_prompt_on_a_route_the_guard_cannot_fit_is_counted_once_and_refused_on_policy(caplog):
+    """Issue 35: a pass-through (or any call type without a route) carrying a prompt is counted once per
+    call, logged once per call type without its text, and refused with a 400 under on_unguarded: refuse."""
+    from guard.shell.unguarded import UnguardedRequestError
+    from guard.state import telemetry
+
+    def pass_through(cg, data, call_type="pass_through_endpoint"):
+        return run(cg.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, call_type))
+
+    start = _sample(telemetry.UNGUARDED, call_type="pass_through_endpoint")
+    data = {**body(3), "litellm_call_id": "pt-1"}
+    sent = copy.deepcopy(data)
+    assert pass_through(guard(), data) == sent  # forwarded unchanged
+    run(guard().async_pre_call_deployment_hook(data, "pass_through_endpoint"))  # the same call again: one count
+    assert _sample(telemetry.UNGUARDED, call_type="pass_through_endpoint") == start + 1
+    assert not any("lorem" in r.getMessage() for r in caplog.records)
+
+    refused = {**body(3), "litellm_call_id": "pt-2"}
+    with pytest.raises(UnguardedRequestError, match="on_unguarded: refuse") as e:
+        pass_through(guard(on_unguarded="refuse"), refused)
+    assert e.value.status_code == 400
+    assert _sample(telemetry.UNGUARDED, call_type="pass_through_endpoint") == start + 2
+
+    # what carries no context to fit is neither counted nor refused
+    strict = guard(on_unguarded="refuse")
+    for call_type, other in [("aembedding", {"model": "m", "input": ["a", "b"]}), ("aspeech", {"model": "m", "input": "hi"}),
+                             ("image_generation", {"model": "m", "prompt": "a cat"}),
+                             ("pass_through_endpoint", {"model": "m", "input": ["text to embed"]})]:
+        assert pass_through(strict, dict(other), call_type) == other
+    assert _sample(telemetry.UNGUARDED, call_type="pass_through_endpoint") == start + 2

@@ -39,6 +39,10 @@ DEFAULT_METADATA_KEYS = [
 DEFAULT_CITATION_KEYS = ["id", "doc_id", "title", "url", "uri", "link", "source", "path", "page", "section", "doi"]
 
 
+ON_UNGUARDED = (
+    "a prompt for this model on a route the guard cannot fit (a pass-through, a call type it does not know): "
+    "forward it, counted and logged (warn), or refuse it with a 400 (refuse)"
+)
 KEEP_RECENT_SHARE = (
     "the newest groups kept verbatim take at most this share of the room the pinned messages leave (the newest "
     "group always): where single turns are a large share of the room, fewer of them are kept whole, so a cut can "
@@ -127,9 +131,8 @@ class Policy(BaseModel):
         "refuse",
         description="when the output cap leaves no room for a valid thinking budget: refuse (400) or turn thinking off",
     )
-    on_error: Literal["open", "closed"] = Field(
-        "open", description="if the guard itself fails: forward unchanged (open) or refuse (closed)"
-    )
+    on_unguarded: Literal["warn", "refuse"] = Field("warn", description=ON_UNGUARDED)
+    on_error: Literal["open", "closed"] = Field("open", description="if the guard fails: forward (open) or refuse")
 
     @model_validator(mode="after")
     def _check(self) -> Policy:

@@ -39,7 +39,7 @@ from guard.core.config import Deployment
 from guard.core.identity import STATE_KEY, Identity, identity_from_auth, identity_from_metadata
 from guard.core.modelmap import litellm_resolver as litellm_model_info  # (the name this module exported before)
 from guard.core.policy import Policy, PolicySet
-from guard.shell import fitting, observing, records, routes, sync_calls
+from guard.shell import fitting, observing, records, routes, sync_calls, unguarded
 from guard.shell.fitting import GuardFailed
 from guard.shell.fitting import proxy_config_path as _proxy_config_path
 from guard.shell.records import CLIENT_POLICY_KEY, report_of
@@ -62,7 +62,10 @@ class ContextGuard(GuardServices, CustomLogger):
         self, user_api_key_dict: Any, cache: Any, data: dict[str, Any], call_type: Any
     ) -> Any:
         route = routes.for_call(call_type)
-        if route is None or not route.carries_turns(data) or not isinstance(data, dict):
+        if route is None:
+            unguarded.seen(self, data, call_type, "pre-call hook")  # counted; refused under on_unguarded: refuse
+            return data
+        if not route.carries_turns(data) or not isinstance(data, dict):
             return data
         return await fitting.before_routing(self, data, route, identity_from_auth(user_api_key_dict))
 
@@ -81,7 +84,10 @@ class ContextGuard(GuardServices, CustomLogger):
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> Any:
         route = routes.for_call(call_type)
-        if route is None or not route.carries_turns(kwargs) or internal_call.get(False):
+        if route is None:
+            unguarded.seen(self, kwargs, call_type, "deployment hook")
+            return kwargs
+        if not route.carries_turns(kwargs) or internal_call.get(False):
             return kwargs
         return await fitting.for_deployment(self, kwargs, route)
 
@@ -103,7 +109,7 @@ class ContextGuard(GuardServices, CustomLogger):
         return records.attach(response, records.report_in(request_data) if isinstance(request_data, Mapping) else None)
 
     def log_pre_api_call(self, model: Any, messages: Any, kwargs: Any) -> None:
-        observing.bypass(kwargs)  # no silent bypass (LiteLLM swallows this hook's exceptions: it cannot stop the call)
+        unguarded.reached(kwargs)  # no silent bypass (LiteLLM swallows this hook's exceptions: it cannot stop the call)
 
     async def async_log_success_event(self, kwargs: Any, response_obj: Any, start_time: Any, end_time: Any) -> None:
         await observing.succeeded(self, kwargs, response_obj)

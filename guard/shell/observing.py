@@ -1,6 +1,6 @@
 """What the LiteLLM logging hooks learn after the provider answered (or failed): provider cache
-usage and its count against the guard's (telemetry, spend logs, calibration), counting misses,
-and prompts that reached a provider without being fitted. Telemetry never fails a request: every
+usage and its count against the guard's (telemetry, spend logs, calibration) and counting misses
+(prompts that reached a provider unfitted: guard.shell.unguarded). Telemetry never fails a request: every
 function here logs an exception's type and returns.
 
 Functions take the guard's services (guard.shell.services) whose calibration store and miss record they use.
@@ -14,40 +14,12 @@ from typing import TYPE_CHECKING, Any
 import litellm
 
 from guard.core.memo import bounded_put
-from guard.shell import records
+from guard.shell import records, unguarded
 from guard.shell.summarizer import internal_call
 from guard.state import telemetry
 
 if TYPE_CHECKING:
     from guard.shell.services import Services
-
-# call types that send a prompt to a model: one of these reaching a provider unfitted is a bypass
-_PROMPT_CALL_WORDS = ("completion", "responses", "messages", "generate_content")
-_UNGUARDED_SEEN: dict[str, None] = {}  # call ids counted as unguarded
-
-
-def bypass(kwargs: Any) -> None:
-    """No silent bypass: a prompt reaching a provider without having been fitted (sync
-    completion without the wrapper, a call type the guard does not handle) is logged once per
-    call type, naming the guarded alternative, and counted."""
-    try:
-        if internal_call.get(False) or not isinstance(kwargs, Mapping):
-            return
-        call_type = str(kwargs.get("call_type") or "unknown")
-        if not any(word in call_type for word in _PROMPT_CALL_WORDS) or records.report_in(kwargs) is not None:
-            return
-        call = _once_key(kwargs)
-        if (
-            call in records.REPORTS
-        ):  # fitted by a hook whose metadata the logging object does not share (sync responses)
-            return
-        if call in _UNGUARDED_SEEN:  # one count per call, however many guards are registered
-            return
-        bounded_put(_UNGUARDED_SEEN, call, None, records.BOUND)
-        telemetry.unguarded(call_type)
-    except Exception as e:  # telemetry must never fail a request
-        telemetry.log.error("context-guard bypass check: %s", type(e).__name__)
-
 
 async def succeeded(cg: Services, kwargs: Any, response: Any) -> None:
     """What the provider's prompt cache did for a guarded request (streaming included: LiteLLM
@@ -57,6 +29,7 @@ async def succeeded(cg: Services, kwargs: Any, response: Any) -> None:
             return
         report = records.report_in(kwargs)
         if report is None:
+            unguarded.reached(kwargs)  # a route served without the pre-API-call logging hook counts too
             return
         usage = getattr(response, "usage", None)
         if usage is None and isinstance(response, Mapping):
@@ -80,7 +53,7 @@ async def succeeded(cg: Services, kwargs: Any, response: Any) -> None:
 
 
 def _once_key(kwargs: Mapping[str, Any]) -> str:
-    """What a failure or bypass is counted once per: the call's `litellm_call_id`, else the
+    """What a failure is counted once per: the call's `litellm_call_id`, else the
     identity of its kwargs."""
     return str(kwargs.get("litellm_call_id") or id(kwargs))
 

@@ -5,6 +5,7 @@ functions see it through the `Services` protocol (guard.shell.services)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +15,7 @@ from guard.core.config import CacheSettings, GuardConfig, SummarizerSettings
 from guard.core.modelmap import litellm_resolver
 from guard.core.policy import PolicySet, load_policy_set
 from guard.fit.engine import Engine
-from guard.shell import fitting
+from guard.shell import fitting, startup
 from guard.shell.config_file import load_config
 from guard.shell.routes import Route
 from guard.shell.summarizer import Call, Summarizer
@@ -61,6 +62,7 @@ class GuardServices:
     def _build(self) -> None:
         if self._config_path is not None:
             cfg = load_config(self._config_path)
+            startup.check_config(self._config_path, os.environ)  # settings that route around the hooks, said once
         else:
             cfg = GuardConfig(self._policies or PolicySet(), {})
         self._engine = Engine(

@@ -44,7 +44,7 @@ FALLBACKS = Counter(
 )
 UNGUARDED = Counter(
     "context_guard_unguarded_calls",
-    "Prompts that reached a provider without being fitted while the guard was registered",
+    "Prompts the guard did not fit while it was registered (forwarded or refused), by call type",
     ["call_type"],
 )
 PROMPT_CACHE = Counter(
@@ -138,25 +138,28 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
 
 
 _GUARDED_ALTERNATIVE = {
-    "completion": "guard.completion(...) or guard.instrument()",
-    "text_completion": "chat completions through guard.completion(...)",
-    "responses": "chat completions (the Responses API is not fitted by this version)",
-    "aresponses": "chat completions (the Responses API is not fitted by this version)",
+    "completion": "guard.completion(...) or guard.instrument() (sync litellm.completion has no hook to rewrite it)",
+    "text_completion": "chat completions (the legacy text completion is not fitted)",
+    "atext_completion": "chat completions (the legacy text completion is not fitted)",
+    "pass_through_endpoint": "/chat/completions, /v1/messages or /v1/responses (a pass-through forwards it as is)",
 }
 _warned: set[str] = set()
 
 
-def unguarded(call_type: str) -> None:
-    """A prompt reached a provider unfitted: counted, and logged once per call type."""
+def unguarded(call_type: str, *, where: str = "the provider call", refused: bool = False) -> None:
+    """A prompt the guard did not fit: counted, and logged once per call type with what to do."""
     UNGUARDED.labels(call_type).inc()
     if call_type in _warned:
         return
     _warned.add(call_type)
     alternative = _GUARDED_ALTERNATIVE.get(call_type, "litellm.acompletion, the Router's async methods or the proxy")
     log.warning(
-        "context-guard: a %s call reached the provider without being fitted (LiteLLM has no hook that can "
-        "rewrite it); use %s. Counted in context_guard_unguarded_calls_total.",
+        "context-guard: a %s request reached %s without being fitted; %s. Use %s, or set the model's "
+        "policy on_unguarded: refuse to refuse such requests where the guard sees them. Counted in "
+        "context_guard_unguarded_calls_total.",
         call_type,
+        where,
+        "refused (on_unguarded: refuse)" if refused else "forwarded unchanged",
         alternative,
     )
 

@@ -8,7 +8,12 @@ names the LiteLLM behaviour that changed rather than a guard outcome.
 - The deployment hook runs once per attempt, for the deployment of that attempt: the guard fits
   each fallback to its own window.
 - The call type each route arrives with is one `guard.shell.routes` knows: a renamed call type would
-  let that route through unguarded."""
+  let that route through unguarded.
+
+CI runs this module twice on every tested release: as is, and with `LITELLM_RUST=true`, the switch
+that sends `/v1/messages` for Anthropic models through LiteLLM's Rust core where the release has one
+(1.108 on). Under it the messages tests also assert that the Rust core served the call (its
+`x-litellm-rust` header), so the contract is checked on the path a team that turns Rust on runs."""
 
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ import pytest
 
 from guard.shell import routes
 from tests.e2e.contract_probe import DEPLOYMENT, FLAG, PRE_CALL, ContractProbe
+from tests.e2e.rust_core import assert_served_by
 
 pytestmark = pytest.mark.slow
 
@@ -83,8 +89,10 @@ def test_sdk_call_types_are_the_ones_the_guard_routes(probe, upstream):
                                     messages=[{"role": "user", "content": f"{FLAG} chat"}]))
     asyncio.run(litellm.aresponses(model="openai/gpt-4o-8k", api_base=f"{base}/v1", api_key="x", max_output_tokens=16,
                                    input=[{"role": "user", "content": f"{FLAG} responses"}]))
-    asyncio.run(litellm.anthropic.messages.acreate(model="anthropic/claude-8k", api_base=base, api_key="x", max_tokens=16,
-                                                    messages=[{"role": "user", "content": f"{FLAG} messages"}]))
+    answer = asyncio.run(litellm.anthropic.messages.acreate(
+        model="anthropic/claude-8k", api_base=base, api_key="x", max_tokens=16,
+        messages=[{"role": "user", "content": f"{FLAG} messages"}]))
+    assert_served_by(dict(answer).get("_hidden_params", {}).get("additional_headers"), "litellm.anthropic.messages.acreate")
     seen = [(call["call_type"], _route_of(call["call_type"])) for call in probe.calls if call["hook"] == "deployment"]
     assert [route for _, route in seen] == ["chat", "responses", "messages"], _changed(
         f"the SDK's deployment hook now arrives with call types {[c for c, _ in seen]} for acompletion, "
@@ -130,7 +138,9 @@ def test_the_proxy_sends_what_its_hooks_return_on_every_route(proxy):
     oa.chat.completions.create(model="small", max_tokens=16, messages=[{"role": "user", "content": f"{FLAG} chat"}])
     oa.responses.create(model="small", max_output_tokens=16, input=[{"role": "user", "content": f"{FLAG} responses"}])
     an = anthropic.Anthropic(base_url=proxy.url, api_key="sk-master", max_retries=0, timeout=120)
-    an.messages.create(model="claude-small", max_tokens=16, messages=[{"role": "user", "content": f"{FLAG} messages"}])
+    raw = an.messages.with_raw_response.create(
+        model="claude-small", max_tokens=16, messages=[{"role": "user", "content": f"{FLAG} messages"}])
+    assert_served_by(dict(raw.headers), "the proxy's /v1/messages")
     calls = _contract_calls(proxy)
     for hook in ("pre_call", "deployment"):
         types = [call["call_type"] for call in calls if call["hook"] == hook]
