@@ -67,6 +67,7 @@ from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.dialects import detect  # noqa: E402
 from guard.fit.engine import Engine  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
+from guard.fit.replay import turn_starts  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
 SUMMARY = (
@@ -306,10 +307,12 @@ def best_cut(body: Mapping[str, Any], room: int | None, floor: float = 0.6, pric
     """The best a guard that cuts the oldest history in whole turns could do in this room, knowing
     every future turn: (cached tokens, tokens sent, bill) of the cheapest sequence of cuts (dynamic programming
     over the first turn kept at each request) where every request over the room keeps at least
-    `floor` of it (the room bar), the system prompt and first user message pinned. A turn that
-    keeps the previous cut re-reads the previous prompt from the cache; one that moves it reads
+    `floor` of it (the room bar), the system prompt and first user message pinned, and the newest
+    turn group kept (as the guard keeps it: a request is never sent without its last turn). A turn
+    that keeps the previous cut re-reads the previous prompt from the cache; one that moves it reads
     only the pinned prefix. Markers and truncation are left out: a guard can beat this a little by
-    truncating (finer steps), not by much."""
+    truncating (finer steps), not by much; where the pinned prefix and the newest turn alone are over
+    the room, the request is taken as sent at the room (truncated)."""
     if room is None:
         return None
     read, write, _ = PRICES[prices]
@@ -324,20 +327,25 @@ def best_cut(body: Mapping[str, Any], room: int | None, floor: float = 0.6, pric
     ends = [len(dialect.messages(r)) for r in requests(body)]
     first = next((i + 1 for i, m in enumerate(messages) if dialect.is_user_turn(m)), 0)
     pinned = fixed + cumulative[first]
-    starts = sorted({first} | {e for e in ends if e > first})
+    boundaries = [g for g in turn_starts(dialect, messages) if g > first]
+    starts = sorted({first} | {e for e in ends if e > first} | set(boundaries))
     # first kept message -> (bill, cached, sent over the loop, sent last turn) of the cheapest way there
     states: dict[int | None, tuple[float, float, float, int]] = {None: (0.0, 0.0, 0.0, 0)}
     for end in ends:
         full = fixed + cumulative[end]
         options = [first]
         if full > room:
-            fitting = [s for s in starts if s <= end and pinned + cumulative[end] - cumulative[s] <= room]
-            options = [s for s in fitting if pinned + cumulative[end] - cumulative[s] >= floor * room] or fitting[-1:]
+            newest = max([first, *(g for g in boundaries if g < end)])  # where the request's last turn group starts
+            fitting = [s for s in starts if s <= newest and pinned + cumulative[end] - cumulative[s] <= room]
+            # at or above the bar; where no whole-turn cut is, the one closest to it (the most kept)
+            options = [s for s in fitting if pinned + cumulative[end] - cumulative[s] >= floor * room] or fitting[:1]
+            options = options or [newest]
         new: dict[int | None, tuple[float, float, float, int]] = {}
         for s in options:
-            sent = pinned + cumulative[end] - cumulative[s]
+            sent = min(room, pinned + cumulative[end] - cumulative[s]) if full > room else full
             for previous, (bill, cached, total, last) in states.items():
                 hit = 0 if previous is None else last if previous == s else pinned
+                hit = min(hit, sent)
                 candidate = (bill + hit * read + (sent - hit) * write, cached + hit, total + sent, sent)
                 if s not in new or candidate[0] < new[s][0]:
                     new[s] = candidate

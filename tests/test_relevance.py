@@ -171,3 +171,16 @@ def test_earlier_copies_of_the_question_are_not_what_it_is_about():
     transcript = summary.transcript(OPENAI, messages)
     hot = _relevant_origins(OPENAI, messages, lambda: transcript, frozenset(), (len(messages) - 1,))
     assert hot == {4}
+
+
+def test_a_question_about_a_cut_fact_swaps_the_cut_but_a_tool_output_sent_as_user_text_does_not():
+    """Issue 34: a text-based agent sends each tool's output as a user message; one that shares many
+    terms with the history (25-73 in real loops, half of them in cut results) is not a question about
+    a cut fact, so it does not re-cut a carried prefix (a prompt-cache break) the way a question does."""
+    before = ["the rollback key for the helix deployment is Q123-4567",
+              *(f"tests/test_mod{i}.py::test_case_{i} PASSED in module_{i} with fixture_{i}" for i in range(20))]
+    after = ["def main(): pass"]
+    assert relevance.lost_terms("what is the rollback key for helix?", before, after)
+    output = "\n".join(f"tests/test_mod{i}.py::test_case_{i} PASSED" for i in range(20))
+    assert not relevance.lost_terms(output, before, after)  # 40 terms of the history, all cut: an output
+    assert relevance.lost_terms(output, before, after, question_terms=100)  # counted as a question, it would swap

@@ -161,9 +161,13 @@ def relevant(values: Sequence[float], share: float = RELEVANT_SHARE) -> set[int]
 
 
 LOST_SHARE = 0.3  # of a query's terms the history holds, at least this share only a cut removed
+QUESTION_TERMS = 16  # a message with more terms the history holds is not a question about a cut fact
 
 
-def lost_terms(query: str, before: Sequence[str], after: Sequence[str], share: float = LOST_SHARE) -> bool:
+def lost_terms(
+    query: str, before: Sequence[str], after: Sequence[str], share: float = LOST_SHARE,
+    question_terms: int = QUESTION_TERMS,
+) -> bool:
     """Whether the query asks about what a cut removed: of its terms that some text of `before`
     holds, at least one, and at least `share` of them, are in no text of `after`. A question
     about a cut fact ("what is the rollback key of the zephyr cluster?") loses one of its few
@@ -172,13 +176,16 @@ def lost_terms(query: str, before: Sequence[str], after: Sequence[str], share: f
     that a text-based agent sends as a user message (33 terms, 7 cut). A verbose question whose
     one cut term is among many kept ones waits for the next crossing too. Terms are the
     query's BM25 terms, found as substrings of the whole lower-cased texts (no clipping: a fact
-    can sit in the middle of a long result)."""
+    can sit in the middle of a long result). A message with more than `question_terms` terms the
+    history holds is a tool's output or pasted text, not a question about a cut fact (the outputs a
+    text-based agent sends as user messages share 25-73 terms with its history, half of them cut;
+    a question about a fact, 3-8)."""
     wanted = set(_terms([query])[0][1])
     if not wanted:
         return False
     lowered = [t.lower() for t in before]
     had = {t for t in wanted if any(t in text for text in lowered)}
-    if not had:
+    if not had or len(had) > question_terms:
         return False
     kept = [t.lower() for t in after]
     lost = sum(1 for t in had if not any(t in text for text in kept))
