@@ -30,7 +30,8 @@ Responses, and a text-based agent whose outputs are user messages) and the synth
 coding-agent trace of `bench.traces`, as chat and as Anthropic messages (and one as a Responses
 API body, with reasoning items before its calls). hit_over and bill_over: the same over the
 overflowing turns only (the untrimmed loop over the room), cache reads at 0.1x and no write
-premium; best_bill_over: `best_cut`'s bill there. gap_bill and gap_bill_temp (`--gaps`, a
+premium; best_bill_over: `best_cut`'s bill there (free to re-cut on any turn), best_carry_bill_over:
+the same for a cutter that, like the guard, keeps a cut on every turn it still fits. gap_bill and gap_bill_temp (`--gaps`, a
 10-minute pause every 15 turns by default, past the provider's 5-minute cache TTL): the Anthropic
 bill of the same loop with those pauses, against the untrimmed loop with them, without and with
 cache temperature (guard.fit.temperature); gap_room_median: the room used with it.
@@ -303,7 +304,9 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
     return (cached / sent) / (base.cached / base.sent), cost / base.cost(prices)
 
 
-def best_cut(body: Mapping[str, Any], room: int | None, floor: float = 0.6, prices: str = "anthropic") -> tuple[float, float, float] | None:
+def best_cut(
+    body: Mapping[str, Any], room: int | None, floor: float = 0.6, prices: str = "anthropic", carry: bool = False,
+) -> tuple[float, float, float] | None:
     """The best a guard that cuts the oldest history in whole turns could do in this room, knowing
     every future turn: (cached tokens, tokens sent, bill) of the cheapest sequence of cuts (dynamic programming
     over the first turn kept at each request) where every request over the room keeps at least
@@ -312,7 +315,11 @@ def best_cut(body: Mapping[str, Any], room: int | None, floor: float = 0.6, pric
     that keeps the previous cut re-reads the previous prompt from the cache; one that moves it reads
     only the pinned prefix. Markers and truncation are left out: a guard can beat this a little by
     truncating (finer steps), not by much; where the pinned prefix and the newest turn alone are over
-    the room, the request is taken as sent at the room (truncated)."""
+    the room, the request is taken as sent at the room (truncated). With `carry`, a cut is kept on
+    every turn it still fits (as the guard keeps it): only a cut that no longer fits is replaced.
+    Without it the cheapest cuts may re-cut a fitting prefix on every turn down to the newest turn,
+    which is cheapest where the pinned prefix alone nearly fills the room bar (tau2: the policy
+    document is 59% of the room) and leaves the agent nothing of its history."""
     if room is None:
         return None
     read, write, _ = PRICES[prices]
@@ -341,9 +348,10 @@ def best_cut(body: Mapping[str, Any], room: int | None, floor: float = 0.6, pric
             options = [s for s in fitting if pinned + cumulative[end] - cumulative[s] >= floor * room] or fitting[:1]
             options = options or [newest]
         new: dict[int | None, tuple[float, float, float, int]] = {}
-        for s in options:
-            sent = min(room, pinned + cumulative[end] - cumulative[s]) if full > room else full
-            for previous, (bill, cached, total, last) in states.items():
+        for previous, (bill, cached, total, last) in states.items():
+            fits = previous is not None and pinned + cumulative[end] - cumulative[previous] <= room
+            for s in [previous] if carry and full > room and fits else options:
+                sent = min(room, pinned + cumulative[end] - cumulative[s]) if full > room else full
                 hit = 0 if previous is None else last if previous == s else pinned
                 hit = min(hit, sent)
                 candidate = (bill + hit * read + (sent - hit) * write, cached + hit, total + sent, sent)
@@ -374,10 +382,12 @@ def over_room(base: Replay, run: Replay, prices: str = "openai-0.1") -> tuple[fl
     return share(run) / max(1e-9, share(base)), cost(run) / cost(base)
 
 
-def best_over_room(body: Mapping[str, Any], base: Replay, room: int | None, prices: str = "openai-0.1") -> float | None:
+def best_over_room(
+    body: Mapping[str, Any], base: Replay, room: int | None, prices: str = "openai-0.1", carry: bool = False,
+) -> float | None:
     """`best_cut`'s bill over the overflowing turns only (see `over_room`): the turns that fit are
     sent whole by every cutter, so the cheapest cuts of the whole loop are the cheapest there too."""
-    best = best_cut(body, room, prices=prices)
+    best = best_cut(body, room, prices=prices, carry=carry)
     if best is None or room is None:
         return None
     read, write, _ = PRICES[prices]
@@ -412,6 +422,7 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
         "hit_over": over and over[0],
         "bill_over": over and over[1],
         "best_bill_over": best_over_room(body, base, run.room) if body is not None else None,
+        "best_carry_bill_over": best_over_room(body, base, run.room, carry=True) if body is not None else None,
         "openai": run.cost("openai") / base.cost("openai"),
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
         "room_min": min(used) if used else None,
@@ -456,7 +467,7 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
-    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "hit_over", "bill_over", "best_bill_over", "openai", "openai_0.1", "room_min", "room_median"]
+    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "hit_over", "bill_over", "best_bill_over", "best_carry_bill_over", "openai", "openai_0.1", "room_min", "room_median"]
     cols += [c for c in ("gap_bill", "gap_bill_temp", "gap_room_median") if any(c in r for r in rows)]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:

@@ -297,13 +297,26 @@ def test_truncated_results_take_sizes_from_a_ladder():
     from guard.fit.strategies.truncate import rung
 
     assert [rung(t, 200) for t in (1, 200, 399, 400, 799, 800, 5000)] == [200, 200, 200, 400, 400, 800, 3200]
-    body = agent([words(3000, 1), "r1", "r2", "r3"])
+    # a result that is a small share of the room: a need that grows within one rung gives the same cut
+    body = agent([words(600, 1), words(3000, 2), words(3000, 3), "r1"])
     total = engine(100_000).fit(body).report.input_tokens_before
     cuts = set()
-    for need in range(700, 1300, 100):  # a need that grows within one rung gives the same cut
+    for need in range(100, 260, 30):
         fitted = engine(total - need, strategies=only("truncate_tool_results"), keep_recent_groups=1, cut_quantum_ratio=0.01).fit(body)
         cuts.add(fitted.body["messages"][3]["content"])
     assert len(cuts) == 1
+
+
+def test_a_result_that_is_most_of_the_room_keeps_what_the_mark_needs_not_the_next_rung():
+    """Issue 34: the ladder's next rung down can be half the result: a 5.9k-token result a request
+    is 40 tokens over with would keep 3,200 and the cut land at 0.56 of the room, under the 0.6
+    room bar. A cut's prefix keeps what its mark needs there (it is made once and carried)."""
+    body = agent([words(3000, 1), "r1", "r2", "r3"])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    for need in range(700, 1300, 100):
+        fitted = engine(total - need, strategies=only("truncate_tool_results"), keep_recent_groups=1, cut_quantum_ratio=0.01).fit(body)
+        report = fitted.report
+        assert report.fits and report.input_tokens_after >= 0.6 * report.room, (need, report.input_tokens_after, report.room)
 
 
 def test_a_duplicate_whose_first_copy_was_dropped_is_sent_again():
