@@ -1,5 +1,6 @@
 """The public API is visible to type checkers (no `Any` from the lazy imports; the wheel ships
-py.typed), and the README's Python examples type-check against it (mypy, as a user's CI would)."""
+py.typed), and the Python examples of the README and docs/ type-check against it (mypy, as a user's
+CI would)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,15 @@ def _mypy(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
 
 
 def readme_examples() -> list[str]:
-    """The README's ```python blocks; one with top-level `await` runs inside an async function."""
-    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
-    assert blocks, "the README has Python examples"
+    """The ```python blocks of the README and docs/; one with top-level `await` runs inside an async
+    function."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = [b for doc in docs for b in re.findall(r"```python\n(.*?)```", doc.read_text(), flags=re.S)]
+    assert len(blocks) >= 2, "the README and docs/sdk.md have Python examples"
     out = []
-    for block in blocks:
+    for i, block in enumerate(blocks):
         if "await " in block:
-            block = "async def _example() -> None:\n" + textwrap.indent(block, "    ")
+            block = f"async def _example_{i}() -> None:\n" + textwrap.indent(block, "    ")
         out.append(block)
     return out
 

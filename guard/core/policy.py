@@ -39,6 +39,8 @@ DEFAULT_METADATA_KEYS = [
 DEFAULT_CITATION_KEYS = ["id", "doc_id", "title", "url", "uri", "link", "source", "path", "page", "section", "doi"]
 
 
+METADATA_KEYS = "keys drop_metadata removes from JSON tool results (bulky retrieval metadata)"
+CITATION_KEYS = "keys drop_metadata always keeps (what a citation needs)"
 ON_UNGUARDED = (
     "a prompt for this model on a route the guard cannot fit (a pass-through, a call type it does not know): "
     "forward it, counted and logged (warn), or refuse it with a 400 (refuse)"
@@ -60,7 +62,7 @@ class Policy(BaseModel):
     min_output_tokens: int | None = Field(
         None, ge=1, description="floor for clamp_output; unset = never lower the client's max_tokens"
     )
-    safety_margin_tokens: int = Field(512, ge=0)
+    safety_margin_tokens: int = Field(512, ge=0, description="margin kept free (the larger of this and the ratio)")
     safety_margin_ratio: float = Field(0.01, ge=0.0, lt=0.5, description="fraction of the limit")
     low_water_ratio: float = Field(
         1.0, gt=0.0, le=1.0, description="a cut lands at most at this fraction of the room"
@@ -78,7 +80,7 @@ class Policy(BaseModel):
     default_context_window: int | None = Field(
         None, ge=1, description="window for models with no known limits; unset = refuse them"
     )
-    window_rule: Literal["shared", "separate"] | None = None
+    window_rule: Literal["shared", "separate"] | None = Field(None, description="unset = the model family's")
     calibration: dict[str, float] = Field(default_factory=dict, description="factor per model family")
     calibration_mode: Literal["static", "auto"] = Field(
         "static", description="auto: learn each deployment's factor from the input tokens its provider reports"
@@ -99,7 +101,7 @@ class Policy(BaseModel):
         description="a learned factor adds this times the gap between its quantile and the 90th percentile",
     )
     calibration_headroom: float = Field(0.03, ge=0.0, le=1.0, description="and is then multiplied by 1 + this")
-    strategies: list[StrategyName] = Field(default_factory=lambda: list(STRATEGY_ORDER))
+    strategies: list[StrategyName] = Field(default_factory=lambda: list(STRATEGY_ORDER), description="steps, in order")
     keep_recent_groups: int = Field(3, ge=0, description="newest turn groups kept verbatim")
     keep_recent_share: float | None = Field(0.5, gt=0.0, le=1.0, description=KEEP_RECENT_SHARE)
     keep_first_user_turn: bool = Field(True, description="keep the first user message (the task) verbatim")
@@ -120,8 +122,8 @@ class Policy(BaseModel):
     relevance: Literal["bm25", "off"] = Field(
         "bm25", description="cut what the last user message is about last (bm25), or strictly oldest first"
     )
-    metadata_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_METADATA_KEYS))
-    citation_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_CITATION_KEYS))
+    metadata_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_METADATA_KEYS), description=METADATA_KEYS)
+    citation_keys: list[str] = Field(default_factory=lambda: list(DEFAULT_CITATION_KEYS), description=CITATION_KEYS)
     context_fallbacks: Literal["before_cutting", "after_cutting"] = Field(
         "before_cutting",
         description="with context_window_fallbacks: try the fallback models before any lossy step "
