@@ -11,6 +11,7 @@ rounded up to whole bands (`cut_quantum_ratio` of the room, 35% by default): a c
 grows by less than a band gets the *same* cut as the turn before, so what is sent keeps a
 byte-identical prefix (provider prompt caches keep hitting), and a cut lands within one band
 below the mark (the planner requantizes before each step: see `Context.requantize`).
+The words (room, band, mark, floor, room bar, carried cut, ...): docs/glossary.md.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Carried cuts: a cut made on a prefix of a conversation, applied to every later turn while it
 still fits, so a provider's cached prefix keeps hitting (see `carried`; where the cut was made:
-`guard.fit.replay`)."""
+`guard.fit.replay`). The words: docs/glossary.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The marks one fit cuts to, immutable: a new `Marks` replaces the old when a step moves them."""
+"""The marks one fit cuts to, immutable: a new `Marks` replaces the old when a step moves them.
+The words (stop mark, floor, band, room bar): docs/glossary.md."""
 
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 and the marks a new cut tries (`low_water`, `choose_mark`). Counts only: pure functions of the
 history's per-message counts and of the sizes of its past cuts. The words: the *room* (input tokens
 a request may carry), a *band* (`cut_quantum_ratio` of the room), the *room bar* (the least share of
-the room a cut should leave), a *carried cut* (one made on a prefix, sent on later turns)."""
+the room a cut should leave), a *carried cut* (one made on a prefix, sent on later turns); all of
+them in docs/glossary.md."""
 
 from __future__ import annotations
 
