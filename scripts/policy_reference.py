@@ -8,7 +8,9 @@ does), so the reference cannot drift from the code; `--check` fails if the file 
 from __future__ import annotations
 
 import sys
+import types
 from pathlib import Path
+from typing import Any, Literal, Union, get_args, get_origin
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -18,9 +20,20 @@ from guard.core.policy import Policy  # noqa: E402
 TARGET = ROOT / "docs" / "policy-reference.md"
 
 
-def _type(annotation: object) -> str:
-    text = str(annotation).replace("typing.", "").replace("<class '", "").replace("'>", "")
-    return text.replace("guard.core.steps.", "").replace("guard.core.policy.", "")
+def _type(annotation: Any) -> str:
+    """A field's type in words, the same on every Python version (reprs of typing objects differ)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if annotation is type(None):
+        return "None"
+    if origin is Literal:
+        return " or ".join(repr(a) for a in args)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type(a) for a in args)
+    if origin is list:
+        return f"list of {_type(args[0])}"
+    if origin is dict:
+        return f"dict of {_type(args[0])} to {_type(args[1])}"
+    return str(getattr(annotation, "__name__", annotation))
 
 
 def render() -> str:
@@ -37,7 +50,7 @@ def render() -> str:
         default = field.get_default(call_default_factory=True)
         shown = "unset" if default is None else f"`{default}`"
         what = (field.description or "").replace("|", "\\|")
-        kind = _type(field.annotation).replace(" | ", " or ")  # (a pipe would split the table's cell)
+        kind = _type(field.annotation)
         lines.append(f"| `{name}` | `{kind}` | {shown} | {what} |")
     return "\n".join(lines) + "\n"
 
