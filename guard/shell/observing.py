@@ -52,12 +52,6 @@ async def succeeded(cg: Services, kwargs: Any, response: Any) -> None:
         telemetry.log.error("context-guard success hook: %s", type(e).__name__)
 
 
-def _once_key(kwargs: Mapping[str, Any]) -> str:
-    """What a failure is counted once per: the call's `litellm_call_id`, else the
-    identity of its kwargs."""
-    return str(kwargs.get("litellm_call_id") or id(kwargs))
-
-
 def _calibrated(report: Mapping[str, Any] | None) -> tuple[str, float] | None:
     """The deployment key and factor a request was counted with, if its count was an estimate
     (exact counts have nothing to learn)."""
@@ -101,7 +95,7 @@ def failed(cg: Services, kwargs: Any) -> Mapping[str, Any] | None:
         report = records.report_in(kwargs)
         if report is None or report.get("outcome") not in ("fitted", "unchanged"):
             return None  # not checked by the guard, or let through on purpose (context_window_fallbacks)
-        call = _once_key(kwargs)
+        call = records.once_key(kwargs)
         if call in cg.misses:
             return None
         bounded_put(cg.misses, call, None, 4096)

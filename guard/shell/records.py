@@ -43,6 +43,12 @@ def call_id(data: Mapping[str, Any]) -> str | None:
     return call if isinstance(call, str) else None
 
 
+def once_key(data: Mapping[str, Any]) -> str:
+    """What an event about a call (a provider failure, an unguarded prompt) is counted once per: the
+    call's `litellm_call_id`, else the identity of its dict."""
+    return str(data.get("litellm_call_id") or id(data))
+
+
 def latest(data: Any) -> Mapping[str, Any] | None:
     """The report of a request's latest pass (after a fallback, the attempt that served it), else
     the one in the proxy's own copy of its metadata."""

@@ -52,13 +52,8 @@ def carries_prompt(data: Any) -> bool:
     return bool(data.get("prompt")) and isinstance(data.get("prompt"), (str, list))
 
 
-def _call_key(data: Mapping[str, Any]) -> str:
-    """What an unguarded call is counted once per: its `litellm_call_id`, else the identity of its dict."""
-    return str(data.get("litellm_call_id") or id(data))
-
-
 def _first_time(data: Mapping[str, Any]) -> bool:
-    key = _call_key(data)
+    key = records.once_key(data)
     if key in _COUNTED:
         return False
     bounded_put(_COUNTED, key, None, records.BOUND)
@@ -110,7 +105,7 @@ def reached(kwargs: Any) -> None:
         call_type = str(kwargs.get("call_type") or "unknown")
         if not any(word in call_type for word in _PROMPT_CALL_WORDS) or records.report_in(kwargs) is not None:
             return
-        if _call_key(kwargs) in records.REPORTS:  # fitted by a hook whose metadata the logging object lacks
+        if records.once_key(kwargs) in records.REPORTS:  # fitted by a hook whose metadata the logging object lacks
             return
         if _first_time(kwargs):
             telemetry.unguarded(call_type, where="the provider call", refused=False)

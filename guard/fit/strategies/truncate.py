@@ -47,14 +47,15 @@ def _truncate(
             # and the cut made from it, is the same on every turn that sends this message
             upper = math.ceil(result.message_tokens / factor)
         keep = upper - math.ceil(result.over / factor)
-        if exact or (ctx.ceiling is not None and ctx.stop_at - (keep - rung(keep, floor)) * factor < ctx.least):
+        laddered = rung(keep, floor)
+        if exact or (ctx.ceiling is not None and ctx.stop_at - (keep - laddered) * factor < ctx.least):
             # the last resort must land; and a carried cut's prefix (made once, to an explicit mark,
             # then carried byte for byte: guard.fit.carried) keeps what its mark needs where the
             # ladder's step would take it under the room bar (a result of half the room cut to the
             # next rung down leaves 0.56 of the room where the bar is 0.6)
             keep = max(floor, keep)
         else:
-            keep = rung(keep, floor)
+            keep = laddered
         only_text = isinstance(content, str) or len(texts) == len(content)
         if upper <= keep and only_text:
             return content
