@@ -31,7 +31,8 @@ coding-agent trace of `bench.traces`, as chat and as Anthropic messages (and one
 API body, with reasoning items before its calls). hit_over and bill_over: the same over the
 overflowing turns only (the untrimmed loop over the room), cache reads at 0.1x and no write
 premium; best_bill_over: `best_cut`'s bill there (free to re-cut on any turn), best_carry_bill_over:
-the same for a cutter that, like the guard, keeps a cut on every turn it still fits. gap_bill and gap_bill_temp (`--gaps`, a
+the same for a cutter that, like the guard, keeps a cut on every turn it still fits; the two
+`_compact_` columns: both again with every request over the room JSON compacted, as the guard sends it. gap_bill and gap_bill_temp (`--gaps`, a
 10-minute pause every 15 turns by default, past the provider's 5-minute cache TTL): the Anthropic
 bill of the same loop with those pauses, against the untrimmed loop with them, without and with
 cache temperature (guard.fit.temperature); gap_room_median: the room used with it.
@@ -69,6 +70,7 @@ from guard.dialects import detect  # noqa: E402
 from guard.fit.engine import Engine  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
 from guard.fit.replay import turn_starts  # noqa: E402
+from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
 SUMMARY = (
@@ -306,6 +308,7 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
 
 def best_cut(
     body: Mapping[str, Any], room: int | None, floor: float = 0.6, prices: str = "anthropic", carry: bool = False,
+    compact: bool = False,
 ) -> tuple[float, float, float] | None:
     """The best a guard that cuts the oldest history in whole turns could do in this room, knowing
     every future turn: (cached tokens, tokens sent, bill) of the cheapest sequence of cuts (dynamic programming
@@ -319,7 +322,10 @@ def best_cut(
     every turn it still fits (as the guard keeps it): only a cut that no longer fits is replaced.
     Without it the cheapest cuts may re-cut a fitting prefix on every turn down to the newest turn,
     which is cheapest where the pinned prefix alone nearly fills the room bar (tau2: the policy
-    document is 59% of the room) and leaves the agent nothing of its history."""
+    document is 59% of the room) and leaves the agent nothing of its history. With `compact`, every
+    request over the room goes JSON compacted, as the guard sends it (a stronger yardstick where
+    results are JSON: more turns fit a room; the first request over the room re-reads the previous
+    one only up to its first compacted message)."""
     if room is None:
         return None
     read, write, _ = PRICES[prices]
@@ -327,19 +333,28 @@ def best_cut(
     engine = engine_for(body, None)
     counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
     messages = list(dialect.messages(body))
-    cumulative = [0]
-    for n in counter.messages(dialect, messages):
+    raw = counter.messages(dialect, messages)
+    squeezed = raw
+    if compact:
+        squeezed = [min(n, c) for n, c in zip(raw, counter.messages(dialect, [compacted(dialect, m) for m in messages]))]
+    cumulative, whole = [0], [0]
+    for n, w in zip(squeezed, raw):
         cumulative.append(cumulative[-1] + n)
+        whole.append(whole[-1] + w)
     fixed = counter.fixed(dialect, body)
     ends = [len(dialect.messages(r)) for r in requests(body)]
     first = next((i + 1 for i, m in enumerate(messages) if dialect.is_user_turn(m)), 0)
-    pinned = fixed + cumulative[first]
+    pinned = fixed + whole[first]
     boundaries = [g for g in turn_starts(dialect, messages) if g > first]
     starts = sorted({first} | {e for e in ends if e > first} | set(boundaries))
     # first kept message -> (bill, cached, sent over the loop, sent last turn) of the cheapest way there
     states: dict[int | None, tuple[float, float, float, int]] = {None: (0.0, 0.0, 0.0, 0)}
+    # the first request over the room re-reads the previous one only up to its first compacted message
+    changed = next((i for i, (n, w) in enumerate(zip(squeezed, raw)) if n < w), len(messages))
+    over = False
     for end in ends:
-        full = fixed + cumulative[end]
+        full = fixed + whole[end]
+        onset, over = full > room and not over, over or full > room
         options = [first]
         if full > room:
             newest = max([first, *(g for g in boundaries if g < end)])  # where the request's last turn group starts
@@ -353,7 +368,7 @@ def best_cut(
             for s in [previous] if carry and full > room and fits else options:
                 sent = min(room, pinned + cumulative[end] - cumulative[s]) if full > room else full
                 hit = 0 if previous is None else last if previous == s else pinned
-                hit = min(hit, sent)
+                hit = min(hit, sent, fixed + whole[changed] if onset else sent)
                 candidate = (bill + hit * read + (sent - hit) * write, cached + hit, total + sent, sent)
                 if s not in new or candidate[0] < new[s][0]:
                     new[s] = candidate
@@ -384,10 +399,11 @@ def over_room(base: Replay, run: Replay, prices: str = "openai-0.1") -> tuple[fl
 
 def best_over_room(
     body: Mapping[str, Any], base: Replay, room: int | None, prices: str = "openai-0.1", carry: bool = False,
+    compact: bool = False,
 ) -> float | None:
     """`best_cut`'s bill over the overflowing turns only (see `over_room`): the turns that fit are
     sent whole by every cutter, so the cheapest cuts of the whole loop are the cheapest there too."""
-    best = best_cut(body, room, prices=prices, carry=carry)
+    best = best_cut(body, room, prices=prices, carry=carry, compact=compact)
     if best is None or room is None:
         return None
     read, write, _ = PRICES[prices]
@@ -423,6 +439,9 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
         "bill_over": over and over[1],
         "best_bill_over": best_over_room(body, base, run.room) if body is not None else None,
         "best_carry_bill_over": best_over_room(body, base, run.room, carry=True) if body is not None else None,
+        "best_compact_bill_over": best_over_room(body, base, run.room, compact=True) if body is not None else None,
+        "best_carry_compact_bill_over": (
+            best_over_room(body, base, run.room, carry=True, compact=True) if body is not None else None),
         "openai": run.cost("openai") / base.cost("openai"),
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
         "room_min": min(used) if used else None,
@@ -467,7 +486,7 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
-    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "hit_over", "bill_over", "best_bill_over", "best_carry_bill_over", "openai", "openai_0.1", "room_min", "room_median"]
+    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "hit_over", "bill_over", "best_bill_over", "best_carry_bill_over", "best_compact_bill_over", "best_carry_compact_bill_over", "openai", "openai_0.1", "room_min", "room_median"]
     cols += [c for c in ("gap_bill", "gap_bill_temp", "gap_room_median") if any(c in r for r in rows)]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
