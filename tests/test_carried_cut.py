@@ -10,8 +10,8 @@ from bench.traces import coding_trace, to_text_agent
 from guard.core.config import Deployment
 from guard.core.policy import Policy, PolicySet
 from guard.dialects import by_name
-from guard.fit.carried import last_cut
 from guard.fit.engine import Engine
+from guard.fit.replay import Past, last_cut
 
 
 def _sizes(sizes):
@@ -53,7 +53,7 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
     # its cut made 120 tokens: carried while 120 + what was added since fits (the 5th turn: 170;
     # the 6th: 220 does not); the 6th's cut (150) through the 7th (200); the 8th's (140) through the 9th
     size_of, asked = _sizes({9: 120, 13: 150, 17: 140})
-    m, mark = _drive(last_cut(chat, tuple(msgs[:19]), counts[:19], counts[:19], 0, budget, size_of))
+    m, mark = _drive(last_cut(Past(chat, tuple(msgs[:19]), counts[:19], counts[:19], 0), budget, size_of))
     assert [a for a, _ in asked] == [9, 13, 17] and m == 17
     # the mark: the bottom of the band below the room (130), where the cut leaves the room bar
     assert mark == 130 and all(mk == 130 for _, mk in asked)
@@ -63,15 +63,15 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
         return 110 if mark == 130 else 160
         yield
 
-    assert _drive(last_cut(chat, tuple(msgs[:9]), counts[:9], counts[:9], 0, budget, low)) == (9, 160)
+    assert _drive(last_cut(Past(chat, tuple(msgs[:9]), counts[:9], counts[:9], 0), budget, low)) == (9, 160)
     # the same history answers the same, with or without the later turns (a pure function of it)
-    assert _drive(last_cut(chat, tuple(msgs[:15]), counts[:15], counts[:15], 0, budget, _sizes({9: 120, 13: 150})[0]))[0] == 13
-    assert _drive(last_cut(chat, tuple(msgs), counts, counts, 0, budget, _sizes({9: 120, 13: 150, 17: 140})[0]))[0] == 21
+    assert _drive(last_cut(Past(chat, tuple(msgs[:15]), counts[:15], counts[:15], 0), budget, _sizes({9: 120, 13: 150})[0]))[0] == 13
+    assert _drive(last_cut(Past(chat, tuple(msgs), counts, counts, 0), budget, _sizes({9: 120, 13: 150, 17: 140})[0]))[0] == 21
     # a request that fits is not cut at all
-    assert _drive(last_cut(chat, tuple(msgs[:7]), counts[:7], counts[:7], 0, budget, size_of)) is None
+    assert _drive(last_cut(Past(chat, tuple(msgs[:7]), counts[:7], counts[:7], 0), budget, size_of)) is None
     # a cut that could not be made is left at the next turn boundary
     size_of, asked = _sizes({})
-    assert _drive(last_cut(chat, tuple(msgs[:13]), counts[:13], counts[:13], 0, budget, size_of))[0] == 13
+    assert _drive(last_cut(Past(chat, tuple(msgs[:13]), counts[:13], counts[:13], 0), budget, size_of))[0] == 13
     assert sorted({a for a, _ in asked}) == [9, 11, 13]
 
 

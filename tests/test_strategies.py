@@ -238,7 +238,7 @@ def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data)
     """Giving dropped turns back is computed incrementally (10,000-message requests stay linear);
     every total must equal the one of the conversation rebuilt with its markers."""
     from guard.dialects import OPENAI
-    from guard.fit.conversation import Context, Conversation
+    from guard.fit.conversation import Context, Conversation, Keeping
     from guard.fit.marks import Marks
     from guard.fit.strategies import drop
 
@@ -246,7 +246,7 @@ def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data)
     policy = e.policy_for("m")
     counter, _ = e.counter_for("m", policy)
     msgs = [{"role": "user" if i % 2 else "assistant", "content": words(n, i)} for i, n in enumerate(sizes)]
-    conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, keep_recent_groups=0, keep_first_user_turn=False)
+    conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, Keeping(0, first_user_turn=False))
     ctx = Context(counter=counter, policy=policy, marks=Marks(stop_at=0))
     chosen = set(data.draw(st.sets(st.integers(0, len(sizes) - 1), min_size=1)))
     runs = drop._Runs(conv, ctx, chosen)
@@ -345,7 +345,7 @@ def test_a_strategy_returns_what_it_did_and_never_writes_to_the_context_it_reads
     as they were, and the outcome's ledger accounts for exactly the tokens its conversation saved
     (counts are exact here: no estimate)."""
     from guard.dialects import OPENAI
-    from guard.fit.conversation import Context, Conversation
+    from guard.fit.conversation import Context, Conversation, Keeping
     from guard.fit.ledger import Ledger
     from guard.fit.marks import Marks
     from guard.fit.strategies import STRATEGIES
@@ -360,7 +360,7 @@ def test_a_strategy_returns_what_it_did_and_never_writes_to_the_context_it_reads
         for i, (n, as_json) in enumerate(results)
     ]
     msgs = agent(texts + texts[:1])["messages"]  # the first result once more: something to dedupe
-    conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, keep_recent_groups=1, keep_first_user_turn=True)
+    conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, Keeping(1))
     marks = Marks(stop_at=stop_at, room=stop_at + 500, target=stop_at, band=100)
     ctx = Context(counter=counter, policy=policy, marks=marks)
     ctx.record("clamp_output", 7, 1)

@@ -105,19 +105,27 @@ def output_floor(body: Mapping[str, Any], family: str, adaptive: bool = False) -
     return 0
 
 
+@dataclass(frozen=True)
+class Terms:
+    """What a body's reasoning is fitted by, besides its output limit: the model and its family, the
+    output the client asked for, what to do when no valid budget fits (`refuse` or `disable`), and
+    whether LiteLLM maps reasoning effort to adaptive thinking (no budget) for the model."""
+
+    family: str
+    model: str
+    requested: int | None
+    without_room: str = "refuse"
+    adaptive: bool = False
+
+
 def fit_reasoning(
-    body: Mapping[str, Any],
-    *,
-    family: str,
-    model: str,
-    max_tokens: int,
-    requested: int | None,
-    without_room: str = "refuse",
-    adaptive: bool = False,
+    body: Mapping[str, Any], terms: Terms, max_tokens: int
 ) -> tuple[dict[str, Any], list[ReasoningChange]]:
     """The top-level fields to set (a value of None: remove the key) so the body's reasoning fits
     under `max_tokens`, and what changed. Raises ThinkingWithoutRoom when nothing valid fits and
     the policy says refuse."""
+    family, model, requested = terms.family, terms.model, terms.requested
+    without_room, adaptive = terms.without_room, terms.adaptive
     updates: dict[str, Any] = {}
     changes: list[ReasoningChange] = []
     budget = _budget_of(body)

@@ -4,7 +4,6 @@ still fits, so a provider's cached prefix keeps hitting (see `carried`; where th
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -16,19 +15,18 @@ from guard.core.steps import BY_NAME
 from guard.core.tokens import message_hash
 from guard.dialects import Dialect
 from guard.fit import summary
-from guard.fit.conversation import Context, Conversation, recent_room
-from guard.fit.history import History
+from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.marks import Marks
-from guard.fit.questions import cuts_into, query, questions, relevant_origins
-from guard.fit.replay import crossing, cumulative, head_length, last_cut, new_cut, room_bar, turn_starts
+from guard.fit.questions import cuts_into, history_of, query, questions
+from guard.fit.replay import Past, crossing, last_cut, new_cut, room_bar
+from guard.fit.request import Counted
 from guard.fit.rounds import fit
 from guard.fit.strategies.compact import compacted
 from guard.fit.temperature import Anchor, Temperature
 
 
 def carried(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context, temperature: Temperature | None = None, summarizing: bool = False,
+    req: Counted, budget: Budget, ctx: Context, temperature: Temperature | None = None, summarizing: bool = False,
 ) -> Generator[Any, Any, tuple[Conversation, Context, int, Anchor | None] | None]:
     """The cut this request carries, kept byte for byte while it fits.
 
@@ -45,46 +43,35 @@ def carried(
     cut anchored (see `guard.fit.temperature`); with a summarizer, the band grid of earlier
     releases stays (`_band_cut`: a past cut's size would need the summaries that request got).
     None when no carried cut fits (the request is then fitted whole)."""
-    # the history is replayed on the messages as they go once the request is over its room, JSON
-    # compacted where that saves tokens, counted exactly (each form's count is memoized, so a turn
-    # counts its new messages' forms only). Pure functions of each message: the same on every turn.
-    forms = [compacted(dialect, msg) for msg in messages] if policy.allows("compact_json") else list(messages)
-    sent = _sent(dialect, messages, counts, forms, ctx)
-    known: dict[int, tuple[str, str]] = {}  # summaries the prefixes tried here got, by span (see `_fit_prefix`)
-    cut_at = functools.partial(
-        _carried_at, dialect, messages, counts, forms, sent, fixed, budget, policy, ctx, summarizing=summarizing,
-        known=known,
-    )
+    cuts = _Cuts(req, budget, ctx, summarizing)
+    messages, counts, n = req.messages, req.counts, len(req.messages)
     anchor = temperature.anchor if temperature is not None else None
-    if anchor is not None and (anchor.length > len(messages) or sum(counts[: anchor.length]) != anchor.prefix_tokens):
+    if anchor is not None and (anchor.length > n or sum(counts[: anchor.length]) != anchor.prefix_tokens):
         anchor = None  # not this history's prefix (another conversation with the same task, or edited)
     if temperature is not None and temperature.state == "warm" and anchor is not None:
         # the anchor's cut, carried while it fits the room (the cached prefix holds)
-        held = yield from cut_at(anchor.length, anchor.mark)
+        held = yield from cuts.at(anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.room:
             return (*held, anchor)
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
-        return (yield from _anchored(cut_at, len(messages), fixed + sum(sent), sum(counts), budget, temperature.state))
+        total = req.fixed + sum(cuts.sent)
+        return (yield from _anchored(cuts.at, n, total, sum(counts), budget, temperature.state))
     if summarizing:
-        made = yield from _band_cut(cut_at, dialect, messages, sent, fixed, budget)
+        made = yield from _band_cut(cuts, budget)
         return None if made is None else (*made, None)
-    made_here: dict[int, tuple[Conversation, Context, int] | None] = {}  # cuts of the request itself, by mark
-    keys = _SizeKeys(dialect, messages, fixed, budget, policy, summarizing)
-    sized = functools.partial(_cut_size, dialect, messages, counts, forms, sent, fixed, budget, policy, ctx,
-                              summarizing, known, made_here, keys)
-    found = yield from last_cut(dialect, messages, counts, sent, fixed, budget, sized)
+    past = Past(req.dialect, messages, counts, cuts.sent, req.fixed)
+    found = yield from last_cut(past, budget, cuts.size)
     if found is None:
         return None
     m, mark = found
-    if m == len(messages) and mark in made_here:
-        made = made_here.pop(mark)
+    if m == n and mark in cuts.made_here:
+        made = cuts.made_here.pop(mark)
     else:
-        made = yield from cut_at(m, mark)
-    if made is None and m < len(messages):
+        made = yield from cuts.at(m, mark)
+    if made is None and m < n:
         # the carried cut does not fit after all (a question asked since moved it): a new cut now
-        m, starts, first = len(messages), turn_starts(dialect, messages), head_length(dialect, messages)
-        mark = (yield from new_cut(cumulative(sent), starts, first, fixed, m, budget, sized))[0]
-        made = made_here.pop(mark, None)
+        mark = (yield from new_cut(past, n, budget, cuts.size))[0]
+        made = cuts.made_here.pop(mark, None)
     return None if made is None else (*made, None)
 
 
@@ -110,17 +97,15 @@ def _anchored(
     return first
 
 
-def _band_cut(
-    cut_at: CutAt, dialect: Dialect, messages: tuple[Mapping[str, Any], ...], sent: Sequence[int], fixed: int,
-    budget: Budget,
-) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
+def _band_cut(cuts: _Cuts, budget: Budget) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
     """With a summarizer: the cut of the prefix up to where the conversation last crossed its band
     (`guard.fit.replay.crossing`), to its tokens minus the whole request's bands (not deeper: its
     spans and the summary's budget step coarsely)."""
+    sent, fixed = cuts.sent, cuts.fixed
     total = fixed + sum(sent)
-    m = crossing(dialect, messages, tuple(sent), fixed, budget.target, budget.band)
+    m = crossing(cuts.dialect, cuts.messages, tuple(sent), fixed, budget.target, budget.band)
     # (the whole request's bands: what `quantized_stop` takes off it)
-    return (yield from cut_at(m, fixed + sum(sent[:m]) - (total - quantized_stop(total, budget.target, budget.band))))
+    return (yield from cuts.at(m, fixed + sum(sent[:m]) - (total - quantized_stop(total, budget.target, budget.band))))
 
 
 class _SizeKeys:
@@ -143,150 +128,130 @@ class _SizeKeys:
         return (hash(tuple(self._hashes[:m])), m, mark, *self.rest, self._policy)
 
 
-def _cut_size(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], forms: list[Mapping[str, Any]],
-    sent: list[int], fixed: int, budget: Budget, policy: Policy, ctx: Context, summarizing: bool,
-    known: dict[int, tuple[str, str]], made_here: dict[int, tuple[Conversation, Context, int] | None],
-    keys: _SizeKeys, m: int, mark: int,
-) -> Generator[Any, Any, int | None]:
-    """The tokens of the cut of this history's first `m` messages down to `mark` (None: it cannot
-    be made): a past request's cut is made again where the engine does not remember it (a new
-    worker or replica; with a summarizer, its summaries come from the summary cache, where that
-    request left them); the request's own cut is kept in `made_here` for the caller to send."""
-    key = keys(m, mark)
-    sizes = memo.current().cut_sizes
-    if m < len(messages) and key in sizes:
-        return sizes.get(key)
-    made = yield from _carried_at(
-        dialect, messages[:m], counts[:m], forms[:m], sent[:m], fixed, budget, policy, ctx, m, mark,
-        summarizing=summarizing, known=known,
-    )
-    if m == len(messages):
-        made_here[mark] = made
-    return sizes.put(key, made[0].total if made is not None else None)
+class _Cuts:
+    """The cuts of one request's history: of its first `m` messages down to a mark, carried to the
+    request (`at`), or the tokens of such a cut of a past request (`size`). `sent`: each message's
+    tokens as it goes once the request is over its room (its JSON compacted form's, counted
+    exactly, where that is fewer); `known`: the summaries the prefixes tried here got, by span
+    (see `_prefix`); `made_here`: the request's own cuts, by mark, for the caller to send."""
 
+    def __init__(self, req: Counted, budget: Budget, ctx: Context, summarizing: bool) -> None:
+        dialect, messages, policy = req.dialect, req.messages, ctx.policy
+        self.dialect, self.messages, self.counts, self.fixed = dialect, messages, req.counts, req.fixed
+        self.budget, self.policy, self.ctx, self.summarizing = budget, policy, ctx, summarizing
+        # the history is replayed on the messages as they go once the request is over its room,
+        # JSON compacted where that saves tokens, counted exactly (each form's count is memoized,
+        # so a turn counts its new messages' forms only). Pure functions of each message.
+        self.forms = [compacted(dialect, msg) for msg in messages] if policy.allows("compact_json") else list(messages)
+        self.sent = list(req.counts)
+        changed = [i for i, (form, msg) in enumerate(zip(self.forms, messages)) if form is not msg]
+        for i, n in zip(changed, ctx.counter.messages(dialect, [self.forms[i] for i in changed])):
+            self.sent[i] = min(self.sent[i], n)
+        self.known: dict[int, tuple[str, str]] = {}
+        self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
+        self.keys = _SizeKeys(dialect, messages, req.fixed, budget, policy, summarizing)
 
-def _sent(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], forms: list[Mapping[str, Any]],
-    ctx: Context,
-) -> list[int]:
-    """Each message's tokens as it goes once the request is over its room: its compacted form's,
-    counted exactly, where that is fewer (as `_carried_at` sends what follows a carried prefix)."""
-    sent = list(counts)
-    changed = [i for i, (form, msg) in enumerate(zip(forms, messages)) if form is not msg]
-    for i, n in zip(changed, ctx.counter.messages(dialect, [forms[i] for i in changed])):
-        sent[i] = min(sent[i], n)
-    return sent
+    def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
+        """The tokens of the cut of this history's first `m` messages down to `mark` (None: it
+        cannot be made): a past request's cut is made again where the engine does not remember it
+        (a new worker or replica; with a summarizer, its summaries come from the summary cache,
+        where that request left them); the request's own cut is kept in `made_here`."""
+        key = self.keys(m, mark)
+        sizes = memo.current().cut_sizes
+        if m < len(self.messages) and key in sizes:
+            return sizes.get(key)
+        made = yield from self.at(m, mark, end=m)
+        if m == len(self.messages):
+            self.made_here[mark] = made
+        return sizes.put(key, made[0].total if made is not None else None)
 
+    def at(
+        self, m: int, mark: int, end: int | None = None
+    ) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
+        """The cut of the first `m` messages down to `mark`, carried to the request (or, with
+        `end`, to the past request of the first `end` messages)."""
+        dialect, messages, counts, fixed = self.dialect, self.messages, self.counts, self.fixed
+        end = len(messages) if end is None else end
+        if mark <= fixed:
+            return None
+        # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill
+        # most of a small room): then no cut lasts a band, and the prefix is cut as deep as it can
+        # go; that cut is carried while the request fits, and the request is fitted whole once it
+        # does not
+        floor = fixed + self._kept_whole(m)
+        deepest = floor > mark
+        mark = max(mark, floor)
+        question = query(dialect, messages[:m])
+        cut, part = yield from self._prefix(m, mark, question)
+        if part.history.relevance is not None:
+            # the band's question is the one its prefix ended with; the first question asked since
+            # that is about something the cut removed takes its place, once: a later one waits for
+            # the next crossing (agents that send each tool's output as a user message ask every turn)
+            later = questions(dialect, messages[m:end])
+            after = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m:end])] if later else []
+            for asked in dict.fromkeys(later):
+                # (the question itself holds its terms: what else is sent must)
+                if asked != question and cuts_into(cut, part, asked, [line for line in after if line != asked]):
+                    cut, part = yield from self._prefix(m, mark, asked)
+                    break
+        if cut.total > mark and not deepest:
+            return None
+        # what follows the prefix goes JSON compacted where that saves tokens (`sent`: counted exactly)
+        tail, tail_counts = list(messages[m:end]), list(self.sent[m:end])
+        for j, n in enumerate(tail_counts):
+            if n < counts[m + j]:
+                part.record("compact_json", counts[m + j] - n, 1)
+                tail[j] = self.forms[m + j]
+        rest = end - m
+        conv = replace(
+            cut,
+            messages=cut.messages + tuple(tail),
+            counts=cut.counts + tuple(tail_counts),
+            groups=cut.groups + (-1,) * rest,
+            pinned=cut.pinned + (False,) * rest,
+            recent=cut.recent + (True,) * rest,
+            pending=cut.pending + (None,) * rest,
+            origin=cut.origin + tuple(range(m, end)),
+        )
+        if conv.total > self.budget.room:
+            return None
+        return conv, part, m
 
-def _carried_at(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], forms: list[Mapping[str, Any]],
-    sent: list[int], fixed: int, budget: Budget, policy: Policy, ctx: Context, m: int, mark: int,
-    summarizing: bool = False, known: dict[int, tuple[str, str]] | None = None,
-) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
-    """The cut of the first `m` messages down to `mark`, carried to this request (see `carried`).
-    `sent`: each message's tokens as it goes over the room (see `_sent`)."""
-    if mark <= fixed:
-        return None
-    # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill most
-    # of a small room): then no cut lasts a band, and the prefix is cut as deep as it can go; that
-    # cut is carried while the request fits, and the request is fitted whole once it does not
-    floor = fixed + _kept_whole(dialect, messages[:m], sent[:m], fixed, policy, budget)
-    deepest = floor > mark
-    mark = max(mark, floor)
-    question = query(dialect, messages[:m])
-    cut, part = yield from _fit_prefix(
-        dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, question, summarizing, known
-    )
-    if part.history.relevance is not None:
-        # the band's question is the one its prefix ended with; the first question asked since
-        # that is about something the cut removed takes its place, once: a later one waits for the
-        # next crossing (agents that send each tool's output as a user message ask every turn)
-        later = questions(dialect, messages[m:])
-        after = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m:])] if later else []
-        for asked in dict.fromkeys(later):
-            # (the question itself holds its terms: what else is sent must)
-            if asked != question and cuts_into(cut, part, asked, [line for line in after if line != asked]):
-                cut, part = yield from _fit_prefix(
-                    dialect, messages[:m], counts[:m], fixed, budget, policy, ctx, mark, asked, summarizing, known
-                )
-                break
-    if cut.total > mark and not deepest:
-        return None
-    # what follows the prefix goes JSON compacted where that saves tokens (`sent`: counted exactly)
-    tail, tail_counts = list(messages[m:]), list(sent[m:])
-    for j, n in enumerate(tail_counts):
-        if n < counts[m + j]:
-            part.record("compact_json", counts[m + j] - n, 1)
-            tail[j] = forms[m + j]
-    rest = len(messages) - m
-    conv = replace(
-        cut,
-        messages=cut.messages + tuple(tail),
-        counts=cut.counts + tuple(tail_counts),
-        groups=cut.groups + (-1,) * rest,
-        pinned=cut.pinned + (False,) * rest,
-        recent=cut.recent + (True,) * rest,
-        pending=cut.pending + (None,) * rest,
-        origin=cut.origin + tuple(range(m, len(messages))),
-    )
-    if conv.total > budget.room:
-        return None
-    return conv, part, m
+    def _kept_whole(self, m: int) -> int:
+        """Tokens of the first `m` messages no step but the last resort cuts: pinned ones and the
+        newest turns."""
+        sent = self.sent[:m]
+        built = Conversation.build(
+            self.dialect, self.messages[:m], sent, self.fixed, Keeping.of(self.policy, self.budget)
+        )
+        return sum(n for n, pinned, recent in zip(sent, built.pinned, built.recent) if pinned or recent)
 
-
-def _kept_whole(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: Sequence[int], fixed: int, policy: Policy,
-    budget: Budget,
-) -> int:
-    """Tokens of the messages no step but the last resort cuts: pinned ones and the newest turns."""
-    built = Conversation.build(
-        dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn,
-        recent_room(policy, budget),
-    )
-    return sum(n for n, pinned, recent in zip(counts, built.pinned, built.recent) if pinned or recent)
-
-
-def _fit_prefix(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], fixed: int,
-    budget: Budget, policy: Policy, ctx: Context, mark: int, question: str | None, summarizing: bool = False,
-    known: dict[int, tuple[str, str]] | None = None,
-) -> Generator[Any, Any, tuple[Conversation, Context]]:
-    """The prefix of a carried cut fitted to `mark`, its lossy steps ranking by `question`; with
-    `summarizing`, summarized as any request is (its spans, and so its cached summary, stay the
-    same all band). `known`: the summaries earlier prefixes of this request got, by span (a
-    prefix's spans step in quarter bands from its oldest droppable turn, so span k is the same
-    for every prefix of the request that has it): a second try reuses them instead of asking
-    again, and the request's summary calls are counted across tries."""
-    band = budget.band
-    # the last resort (cutting inside the newest turns) is for the request, not for its prefix: a
-    # prefix that needs it cannot be carried, and the request is fitted whole instead
-    policy = policy.model_copy(
-        update={"strategies": [s for s in policy.strategies if BY_NAME[s].kind != "newest"]}
-    )
-    marks = Marks(
-        stop_at=mark, floor=mark - band, target=budget.target, room=min(budget.room, mark), band=band, ceiling=mark,
-        every_overflow=mark >= budget.room, least=room_bar(budget),
-    )
-    part = Context(counter=ctx.counter, policy=policy, marks=marks)
-    transcript = functools.cache(functools.partial(summary.transcript, dialect, messages))
-    scores = (
-        functools.partial(relevant_origins, dialect, messages, transcript, query=question)
-        if policy.relevance == "bm25"
-        else None
-    )
-    part.history = History(messages, counts, transcript, scores)
-    for action in ctx.actions:  # the output clamp of this request
-        part.record(action.kind, action.tokens_saved, action.items)
-    if known is not None:
-        part.summarized.known = known
-    part.summarized.calls = ctx.summarized.calls
-    prefix = Conversation.build(
-        dialect, messages, counts, fixed, policy.keep_recent_groups, policy.keep_first_user_turn,
-        recent_room(policy, budget),
-    )
-    cut, part = yield from fit(prefix, part, policy, can_summarize=summarizing)
-    ctx.summarized.calls = part.summarized.calls
-    if known is not None:
-        known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
-    return cut, part
+    def _prefix(self, m: int, mark: int, question: str | None) -> Generator[Any, Any, tuple[Conversation, Context]]:
+        """The first `m` messages fitted to `mark`, their lossy steps ranking by `question`; when
+        summarizing, summarized as any request is (its spans, and so its cached summary, stay the
+        same all band). The summaries earlier prefixes of this request got (`known`, by span: a
+        prefix's spans step in quarter bands from its oldest droppable turn, so span k is the same
+        for every prefix of the request that has it) are reused instead of asked for again, and
+        the request's summary calls are counted across tries."""
+        dialect, messages, counts, budget, ctx = self.dialect, self.messages[:m], self.counts[:m], self.budget, self.ctx
+        band = budget.band
+        # the last resort (cutting inside the newest turns) is for the request, not for its prefix:
+        # a prefix that needs it cannot be carried, and the request is fitted whole instead
+        policy = self.policy.model_copy(
+            update={"strategies": [s for s in self.policy.strategies if BY_NAME[s].kind != "newest"]}
+        )
+        marks = Marks(
+            stop_at=mark, floor=mark - band, target=budget.target, room=min(budget.room, mark), band=band,
+            ceiling=mark, every_overflow=mark >= budget.room, least=room_bar(budget),
+        )
+        part = Context(counter=ctx.counter, policy=policy, marks=marks)
+        part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
+        for action in ctx.actions:  # the output clamp of this request
+            part.record(action.kind, action.tokens_saved, action.items)
+        part.summarized.known = self.known
+        part.summarized.calls = ctx.summarized.calls
+        prefix = Conversation.build(dialect, messages, counts, self.fixed, Keeping.of(policy, budget))
+        cut, part = yield from fit(prefix, part, policy, can_summarize=self.summarizing)
+        ctx.summarized.calls = part.summarized.calls
+        self.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
+        return cut, part

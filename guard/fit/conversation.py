@@ -45,23 +45,16 @@ class Conversation:
 
     @classmethod
     def build(
-        cls,
-        dialect: Dialect,
-        messages: Sequence[Message],
-        counts: Sequence[int],
-        fixed: int,
-        keep_recent_groups: int,
-        keep_first_user_turn: bool = True,
-        recent_room: tuple[int, float] | None = None,
+        cls, dialect: Dialect, messages: Sequence[Message], counts: Sequence[int], fixed: int, keeping: Keeping,
     ) -> Conversation:
-        """`recent_room`: (the room, `keep_recent_share`): the newest groups are kept whole while they
-        take at most that share of what the fixed tokens and pinned messages leave of the room."""
+        """The conversation of a request's messages, with what `keeping` pins and keeps recent."""
         groups = group_messages(dialect, messages)
         users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
-        kept = {users[-1]} | ({users[0]} if keep_first_user_turn else set()) if users else set()
+        kept = {users[-1]} | ({users[0]} if keeping.first_user_turn else set()) if users else set()
         pinned = tuple(dialect.is_system(m) or i in kept for i, m in enumerate(messages))
         ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
-        order = list(dict.fromkeys(reversed(ordinary)))[:keep_recent_groups]
+        order = list(dict.fromkeys(reversed(ordinary)))[: keeping.recent_groups]
+        recent_room = keeping.recent_room
         if recent_room is not None and len(order) > 1:
             size: dict[int, int] = {}
             for g, n, p in zip(groups, counts, pinned):
@@ -323,8 +316,20 @@ class Context:
         return self.ledger.actions
 
 
-def recent_room(policy: Policy, budget: Budget) -> tuple[int, float] | None:
-    """What `Conversation.build` caps the newest groups kept whole by: the room and the policy's
-    `keep_recent_share` (None where the policy sets none)."""
-    share = policy.keep_recent_share
-    return None if share is None else (budget.room, share)
+@dataclass(frozen=True)
+class Keeping:
+    """What `Conversation.build` pins and keeps recent: the newest `recent_groups` turn groups
+    (kept whole while they take at most `recent_room[1]` of what the fixed tokens and pinned
+    messages leave of the room `recent_room[0]`), and the first user turn if `first_user_turn`."""
+
+    recent_groups: int
+    first_user_turn: bool = True
+    recent_room: tuple[int, float] | None = None
+
+    @classmethod
+    def of(cls, policy: Policy, budget: Budget) -> Keeping:
+        """What the policy keeps in this budget's room."""
+        share = policy.keep_recent_share
+        return cls(
+            policy.keep_recent_groups, policy.keep_first_user_turn, None if share is None else (budget.room, share)
+        )

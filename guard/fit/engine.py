@@ -30,6 +30,7 @@ from guard.core.policy import Policy, PolicySet
 from guard.core.tokens import Encoding, TokenCounter
 from guard.dialects import Dialect, by_name, detect
 from guard.fit.planner import Fitted, Plan, SummaryRequest, plan, run
+from guard.fit.request import Resolved
 from guard.fit.temperature import Anchor, Seen, SeenLog, Temperature, fingerprint, judge, ttl_seconds
 
 
@@ -157,11 +158,10 @@ class Engine(_Deprecated):
             conversation = conversation or self.conversation_key(body, name, d)
             ttl = ttl_seconds(policy.cache_ttl_seconds, family, body)
             temperature = judge(self.conversations.get(conversation), now, ttl)
-        inner = _owned(plan(
-            body, dialect=d, limits=limits, policy=policy, counter=counter, exact=exact, can_summarize=can_summarize,
-            family=family, adaptive_thinking=self._adaptive_thinking(real),
-            calibration=(key, factor.source), temperature=temperature,
-        ), self.memos)
+        resolved = Resolved(
+            d, limits, policy, counter, exact, family, self._adaptive_thinking(real), (key, factor.source)
+        )
+        inner = _owned(plan(body, resolved, can_summarize=can_summarize, temperature=temperature), self.memos)
         return inner if conversation is None else _recorded(inner, self.conversations, conversation, now, temperature)
 
     def conversation_key(self, body: Mapping[str, Any], model: str, dialect: Dialect | str | None = None) -> str:

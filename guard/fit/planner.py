@@ -11,26 +11,22 @@ forward), `rounds` (the strategies in order), `spans` (summaries), `questions` (
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from guard.core import reasoning
-from guard.core.budget import OUTPUT_KEYS, Budget, make_budget, requested_output
+from guard.core.budget import OUTPUT_KEYS, Budget
 from guard.core.errors import ContextWindowExceeded, Shortfall
-from guard.core.limits import ModelLimits
 from guard.core.policy import Policy
 from guard.core.report import Report
 from guard.core.tokens import TokenCounter
-from guard.dialects import Dialect
-from guard.fit import summary
 from guard.fit.carried import carried
-from guard.fit.conversation import Context, Conversation, recent_room
-from guard.fit.history import History
+from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.marks import Marks
-from guard.fit.questions import relevant_origins
-from guard.fit.reporting import Unchanged, build_report
+from guard.fit.questions import history_of
+from guard.fit.reporting import Fit, Unchanged, build_report
+from guard.fit.request import Counted, Resolved
 from guard.fit.rounds import fit
 from guard.fit.spans import SUMMARY_MARK, CachedSummaries, SummaryAnswer, SummaryRequest
 from guard.fit.temperature import Anchor, Temperature
@@ -47,107 +43,65 @@ class Fitted:
 Plan = Generator["SummaryRequest | CachedSummaries", Any, Fitted]
 
 
-@dataclass(frozen=True)
-class _Request:
-    """What a fit reads of the request once: its turns and their counts, the output key and the
-    output asked for, and the budget that makes."""
-
-    body: Mapping[str, Any]
-    dialect: Dialect
-    messages: tuple[Mapping[str, Any], ...]
-    counts: tuple[int, ...]
-    fixed: int
-    key: str
-    requested: int | None
-    budget: Budget
-    source: str
-
-    @property
-    def before(self) -> int:
-        return self.fixed + sum(self.counts)
-
-
 def plan(
-    body: Mapping[str, Any], *, dialect: Dialect, limits: ModelLimits, policy: Policy, counter: TokenCounter,
-    exact: bool, can_summarize: bool = False, family: str = "other", adaptive_thinking: bool = False,
-    calibration: tuple[str, str] | None = None, temperature: Temperature | None = None,
+    body: Mapping[str, Any], resolved: Resolved, *, can_summarize: bool = False, temperature: Temperature | None = None,
 ) -> Plan:
-    """`temperature`: what the shell knows of the conversation's provider cache (see
-    guard.fit.temperature); None: nothing (the stateless band grid)."""
-    req = _counted(body, dialect, limits, policy, counter)
-    think = functools.partial(
-        reasoning.fit_reasoning, body, family=family, model=limits.model, requested=req.requested,
-        without_room=policy.thinking_without_room, adaptive=adaptive_thinking,
+    """The fit of `body` with what was `resolved` for it. `temperature`: what the shell knows of the
+    conversation's provider cache (see guard.fit.temperature); None: nothing (the stateless band grid)."""
+    policy = resolved.policy
+    req = Counted.of(body, resolved)
+    terms = reasoning.Terms(
+        resolved.family, resolved.limits.model, req.requested, policy.thinking_without_room,
+        resolved.adaptive_thinking,
     )
     budget = req.budget
-    reasoned = think(max_tokens=budget.reserved_output)  # a cap without room for the thinking budget: refused now
-    ctx = _context(req, policy, counter)
-    conv: Conversation | Unchanged = Unchanged(dialect, req.messages, req.counts, req.fixed)
+    # a cap without room for the thinking budget: refused now
+    reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
+    ctx = _context(req, policy, resolved.counter)
+    conv: Conversation | Unchanged = Unchanged(req.dialect, req.messages, req.counts, req.fixed)
     cut_from: int | None = None
     anchor: Anchor | None = None
     if not budget.fits(req.before):
-        budget = _clamp_output(budget, req.before, policy, ctx, reasoning.output_floor(body, family, adaptive_thinking))
+        floor = reasoning.output_floor(body, resolved.family, resolved.adaptive_thinking)
+        budget = _clamp_output(budget, req.before, policy, ctx, floor)
         summarizing = can_summarize and policy.allows("summarize")
-        conv, ctx, cut_from, anchor = yield from _over_room(req, budget, policy, ctx, temperature, summarizing)
+        conv, ctx, cut_from, anchor = yield from _over_room(req, budget, ctx, temperature, summarizing)
         if budget.reserved_output != req.budget.reserved_output:
-            reasoned = think(max_tokens=budget.reserved_output)
+            reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
     source = "clamped_by_policy" if any(a.kind == "clamp_output" for a in ctx.actions) else req.source
     if req.requested is not None and budget.reserved_output < req.requested and source != "clamped_by_policy":
         ctx.record("clamp_output", 0, 1)  # lowered to a model or policy cap: an action, not "unchanged"
     updates, thinking = reasoned
     if thinking:
         ctx.record("clamp_thinking", 0, len(thinking))
-    report = build_report(
-        body, dialect, limits, budget, ctx, conv, sent=req.messages, before=req.before, requested=req.requested,
-        source=source, key=req.key, exact=exact, calibration=calibration, temperature=temperature, anchor=anchor,
-        thinking=thinking,
-    )
+    report = build_report(req, resolved, Fit(budget, ctx, conv, source, temperature, anchor, thinking))
     return _finished(req, budget, conv, report, updates, cut_from)
 
 
-def _counted(
-    body: Mapping[str, Any], dialect: Dialect, limits: ModelLimits, policy: Policy, counter: TokenCounter
-) -> _Request:
-    messages = dialect.messages(body)
-    key = dialect.output_key(body, limits.model)
-    requested = requested_output(body, key)
-    budget, source = make_budget(limits, policy, requested)
-    counts = counter.messages(dialect, messages)
-    fixed = counter.fixed(dialect, body)
-    return _Request(body, dialect, tuple(messages), tuple(counts), fixed, key, requested, budget, source)
-
-
-def _context(req: _Request, policy: Policy, counter: TokenCounter) -> Context:
+def _context(req: Counted, policy: Policy, counter: TokenCounter) -> Context:
     """The fit's context: the request's marks, its messages as sent, their transcript (rendered on
     first use) and, with BM25 relevance, what the last question is about."""
-    transcript = functools.cache(functools.partial(summary.transcript, req.dialect, req.messages))
-    bm25 = policy.relevance == "bm25"
-    scores = functools.partial(relevant_origins, req.dialect, req.messages, transcript) if bm25 else None
-    history = History(req.messages, req.counts, transcript, scores)
+    history = history_of(req.dialect, req.messages, req.counts, policy.relevance == "bm25")
     return Context(counter=counter, policy=policy, marks=Marks(req.budget.stop_at(req.before)), history=history)
 
 
 def _over_room(
-    req: _Request, budget: Budget, policy: Policy, ctx: Context, temperature: Temperature | None, summarizing: bool,
+    req: Counted, budget: Budget, ctx: Context, temperature: Temperature | None, summarizing: bool,
 ) -> Generator[Any, Any, tuple[Conversation, Context, int | None, Anchor | None]]:
     """A request over its room: the band's carried cut where one fits (with a summarizer, its prefix
     summarized: see `carried`), else the strategies on the whole request."""
-    made = yield from carried(
-        req.dialect, req.messages, req.counts, req.fixed, budget, policy, ctx, temperature, summarizing
-    )
+    policy = ctx.policy
+    made = yield from carried(req, budget, ctx, temperature, summarizing)
     if made is not None:
         return made
-    full = Conversation.build(
-        req.dialect, req.messages, req.counts, req.fixed, policy.keep_recent_groups, policy.keep_first_user_turn,
-        recent_room(policy, budget),
-    )
+    full = Conversation.build(req.dialect, req.messages, req.counts, req.fixed, Keeping.of(policy, budget))
     ctx.marks = Marks.of(budget, req.before)
     conv, ctx = yield from fit(full, ctx, policy, summarizing)
     return conv, ctx, None, None
 
 
 def _finished(
-    req: _Request, budget: Budget, conv: Conversation | Unchanged, report: Report, updates: Mapping[str, Any],
+    req: Counted, budget: Budget, conv: Conversation | Unchanged, report: Report, updates: Mapping[str, Any],
     cut_from: int | None,
 ) -> Fitted:
     """The body to send, every output limit it carries set to the reserved output; or, when the

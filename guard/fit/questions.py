@@ -11,6 +11,26 @@ from guard.core import relevance
 from guard.dialects import Dialect
 from guard.fit import summary
 from guard.fit.conversation import Context, Conversation
+from guard.fit.history import History
+
+
+def history_of(
+    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], bm25: bool,
+    question: str | None = None,
+) -> History:
+    """The history a fit reads: its transcript rendered on first use and, with BM25 relevance, what
+    `question` (by default the last user message) is about."""
+    rendered: list[list[str]] = []
+
+    def transcript() -> list[str]:
+        if not rendered:
+            rendered.append(summary.transcript(dialect, messages))
+        return rendered[0]
+
+    def scores(summarized: frozenset[int], edges: tuple[int, ...]) -> frozenset[int]:
+        return relevant_origins(dialect, messages, transcript, summarized, edges, query=question)
+
+    return History(messages, counts, transcript, scores if bm25 else None)
 
 
 def relevant_origins(

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from guard.core.budget import Budget
@@ -39,20 +41,43 @@ def cumulative(counts: Sequence[int]) -> list[int]:
     return out
 
 
-def last_cut(
-    dialect: Dialect,
-    messages: tuple[Mapping[str, Any], ...],
-    raw: Sequence[int],
-    sent: Sequence[int],
-    fixed: int,
-    budget: Budget,
-    size_of: SizeOf,
-) -> Generator[Any, Any, tuple[int, int] | None]:
+@dataclass(frozen=True)
+class Past:
+    """A history as its past requests went: its messages, each one's tokens as the client sent it
+    (`raw`) and as it goes once a request is over its room (`sent`: JSON compacted where that saves
+    tokens), and the request's fixed tokens. What the replay needs of it is worked out on first use."""
+
+    dialect: Dialect
+    messages: tuple[Mapping[str, Any], ...]
+    raw: Sequence[int]
+    sent: Sequence[int]
+    fixed: int
+
+    @cached_property
+    def est(self) -> list[int]:
+        """Cumulative `sent` tokens: `est[j]`, the first j messages as they go over the room."""
+        return cumulative(self.sent)
+
+    @cached_property
+    def whole(self) -> list[int]:
+        """Cumulative `raw` tokens."""
+        return cumulative(self.raw)
+
+    @cached_property
+    def starts(self) -> list[int]:
+        """The turn boundaries (`turn_starts`)."""
+        return turn_starts(self.dialect, self.messages)
+
+    @cached_property
+    def first(self) -> int:
+        """How many messages lead the history, pinned (`head_length`)."""
+        return head_length(self.dialect, self.messages)
+
+
+def last_cut(past: Past, budget: Budget, size_of: SizeOf) -> Generator[Any, Any, tuple[int, int] | None]:
     """Where this history's current cut was made and the mark it was cut to: the prefix length (a
     turn boundary, or the whole request) of the last turn that needed a new one, found by replaying
     the history's past turn boundaries as requests; None if none did (the request fits as sent).
-    `raw`: each message's tokens as the client sent it; `sent`: as it goes once a request is over
-    its room (JSON compacted where that saves tokens).
 
     A past request that fit its room was sent whole. The first that did not got a cut: to the room
     itself where compaction and the other rewrites every overflow gets were enough (a mark of the
@@ -61,37 +86,33 @@ def last_cut(
     since still fit the room, and the first that did not got the next new cut. A pure function of
     the history: the same on every turn, worker and replica, so a cut is kept byte for byte for
     exactly as long as it fits (see `carried`)."""
-    starts = turn_starts(dialect, messages)
-    est, whole = cumulative(sent), cumulative(raw)
+    est, whole, fixed, n = past.est, past.whole, past.fixed, len(past.messages)
     room = budget.room
-    first = head_length(dialect, messages)
     cut: tuple[int, int] | None = None  # (prefix length, its mark)
     size = 0
-    for b in (*starts, len(messages)):
+    for b in (*past.starts, n):
         if cut is None:
             if fixed + whole[b] <= room:
                 continue
             if fixed + est[b] <= room:  # over the room, under it once compacted: the rewrites alone
-                if b == len(messages):
+                if b == n:
                     return b, room
                 cut, made = (b, room), (yield from size_of(b, room))
                 size = made if made is not None else room + 1
                 continue
         elif size + est[b] - est[cut[0]] <= room:
             continue
-        mark, made = yield from new_cut(est, starts, first, fixed, b, budget, size_of)
-        if b == len(messages):  # a new cut of the request itself: the caller sends it
+        mark, made = yield from new_cut(past, b, budget, size_of)
+        if b == n:  # a new cut of the request itself: the caller sends it
             return b, mark
         cut, size = (b, mark), made if made is not None else room + 1  # (an impossible cut is left at once)
     return cut
 
 
-def new_cut(
-    est: Sequence[int], starts: Sequence[int], first: int, fixed: int, end: int, budget: Budget, size_of: SizeOf
-) -> Generator[Any, Any, tuple[int, int | None]]:
+def new_cut(past: Past, end: int, budget: Budget, size_of: SizeOf) -> Generator[Any, Any, tuple[int, int | None]]:
     """The mark a new cut of the first `end` messages goes to, and that cut's tokens: the first of
     `low_water`'s marks that `choose_mark` keeps."""
-    return (yield from choose_mark(end, low_water(est, starts, first, fixed, end, budget), budget, size_of))
+    return (yield from choose_mark(end, low_water(past, end, budget), budget, size_of))
 
 
 def choose_mark(
@@ -128,20 +149,18 @@ def head_length(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> int:
     return next((i + 1 for i, m in enumerate(messages) if dialect.is_user_turn(m)), 0)
 
 
-def low_water(
-    est: Sequence[int], starts: Sequence[int], first: int, fixed: int, end: int, budget: Budget
-) -> tuple[int, ...]:
+def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     """The marks a new cut of the first `end` messages tries, in order: the bottom of the band below
     the target (`Budget.floor`), deep enough to last a band of growth; then, for where that cut
     leaves less than the room bar (turns that are a large share of the room), the smallest
-    whole-turn cut at or above the bar, if one fits the room. `est`: cumulative counts; `first`:
-    how many messages lead the history (system prompt and task, pinned); whole-turn cuts keep them
-    and the newest whole turns."""
+    whole-turn cut at or above the bar, if one fits the room. Whole-turn cuts keep the messages
+    that lead the history (system prompt and task, pinned) and the newest whole turns."""
     bar, floor = room_bar(budget), budget.floor
     if bar > floor:  # (bands over 40% of the room reach below the bar)
         return (floor,)
-    head = fixed + est[first]
-    over = [n for n in (head + est[end] - est[s] for s in starts if first <= s < end) if floor < n <= budget.room]
+    est, first = past.est, past.first
+    head = past.fixed + est[first]
+    over = [n for n in (head + est[end] - est[s] for s in past.starts if first <= s < end) if floor < n <= budget.room]
     return (floor, min(over)) if over else (floor,)
 
 

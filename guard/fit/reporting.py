@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from guard.core.budget import Budget
 from guard.core.content import compact_json
-from guard.core.limits import ModelLimits
 from guard.core.reasoning import ReasoningChange
 from guard.core.report import Report
 from guard.core.tokens import TokenCounter
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation
+from guard.fit.request import Counted, Resolved
 from guard.fit.strategies.compact import compacted
 from guard.fit.temperature import Anchor, Temperature
 
@@ -79,31 +79,44 @@ def sha256(value: Any) -> str:
     return hashlib.sha256(data.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def build_report(
-    body: Mapping[str, Any], dialect: Dialect, limits: ModelLimits, budget: Budget, ctx: Context,
-    conv: Conversation | Unchanged, *, sent: tuple[Mapping[str, Any], ...], before: int, requested: int | None,
-    source: str, key: str, exact: bool, calibration: tuple[str, str] | None, temperature: Temperature | None,
-    anchor: Anchor | None, thinking: list[ReasoningChange],
-) -> Report:
-    """The report of one fit of the messages `sent`: the limits, the budget, the counts before and after, what each step
-    did and what it skipped, the cache temperature, and the outcome (fitted, unchanged or, when the
-    input is still over the room, rejected)."""
+@dataclass(frozen=True)
+class Fit:
+    """What a fit came to, for its report: the budget it fitted to, its context (what each step
+    did), the conversation it sends, where its output limit came from, the cache temperature it
+    was judged at and the anchor of its cut, and what it changed of the body's reasoning."""
+
+    budget: Budget
+    ctx: Context
+    conv: Conversation | Unchanged
+    source: str
+    temperature: Temperature | None = None
+    anchor: Anchor | None = None
+    thinking: list[ReasoningChange] = field(default_factory=list)
+
+
+def build_report(req: Counted, resolved: Resolved, fit: Fit) -> Report:
+    """The report of one fit of the request: the limits, the budget, the counts before and after,
+    what each step did and what it skipped, the cache temperature, and the outcome (fitted,
+    unchanged or, when the input is still over the room, rejected)."""
+    body, dialect, limits, sent = req.body, req.dialect, resolved.limits, req.messages
+    budget, ctx, conv, temperature, anchor = fit.budget, fit.ctx, fit.conv, fit.temperature, fit.anchor
+    calibration = resolved.calibration
     changed = conv.messages != sent
     idle = None if temperature is None or temperature.idle_seconds is None else round(temperature.idle_seconds, 3)
     fits = budget.fits(conv.total)
     report = Report(
         model=limits.model, dialect=dialect.name, window_rule=limits.rule, context_window=limits.context_window,
         max_input_tokens=limits.max_input_tokens, max_output_tokens=limits.max_output_tokens,
-        limits_source=limits.source, input_tokens_before=before, input_tokens_after=conv.total,
-        max_tokens=budget.reserved_output, max_tokens_requested=requested,
-        max_tokens_source=source, output_key=key,
+        limits_source=limits.source, input_tokens_before=req.before, input_tokens_after=conv.total,
+        max_tokens=budget.reserved_output, max_tokens_requested=req.requested,
+        max_tokens_source=fit.source, output_key=req.key,
         safety_margin_tokens=budget.margin, room=budget.room, target=budget.target, fits=fits,
-        outcome="fitted" if changed or ctx.actions else "unchanged", exact_count=exact,
+        outcome="fitted" if changed or ctx.actions else "unchanged", exact_count=resolved.exact,
         calibration_factor=ctx.counter.factor, calibration_key=calibration[0] if calibration else None,
         calibration_source=calibration[1] if calibration else "static",
         messages_before=len(sent), messages_after=len(conv.messages), actions=ctx.actions,
         skipped=ctx.skipped, breakdown=breakdown(conv, ctx.counter, body), summary=ctx.summarized.report,
-        reasoning=[c.to_dict() for c in thinking], unseen_state=dialect.unseen_state(body),
+        reasoning=[c.to_dict() for c in fit.thinking], unseen_state=dialect.unseen_state(body),
         cache_temperature=temperature.state if temperature is not None else None,
         idle_seconds=idle,
         anchor=anchor.to_dict() if anchor is not None else None,

@@ -133,7 +133,7 @@ def reuse(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Generator
 
 def apply_largest(conv: Conversation, ctx: Context, spans: list[list[int]]) -> Conversation:
     for k in sorted(ctx.summarized.known, reverse=True):
-        if k >= len(spans):  # (known for a longer prefix of this request, see `_fit_prefix`)
+        if k >= len(spans):  # (known for a longer prefix of this request, see `_Cuts._prefix` in guard.fit.carried)
             continue
         text, source = ctx.summarized.known[k]
         new = _apply(conv, ctx, spans[k], span_request(conv, ctx, spans[k]), text, source)

@@ -1,0 +1,64 @@
+"""What travels through a fit as objects: what was resolved for a request before it is fitted
+(`Resolved`: its dialect, limits, policy and counter) and what the fit reads of its body once
+(`Counted`: its turns and their counts, the output asked for, the budget that makes)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from guard.core.budget import Budget, make_budget, requested_output
+from guard.core.limits import ModelLimits
+from guard.core.policy import Policy
+from guard.core.tokens import TokenCounter
+from guard.dialects import Dialect
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What the engine resolved for a request: its dialect, the model's limits, the policy, the
+    token counter (and whether its counts are exact), the model family and whether LiteLLM maps
+    reasoning effort to adaptive thinking for it, and the calibration (key, source) it used."""
+
+    dialect: Dialect
+    limits: ModelLimits
+    policy: Policy
+    counter: TokenCounter
+    exact: bool = False
+    family: str = "other"
+    adaptive_thinking: bool = False
+    calibration: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class Counted:
+    """What a fit reads of the request once: its turns and their counts, the output key and the
+    output asked for, and the budget that makes (and where its output came from)."""
+
+    body: Mapping[str, Any]
+    dialect: Dialect
+    messages: tuple[Mapping[str, Any], ...]
+    counts: tuple[int, ...]
+    fixed: int
+    key: str
+    requested: int | None
+    budget: Budget
+    source: str
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any], resolved: Resolved) -> Counted:
+        """The body's messages and fixed tokens counted, its output read and budgeted."""
+        dialect, counter = resolved.dialect, resolved.counter
+        messages = dialect.messages(body)
+        key = dialect.output_key(body, resolved.limits.model)
+        requested = requested_output(body, key)
+        budget, source = make_budget(resolved.limits, resolved.policy, requested)
+        counts = counter.messages(dialect, messages)
+        fixed = counter.fixed(dialect, body)
+        return cls(body, dialect, tuple(messages), tuple(counts), fixed, key, requested, budget, source)
+
+    @property
+    def before(self) -> int:
+        """The request's input tokens as the client sent it."""
+        return self.fixed + sum(self.counts)
