@@ -67,7 +67,7 @@ from bench.traces import (  # noqa: E402
 from guard.core.errors import ContextWindowExceeded  # noqa: E402
 from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.dialects import detect  # noqa: E402
-from guard.fit.engine import Engine  # noqa: E402
+from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
 from guard.fit.replay import turn_starts  # noqa: E402
 from guard.fit.strategies.compact import compacted  # noqa: E402
@@ -253,7 +253,7 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
 
 
 def engine_for(body: Mapping[str, Any], policy: Policy | None, clock: Callable[[], float] | None = None) -> Engine:
-    kwargs: dict[str, Any] = {"clock": clock} if clock is not None else {}
+    kwargs: dict[str, Any] = {"sources": Sources(clock=clock)} if clock is not None else {}
     if policy is None:
         return Engine(load_policy_set({"models": {body["model"]: {"context_window": 10_000_000, "default_context_window": 10_000_000}}}), **kwargs)
     return Engine(load_policy_set({"defaults": policy.model_dump(exclude_defaults=True)}), **kwargs)

@@ -32,6 +32,7 @@ from guard.core.policy import load_policy_set  # noqa: E402
 from guard.dialects import content_texts  # noqa: E402
 from guard.fit.engine import Engine  # noqa: E402
 from guard.shell.callback import ContextGuard  # noqa: E402
+from guard.shell.summarizer import Summarizing  # noqa: E402
 from guard.state.cache import SummaryCache  # noqa: E402
 
 WINDOW = 32_000
@@ -54,7 +55,7 @@ def make_guard(call: Scripted | None, redis: str | None) -> ContextGuard:
     if call is None:
         return ContextGuard(engine=engine)
     cache = SummaryCache(CacheSettings(redis_url=redis))
-    return ContextGuard(engine=engine, summarizer={"model": "summarizer"}, cache=cache, summarize_call=call)
+    return ContextGuard(engine=engine, summarizer=Summarizing({"model": "summarizer"}, call), cache=cache)
 
 
 def prefix(out: dict[str, Any]) -> str | None:

@@ -13,7 +13,7 @@ from guard.core.errors import BadRequest, ContextWindowExceeded, GuardError, Pol
 from guard.core.limits import ModelLimits
 from guard.core.policy import Policy, PolicySet, load_policy_set
 from guard.core.report import Action, Report, Skipped
-from guard.fit.engine import Engine
+from guard.fit.engine import Engine, FitRequest, Judged, Sources
 from guard.fit.planner import Fitted, SummaryAnswer, SummaryRequest
 from guard.shell.config_file import load_config  # (reads YAML; imports nothing of LiteLLM)
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # visible to type checkers; loaded lazily at run time (they i
         responses,
         uninstrument,
     )
-    from guard.shell.summarizer import Summarizer
+    from guard.shell.summarizer import Summarizer, Summarizing
     from guard.state.cache import SummaryCache
 
 _SHELL = {
@@ -40,6 +40,7 @@ _SHELL = {
     "uninstrument": "guard.shell.callback",
     "SummaryCache": "guard.state.cache",
     "Summarizer": "guard.shell.summarizer",
+    "Summarizing": "guard.shell.summarizer",
     "completion": "guard.shell.callback",
     "responses": "guard.shell.callback",
 }
@@ -62,10 +63,12 @@ __all__ = [
     "ContextWindowExceededError",
     "Deployment",
     "Engine",
+    "FitRequest",
     "Fitted",
     "GuardConfig",
     "GuardError",
     "GuardFailed",
+    "Judged",
     "ModelLimits",
     "Policy",
     "PolicyError",
@@ -73,8 +76,10 @@ __all__ = [
     "Report",
     "Shortfall",
     "Skipped",
+    "Sources",
     "Summarizer",
     "SummarizerSettings",
+    "Summarizing",
     "SummaryAnswer",
     "SummaryCache",
     "SummaryRequest",

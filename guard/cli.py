@@ -140,7 +140,8 @@ def calibration_main(args: argparse.Namespace) -> int:
         ratios = store.lookup(key)[0] if store is not None else []
         bounded = [r for r in (calibration.bounded(x, policy.calibration_settings()) for x in ratios) if r is not None]
         missed = store.lookup(key)[1] if store is not None else None
-        rows.append(_calibration_row(name, key, policy, exact, factor, bounded, missed))
+        row = _calibration_row(name, key, policy, (exact, factor), bounded)
+        rows.append({**row, "missed": missed})
     if args.json:
         for row in rows:
             print(json.dumps(row))
@@ -155,15 +156,18 @@ def calibration_main(args: argparse.Namespace) -> int:
 
 
 def _calibration_row(
-    name: str, key: str, policy: Policy, exact: bool, factor: Any, bounded: list[float], missed: float | None
+    name: str, key: str, policy: Policy, counting: tuple[bool, Any], bounded: list[float]
 ) -> dict[str, Any]:
+    """One deployment's calibration: its key and mode, whether its count is exact, its factor and
+    the quantiles of the ratios observed (`bounded`); the caller adds what it missed by."""
+    exact, factor = counting
     from guard.core import calibration
 
     quantiles = {f"p{int(q * 100)}": round(calibration.quantile(bounded, q), 3) for q in (0.5, 0.9, 0.99) if bounded}
     return {
         "deployment": name, "key": key, "mode": policy.calibration_mode, "exact": exact, "factor": factor.value,
         "source": "exact" if exact else factor.source, "observations": len(bounded),
-        "ratio": quantiles, "missed": missed,
+        "ratio": quantiles, "missed": None,
     }
 
 

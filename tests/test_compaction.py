@@ -17,6 +17,7 @@ from guard.dialects import OPENAI, content_texts
 from guard.fit.engine import Engine
 from guard.fit.planner import SUMMARY_MARK
 from guard.shell.callback import ContextGuard
+from guard.shell.summarizer import Summarizing
 
 WINDOW = 32_000
 SUMMARY = "Summary: the task is to fix the failing import; files src/app.py and tests/test_app.py; error ModuleNotFoundError."
@@ -48,7 +49,7 @@ def _guard(call: Scripted, summarizer_window: int = 128_000, **settings: Any) ->
         )
     }
     engine = Engine(policies, deployments=deployments, model_map=None)
-    return ContextGuard(engine=engine, summarizer={"model": "summarizer", **settings}, summarize_call=call)
+    return ContextGuard(engine=engine, summarizer=Summarizing({"model": "summarizer", **settings}, call))
 
 
 def _turn(guard: ContextGuard, n: int, team: str = "a") -> dict[str, Any]:
@@ -208,9 +209,9 @@ def test_the_summary_call_goes_through_litellm_without_being_guarded_again(monke
     passes: list[str] = []
     original = guard._guard
 
-    async def counting(data: dict, dialect: Any, **kw: Any) -> Any:
+    async def counting(data: dict, route: Any, attempt: Any) -> Any:
         passes.append(str(data.get("model")))
-        return await original(data, dialect, **kw)
+        return await original(data, route, attempt)
 
     monkeypatch.setattr(guard, "_guard", counting)
     monkeypatch.setattr(litellm, "callbacks", [guard])

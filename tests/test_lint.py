@@ -1,5 +1,5 @@
-"""ruff's named rule set ([tool.ruff.lint]: E, F, W, I, B, UP, SIM, RUF) passes on the package, its
-scripts, the tests and the benches."""
+"""ruff's named rule set ([tool.ruff.lint]: E, F, W, I, B, UP, SIM, RUF, and PLR0913: no function over 6
+parameters) passes on the package, its scripts, the tests and the benches."""
 
 from __future__ import annotations
 
@@ -27,3 +27,14 @@ def test_ruff_sees_a_finding(tmp_path):
         capture_output=True, text=True, cwd=ROOT,
     )
     assert out.returncode == 1 and "F401" in out.stdout
+
+
+def test_ruff_counts_parameters(tmp_path):
+    """A function of seven parameters is a finding (data travels as objects)."""
+    bad = tmp_path / "wide.py"
+    bad.write_text("def f(a, b, c, d, e, f, g):\n    return a\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
+        capture_output=True, text=True, cwd=ROOT,
+    )
+    assert out.returncode == 1 and "PLR0913" in out.stdout

@@ -49,3 +49,54 @@ def test_every_python_sample_compiles_and_names_what_the_package_has(doc):
                 module = __import__(node.module, fromlist=["_"])
                 for alias in node.names:
                     assert hasattr(module, alias.name), f"{doc}: from {node.module} import {alias.name}"
+
+
+def _clock() -> float:
+    return 1000.0
+
+
+def test_engine_keywords_that_moved_to_sources_still_work_with_a_warning():
+    log = guard.Engine().conversations
+    with pytest.warns(DeprecationWarning, match=r"clock, conversations.*Engine\(sources=Sources\(\.\.\.\)\)"):
+        old = Engine(clock=_clock, conversations=log)
+    assert old.clock is _clock and old.conversations is log
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = Engine(sources=guard.Sources(clock=_clock, conversations=log))
+    assert new.clock is _clock and new.conversations is log
+    with pytest.raises(TypeError, match="colck"):
+        Engine(colck=_clock)
+
+
+def test_plan_keywords_that_moved_to_a_fit_request_still_work_with_a_warning():
+    from guard.fit.planner import run
+    from guard.fit.temperature import UNKNOWN
+
+    engine = Engine(model_map=None)
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.warns(DeprecationWarning, match=r"temperature.*FitRequest\(\.\.\., judged=Judged\(\.\.\.\)\)"):
+        old = run(engine.plan(body, temperature=UNKNOWN))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = run(engine.plan_for(guard.FitRequest(body, judged=guard.Judged(temperature=UNKNOWN))))
+    # the shell's judgement reached the fit both ways (an engine judging by itself reports cold)
+    assert old.report.cache_temperature == new.report.cache_temperature == "unknown"
+    assert old.body == new.body
+
+
+def test_the_summarizers_call_moved_into_summarizing_with_a_warning():
+    from guard.shell.callback import ContextGuard
+
+    async def call(model, messages, max_tokens, timeout):
+        return "summary"
+
+    engine = Engine(model_map=None)
+    with pytest.warns(DeprecationWarning, match=r"summarizer=Summarizing\(settings, call\)"):
+        old = ContextGuard(engine=engine, summarizer={"model": "gpt-4o"}, summarize_call=call)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = ContextGuard(engine=engine, summarizer=guard.Summarizing({"model": "gpt-4o"}, call))
+    assert old.summarizer is not None and new.summarizer is not None
+    assert old.summarizer._call is call and new.summarizer._call is call
+    with pytest.raises(TypeError, match="sumarize_call"):
+        ContextGuard(engine=engine, sumarize_call=call)

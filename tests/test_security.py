@@ -28,6 +28,7 @@ from guard.fit.planner import SUMMARY_MARK
 from guard.fit.strategies.dedupe import DUPLICATE_MARK
 from guard.fit.strategies.drop import OMITTED_MARK
 from guard.shell.callback import ContextGuard
+from guard.shell.summarizer import Summarizing
 from guard.state.cache import SummaryCache
 from tests.strategies import request_body
 from tests.test_properties import _fit, _fit_compacting, _Summaries
@@ -138,7 +139,7 @@ def _guard(summarizer_answer: Any = None, on_error: str = "open") -> ContextGuar
     if summarizer_answer is None:
         return ContextGuard(engine=engine)
     cache = SummaryCache(CacheSettings(memory_entries=0), shared=_Redis())
-    return ContextGuard(engine=engine, summarizer={"model": "summarizer"}, cache=cache, summarize_call=_Call(summarizer_answer))
+    return ContextGuard(engine=engine, summarizer=Summarizing({"model": "summarizer"}, _Call(summarizer_answer)), cache=cache)
 
 
 def _agent(turns: int, dialect: str = "openai") -> dict[str, Any]:

@@ -14,7 +14,7 @@ from bench.traces import coding_trace, swe_runs
 from guard.core.config import Deployment
 from guard.core.policy import Policy, PolicySet
 from guard.dialects import by_name
-from guard.fit.engine import Engine
+from guard.fit.engine import Engine, FitRequest, Judged, Sources
 from guard.fit.planner import run
 from guard.fit.temperature import UNKNOWN, Anchor, Seen, SeenLog, fingerprint, judge, ttl_seconds
 from guard.state.cache import CacheSettings, SummaryCache
@@ -69,7 +69,7 @@ class Clock:
 def _engine(window: int, clock: Clock, **settings) -> Engine:
     policy = Policy(default_max_tokens=256, safety_margin_tokens=0, safety_margin_ratio=0.0, **settings)
     return Engine(PolicySet(defaults=policy), deployments={"small": Deployment("small", "gpt-4o", {"max_input_tokens": window})},
-                  model_map={}, clock=clock)
+                  model_map={}, sources=Sources(clock=clock))
 
 
 def _turns(body, start):
@@ -127,7 +127,7 @@ def test_an_unknown_temperature_is_treated_as_warm_and_not_recorded():
     engine = _engine(9_000, clock)
     turn = next(_turns(body, 100))
     clock.now = 10_000
-    fitted = run(engine.plan(turn, model="small", temperature=UNKNOWN))
+    fitted = run(engine.plan_for(FitRequest(turn, model="small", judged=Judged(temperature=UNKNOWN))))
     assert fitted.report.cut is not None
     assert fitted.report.cache_temperature == "unknown" and fitted.report.anchor is None
     assert len(engine.conversations) == 0

@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 from guard.core import calibration
 from guard.core.config import Deployment, GuardConfig, load_config
@@ -56,17 +57,17 @@ class Engine(_Deprecated):
 
     def __init__(
         self, policies: PolicySet | None = None, *, deployments: Mapping[str, Deployment] | None = None,
-        model_map: Mapping[str, Any] | None = None, encoding_loader: Callable[[str], Encoding] = get_vocab,
-        resolver: Resolver | Literal["litellm"] | None = "litellm",
-        learned: Callable[[str], tuple[list[float], float | None]] | None = None,
-        conversations: SeenLog | None = None, clock: Callable[[], float] = time.time,
+        model_map: Mapping[str, Any] | None = None, resolver: Resolver | Literal["litellm"] | None = "litellm",
+        sources: Sources | None = None, **moved: Any,
     ) -> None:
         """`resolver`: limits of a model name the map does not hold exactly. By default LiteLLM's
         own `get_model_info` when LiteLLM is installed (imported on the first such name only, so
         `Engine()` resolves what the hooks and the CLI resolve; the core imports nothing of
-        LiteLLM's until then); None: the raw map and the policy alone. `conversations`: when each
-        conversation was last sent and its anchor (cache temperature, see guard.fit.temperature; a
-        bounded log in memory by default), read and written on every fit; `clock` tells the time."""
+        LiteLLM's until then); None: the raw map and the policy alone. `sources`: where the engine
+        reads what is not in a request (encodings, learned calibration, the conversations log, the
+        clock; see `Sources`). The keywords `encoding_loader`, `learned`, `conversations` and
+        `clock` are deprecated since 0.3.0 (they set the same fields of `sources`)."""
+        sources = _moved_sources(sources, moved)
         self.policies = policies or PolicySet()
         self.deployments = dict(deployments or {})
         self._model_map = model_map
@@ -74,10 +75,10 @@ class Engine(_Deprecated):
             (litellm_resolver if litellm_available() else None) if resolver == "litellm" else resolver
         )
         # the shell's record of what providers reported per deployment: (recent ratios, miss floor)
-        self.learned = learned
-        self.counters = Counters(encoding_loader)
-        self.conversations = conversations if conversations is not None else SeenLog()
-        self.clock = clock
+        self.learned = sources.learned
+        self.counters = Counters(sources.encoding_loader)
+        self.conversations = sources.conversations if sources.conversations is not None else SeenLog()
+        self.clock = sources.clock
         self.memos = Memos()  # the pure helpers' memos, current while this engine plans or counts
 
     @classmethod
@@ -138,20 +139,29 @@ class Engine(_Deprecated):
     def plan(
         self, body: Mapping[str, Any], *, model: str | None = None, dialect: Dialect | str | None = None,
         policy: Policy | None = None, deployment: Deployment | None = None, can_summarize: bool = False,
-        temperature: Temperature | None = None, conversation: str | None = None,
+        **moved: Any,
     ) -> Plan:
-        """The planner generator for one body (see guard.fit.planner). `deployment` names the real
-        model and model_info behind `model` when the caller knows them (the LiteLLM hooks do).
-        The conversation's cache temperature is judged from `conversations` and the clock, and
-        the fit recorded there, unless the shell passes `temperature` (its shared log failed:
-        `temperature.UNKNOWN`). `conversation`: the body's `conversation_key`, when the shell has
-        it already."""
-        name, d = _named(body, model, dialect)
-        policy = policy or self.policy_for(name)
+        """The planner generator for one body (see guard.fit.planner): `plan_for` of a `FitRequest`
+        with these fields. The keywords `temperature` and `conversation` are deprecated since 0.3.0:
+        `plan_for(FitRequest(..., judged=Judged(temperature, conversation)))`."""
+        judged = _moved_judged(moved)
+        return self.plan_for(FitRequest(body, model, dialect, policy, deployment, can_summarize, judged))
+
+    def plan_for(self, request: FitRequest) -> Plan:
+        """The planner generator for one request (see guard.fit.planner). `deployment` names the
+        real model and model_info behind `model` when the caller knows them (the LiteLLM hooks do).
+        The conversation's cache temperature is judged from `conversations` and the clock, and the
+        fit recorded there, unless the shell judged it (`request.judged.temperature`: its shared
+        log failed, `temperature.UNKNOWN`). `request.judged.conversation`: the body's
+        `conversation_key`, when the shell has it already."""
+        body, deployment = request.body, request.deployment
+        name, d = _named(body, request.model, request.dialect)
+        policy = request.policy or self.policy_for(name)
         limits = self.limits_for(name, policy, deployment)
         real, key, (counter, exact, factor) = self._counting(name, policy, deployment)
         family = profile(real).family
         now = self.clock()
+        temperature, conversation = request.judged.temperature, request.judged.conversation
         if temperature is not None:
             conversation = None  # judged by the shell: not recorded
         else:
@@ -161,7 +171,7 @@ class Engine(_Deprecated):
         resolved = Resolved(
             d, limits, policy, counter, exact, family, self._adaptive_thinking(real), (key, factor.source)
         )
-        inner = _owned(plan(body, resolved, can_summarize=can_summarize, temperature=temperature), self.memos)
+        inner = _owned(plan(body, resolved, can_summarize=request.can_summarize, temperature=temperature), self.memos)
         return inner if conversation is None else _recorded(inner, self.conversations, conversation, now, temperature)
 
     def conversation_key(self, body: Mapping[str, Any], model: str, dialect: Dialect | str | None = None) -> str:
@@ -191,9 +201,75 @@ class Engine(_Deprecated):
         summarize: Callable[[SummaryRequest], str | None] | None = None,
     ) -> Fitted:
         """Fit a body, or raise ContextWindowExceeded (with the report on the exception)."""
-        can = summarize is not None
-        p = self.plan(body, model=model, dialect=dialect, policy=policy, deployment=deployment, can_summarize=can)
+        p = self.plan_for(FitRequest(body, model, dialect, policy, deployment, can_summarize=summarize is not None))
         return run(p, summarize)
+
+
+@dataclass(frozen=True)
+class Sources:
+    """Where an engine reads what is not in a request: the encodings (`encoding_loader`), what
+    providers reported per deployment (`learned`: recent ratios and the miss floor, by calibration
+    key; None: static factors), when each conversation was last sent and its anchor
+    (`conversations`, cache temperature, see guard.fit.temperature; None: a bounded log in memory),
+    and the time (`clock`)."""
+
+    encoding_loader: Callable[[str], Encoding] = get_vocab
+    learned: Callable[[str], tuple[list[float], float | None]] | None = None
+    conversations: SeenLog | None = None
+    clock: Callable[[], float] = time.time
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the shell judged of a request's conversation before the engine: its cache temperature
+    (None: the engine judges it from its own log) and its `conversation_key` (None: worked out)."""
+
+    temperature: Temperature | None = None
+    conversation: str | None = None
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    """One body to fit and what the caller knows of it (see `Engine.plan_for`): the model it names
+    (None: the body's `model`), its dialect (None: its shape says), the policy (None: the engine's
+    for the model), the deployment behind the model, whether the driver can summarize, and what
+    the shell judged of the conversation."""
+
+    body: Mapping[str, Any]
+    model: str | None = None
+    dialect: Dialect | str | None = None
+    policy: Policy | None = None
+    deployment: Deployment | None = None
+    can_summarize: bool = False
+    judged: Judged = Judged()
+
+
+def _moved_sources(sources: Sources | None, moved: dict[str, Any]) -> Sources:
+    """`sources`, with the deprecated keywords of `Engine()` that set its fields."""
+    return _moved(Sources, sources or Sources(), moved, "Engine(sources=Sources(...))")
+
+
+def _moved_judged(moved: dict[str, Any]) -> Judged:
+    """The deprecated `temperature` and `conversation` keywords of `Engine.plan`, as a `Judged`."""
+    return _moved(Judged, Judged(), moved, "Engine.plan_for(FitRequest(..., judged=Judged(...)))")
+
+
+_T = TypeVar("_T", Sources, Judged)
+
+
+def _moved(kind: type[_T], base: _T, moved: dict[str, Any], instead: str) -> _T:
+    unknown = set(moved) - {f.name for f in fields(kind)}
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
+    if not moved:
+        return base
+    warnings.warn(
+        f"the keyword(s) {', '.join(sorted(moved))} are deprecated since context-guard 0.3.0 and go in 0.4.0: "
+        f"use {instead}",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    return replace(base, **moved)
 
 
 def _named(body: Mapping[str, Any], model: str | None, dialect: Dialect | str | None) -> tuple[str, Dialect]:

@@ -27,17 +27,22 @@ class ToolResult:
     over: int  # tokens still to save to reach the stop mark
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """A step's rewrite of tool results: its name (`kind`, the action it records), the new content
+    of one result (`transform`; the same object to leave it alone), whether it is `lossless` and
+    whether it is `exhaustive` (see `rewrite_tool_results`)."""
+
+    kind: str
+    transform: Callable[[ToolResult], Content]
+    lossless: bool = False
+    exhaustive: bool = False
+
+
 def rewrite_tool_results(
-    conv: Conversation,
-    ctx: Context,
-    kind: str,
-    slots: Iterable[tuple[int, int | None, Content]],
-    transform: Callable[[ToolResult], Content],
-    *,
-    lossless: bool = False,
-    exhaustive: bool = False,
+    conv: Conversation, ctx: Context, rewrite: Rewrite, slots: Iterable[tuple[int, int | None, Content]]
 ) -> Conversation:
-    """Apply `transform` to tool results in order until the conversation is at the stop mark.
+    """Apply `rewrite.transform` to tool results in order until the conversation is at the stop mark.
 
     A rewrite is kept only if it lowers the message's count, so input tokens never grow.
     `transform` returns the same content object to leave a result alone. `lossless` rewrites
@@ -45,6 +50,7 @@ def rewrite_tool_results(
     slot, past the stop mark (for a pure per-message rewrite: each message then has one form for
     as long as the conversation is over its room, turn after turn).
     """
+    kind, transform, lossless, exhaustive = rewrite.kind, rewrite.transform, rewrite.lossless, rewrite.exhaustive
     dialect = conv.dialect
     msgs, counts, pending = list(conv.messages), list(conv.counts), list(conv.pending)
     chars: dict[int, int] = {}  # tool-result characters of messages rewritten so far (see _estimated)

@@ -9,7 +9,6 @@ Functions take the guard's services (guard.shell.services: its engine, summarize
 from __future__ import annotations
 
 import asyncio
-import functools
 import sys
 import time
 import traceback
@@ -25,6 +24,7 @@ from guard.core.errors import ContextWindowExceeded, GuardError
 from guard.core.identity import STATE_KEY, Identity, identity_from_metadata
 from guard.core.policy import Policy
 from guard.fit import temperature
+from guard.fit.engine import FitRequest, Judged
 from guard.fit.planner import Fitted
 from guard.shell import records, router_api, routes, routing
 from guard.shell.driving import drive, maybe_thread
@@ -58,16 +58,9 @@ async def before_routing(cg: Services, data: dict[str, Any], route: Route, ident
     group = routing.deployments(router, alias) if isinstance(alias, str) else []
     chain = routing.context_fallbacks(router, alias if isinstance(alias, str) else None)
     if chain or len({routing.limits_key(d) for d in group}) > 1:
-        return await check_candidates(cg, data, route, identity, str(alias), group, chain)
-    return await cg._guard(
-        data,
-        route,
-        where="proxy",
-        identity=identity,
-        deployment=router_deployment(alias, router),
-        reject=True,
-        fresh=True,
-    )
+        return await check_candidates(cg, data, route, Attempt("proxy", identity, alias=str(alias), chain=chain), group)
+    attempt = Attempt("proxy", identity, router_deployment(alias, router), fresh=True)
+    return await cg._guard(data, route, attempt)
 
 
 async def for_deployment(cg: Services, kwargs: dict[str, Any], route: Route) -> dict[str, Any]:
@@ -83,10 +76,8 @@ async def for_deployment(cg: Services, kwargs: dict[str, Any], route: Route) -> 
         )
     alias = md.get("model_group") if isinstance(md, Mapping) else None
     alias = alias if isinstance(alias, str) else None
-    return await cg._guard(
-        kwargs, route, where="deployment", identity=identity_of(md), deployment=deployment, reject=True,
-        alias=alias, chain=routing.context_fallbacks(cg.router(), alias),
-    )
+    chain = routing.context_fallbacks(cg.router(), alias)
+    return await cg._guard(kwargs, route, Attempt("deployment", identity_of(md), deployment, alias=alias, chain=chain))
 
 
 async def filter_deployments(
@@ -154,28 +145,34 @@ class _Pass:
     layers: list[str] = field(default_factory=list)  # the policy layers that applied, once known
 
 
-async def fit(
-    cg: Services,
-    data: dict[str, Any],
-    route: Route,
-    *,
-    where: str,
-    identity: Identity,
-    deployment: Deployment | None,
-    reject: bool,
-    fresh: bool = False,
-    alias: str | None = None,
-    chain: list[str] | None = None,
-) -> dict[str, Any]:
-    """One pass of the guard over a body (`where`: proxy, deployment or sdk_sync): the fitted
-    body with the report in its metadata, or the refusal LiteLLM acts on."""
+@dataclass(frozen=True)
+class Attempt:
+    """The terms of one pass over a request: where it runs (proxy, deployment or sdk_sync), who
+    sent it, the deployment it goes to when known, whether a body over its room is refused, whether
+    this is the request's first pass (`fresh`: a client cannot plant a report), the model group it
+    was sent to (`alias`) and the group's context-window fallbacks (`chain`)."""
+
+    where: str
+    identity: Identity
+    deployment: Deployment | None = None
+    reject: bool = True
+    fresh: bool = False
+    alias: str | None = None
+    chain: list[str] | None = None
+
+
+async def fit(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt) -> dict[str, Any]:
+    """One pass of the guard over a body: the fitted body with the report in its metadata, or the
+    refusal LiteLLM acts on."""
+    where, identity, deployment, chain = attempt.where, attempt.identity, attempt.deployment, attempt.chain
     md_key = route.metadata_key(data)
     md = data.get(md_key)
     md = dict(md) if isinstance(md, Mapping) else {}
-    if fresh:
+    if attempt.fresh:
         md.pop(STATE_KEY, None)  # the proxy's first pass: a client cannot plant a report
     one = _Pass(
-        where, alias or str(data.get("model")), records.call_id(data), md_key, md, route, deployment, reject, chain
+        where, attempt.alias or str(data.get("model")), records.call_id(data), md_key, md, route, deployment,
+        attempt.reject, chain,
     )
     try:
         fitted = await _fitted(cg, data, one, identity)
@@ -216,9 +213,8 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     turns = data.get(dialect.messages_key)
     big = isinstance(turns, list) and len(turns) >= THREAD_THRESHOLD
     if one.chain and policy.context_fallbacks == "before_cutting":
-        target = await maybe_thread(
-            big, whole_elsewhere, cg, data, one.route, identity, name, deployment, policy, one.chain
-        )
+        attempt = Attempt(one.where, identity, deployment, alias=name, chain=one.chain)
+        target = await maybe_thread(big, whole_elsewhere, cg, data, one.route, attempt, policy)
         if target is not None:  # a fallback takes it whole: let the router send it there uncut
             raise _FallBack(target)
     # the deployment's record (learned ratios; counting misses, which count in static mode too)
@@ -229,14 +225,11 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     # its first pass read and wrote in this process
     conversation = engine.conversation_key(data, name, dialect)
     earlier = one.md.get(STATE_KEY)
-    judged = isinstance(earlier, Mapping) and earlier.get("cache_temperature") in ("cold", "warm")
-    known = judged or await cg.conversations.fresh(conversation)
-    make = functools.partial(
-        engine.plan, data, model=name, dialect=dialect, policy=policy, deployment=deployment,
-        can_summarize=summarizer is not None, temperature=None if known else temperature.UNKNOWN,
-        conversation=conversation,
-    )
-    fitted = await drive(make, summarizer, identity.tenant, threaded=big)
+    earlier_judged = isinstance(earlier, Mapping) and earlier.get("cache_temperature") in ("cold", "warm")
+    known = earlier_judged or await cg.conversations.fresh(conversation)
+    judged = Judged(temperature=None if known else temperature.UNKNOWN, conversation=conversation)
+    request = FitRequest(data, name, dialect, policy, deployment, summarizer is not None, judged)
+    fitted = await drive(lambda: engine.plan_for(request), summarizer, identity.tenant, threaded=big)
     if known:
         await cg.conversations.record(conversation)
     return fitted
@@ -293,11 +286,12 @@ def _verdicts(
 
 
 def whole_elsewhere(
-    cg: Services, data: dict[str, Any], route: Route, identity: Identity, name: str, deployment: Deployment | None,
-    policy: Policy, chain: list[str],
+    cg: Services, data: dict[str, Any], route: Route, attempt: Attempt, policy: Policy
 ) -> str | None:
-    """The first fallback group that takes the body whole, if this deployment cannot."""
-    here = deployment or Deployment(name, name, {})
+    """The first fallback group (of `attempt.chain`) that takes the body whole, if the attempt's
+    deployment (or its model group, `attempt.alias`) cannot."""
+    identity, name, chain = attempt.identity, str(attempt.alias), attempt.chain or []
+    here = attempt.deployment or Deployment(name, name, {})
     if routing.tier(cg.engine, data, here, policy, route.dialect).tier == routing.WHOLE:
         return None
     router = cg.router()
@@ -310,16 +304,12 @@ def whole_elsewhere(
 
 
 async def check_candidates(
-    cg: Services,
-    data: dict[str, Any],
-    route: Route,
-    identity: Identity,
-    alias: str,
-    group: list[Deployment],
-    chain: list[str],
+    cg: Services, data: dict[str, Any], route: Route, attempt: Attempt, group: list[Deployment]
 ) -> dict[str, Any]:
     """Before routing, for a group of mixed windows or with context fallbacks: refuse what no
-    deployment of the group or its fallbacks can take; leave the rest to each attempt."""
+    deployment of the group (of model group `attempt.alias`) or its fallbacks (`attempt.chain`) can
+    take; leave the rest to each attempt."""
+    identity, alias, chain = attempt.identity, str(attempt.alias), attempt.chain or []
     md_key = route.metadata_key(data)
     md = data.get(md_key)
     if isinstance(md, Mapping) and STATE_KEY in md:

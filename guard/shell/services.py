@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from guard.fit.engine import Engine
+    from guard.shell.fitting import Attempt
     from guard.shell.routes import Route
     from guard.shell.summarizer import Summarizer
     from guard.state.calibration_store import CalibrationStore
@@ -43,6 +44,6 @@ class Services(Protocol):
 
     def use_router(self, router: Any) -> None: ...
 
-    async def _guard(self, data: dict[str, Any], route: Route, **kw: Any) -> dict[str, Any]:
+    async def _guard(self, data: dict[str, Any], route: Route, attempt: Attempt) -> dict[str, Any]:
         """One pass over a request (see guard.shell.fitting.fit)."""
         ...

@@ -19,7 +19,8 @@ import contextvars
 import math
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from guard.core.breaker import CircuitBreaker
@@ -38,6 +39,15 @@ from guard.state.cache import SummaryCache
 internal_call: contextvars.ContextVar[bool] = contextvars.ContextVar("context_guard_internal", default=False)
 
 Call = Callable[[str, list[dict[str, str]], int, float], Awaitable[str | None]]
+
+
+@dataclass(frozen=True)
+class Summarizing:
+    """A summarizer's settings and the LLM call it makes (None: LiteLLM's, through the router):
+    `call(model, messages, max_tokens, timeout)` answers the summary text, or None."""
+
+    settings: SummarizerSettings | Mapping[str, Any]
+    call: Call | None = None
 
 
 class SummarizerFailed(Exception):

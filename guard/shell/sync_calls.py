@@ -18,7 +18,7 @@ import litellm
 from guard.core.config import Deployment
 from guard.core.identity import identity_from_metadata
 from guard.shell import records, routes, routing
-from guard.shell.fitting import router_deployment
+from guard.shell.fitting import Attempt, router_deployment
 from guard.shell.routes import Route
 from guard.shell.summarizer import internal_call
 
@@ -43,10 +43,9 @@ def fit_kwargs(
         deployment: Deployment | None = Deployment(alias, model, dict(info) if isinstance(info, Mapping) else {})
     else:
         deployment = router_deployment(model, router) if router is not None else None
-    coro = cg._guard(
-        dict(kwargs), route, where="sdk_sync", identity=identity_from_metadata(md), deployment=deployment,
-        reject=True, alias=alias, chain=routing.context_fallbacks(router or cg.router(), alias),
-    )
+    chain = routing.context_fallbacks(router or cg.router(), alias)
+    attempt = Attempt("sdk_sync", identity_from_metadata(md), deployment, alias=alias, chain=chain)
+    coro = cg._guard(dict(kwargs), route, attempt)
     return cast("dict[str, Any]", run_sync(coro))
 
 

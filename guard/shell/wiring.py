@@ -6,6 +6,7 @@ functions see it through the `Services` protocol (guard.shell.services)."""
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ from guard.fit.engine import Engine
 from guard.shell import fitting, startup
 from guard.shell.config_file import load_config
 from guard.shell.routes import Route
-from guard.shell.summarizer import Call, Summarizer
+from guard.shell.summarizer import Call, Summarizer, Summarizing
 from guard.state.cache import SummaryCache
 from guard.state.calibration_store import CalibrationStore
 from guard.state.seen_store import SeenStore
@@ -33,12 +34,27 @@ class GuardServices:
         *,
         config: str | None = None,
         engine: Engine | None = None,
-        summarizer: SummarizerSettings | Mapping[str, Any] | None = None,
+        summarizer: Summarizing | SummarizerSettings | Mapping[str, Any] | None = None,
         cache: SummaryCache | CacheSettings | Mapping[str, Any] | None = None,
-        summarize_call: Call | None = None,
         router: Any = None,
+        **moved: Any,
     ) -> None:
+        """`summarizer`: its settings, or a `Summarizing` (settings and the LLM call it makes). The
+        keyword `summarize_call` is deprecated since 0.3.0: `summarizer=Summarizing(settings, call)`."""
         super().__init__()  # (the next class of the hook class: LiteLLM's CustomLogger)
+        summarize_call: Call | None = moved.pop("summarize_call", None)
+        if moved:
+            raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(moved))}")
+        if summarize_call is not None:
+            warnings.warn(
+                "ContextGuard(summarize_call=...) is deprecated since context-guard 0.3.0 and goes in 0.4.0: "
+                "use ContextGuard(summarizer=Summarizing(settings, call))",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+        if isinstance(summarizer, Summarizing):
+            summarize_call = summarizer.call or summarize_call
+            summarizer = summarizer.settings
         self._router = router
         self._config_path = config
         self._engine = engine
@@ -127,5 +143,5 @@ class GuardServices:
         assert self._calibrations is not None
         return self._calibrations
 
-    async def _guard(self, data: dict[str, Any], route: Route, **kw: Any) -> dict[str, Any]:
-        return await fitting.fit(self, data, route, **kw)  # one pass; the hooks call it through the instance
+    async def _guard(self, data: dict[str, Any], route: Route, attempt: fitting.Attempt) -> dict[str, Any]:
+        return await fitting.fit(self, data, route, attempt)  # one pass; the hooks call it through the instance

@@ -7,7 +7,7 @@ from itertools import chain
 from guard.core import jsontext
 from guard.dialects import Content, Dialect, Message, map_texts
 from guard.fit.conversation import Context, Conversation, Outcome
-from guard.fit.rewrite import ToolResult, rewrite_tool_results
+from guard.fit.rewrite import Rewrite, ToolResult, rewrite_tool_results
 
 
 def compact_json(conv: Conversation, ctx: Context) -> Outcome:
@@ -22,9 +22,8 @@ def compact_json(conv: Conversation, ctx: Context) -> Outcome:
     def transform(result: ToolResult) -> Content:
         return map_texts(result.content, jsontext.compact)
 
-    return ctx.outcome(rewrite_tool_results(
-        conv, ctx, "compact_json", chain(older, newest), transform, lossless=True, exhaustive=True
-    ))
+    rewrite = Rewrite("compact_json", transform, lossless=True, exhaustive=True)
+    return ctx.outcome(rewrite_tool_results(conv, ctx, rewrite, chain(older, newest)))
 
 
 def compacted(dialect: Dialect, msg: Message) -> Message:
@@ -55,12 +54,11 @@ def drop_metadata(conv: Conversation, ctx: Context) -> Outcome:
     older = list(conv.tool_slots(recent=False))
     settled = ctx.settled_slots(conv, older)
     conv = rewrite_tool_results(
-        conv, ctx, "drop_metadata", settled, transform, lossless=True, exhaustive=ctx.every_overflow
+        conv, ctx, Rewrite("drop_metadata", transform, lossless=True, exhaustive=ctx.every_overflow), settled
     )
     if not ctx.done(conv) and len(settled) < len(older):  # (a second pass over the same slots finds nothing)
+        rewrite = Rewrite("drop_metadata", transform, lossless=True)
         conv = ctx.settled_first(
-            conv,
-            conv.tool_slots(recent=False),
-            lambda c, slots: rewrite_tool_results(conv, c, "drop_metadata", slots, transform, lossless=True),
+            conv, conv.tool_slots(recent=False), lambda c, slots: rewrite_tool_results(conv, c, rewrite, slots)
         )
     return ctx.outcome(conv)

@@ -5,7 +5,6 @@ prefix up to the newest message, so an edit to an old message would cost the who
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +13,7 @@ from guard.core.memo import current
 from guard.core.tokens import freeze
 from guard.dialects import Content, content_texts, map_texts, replace_text
 from guard.fit.conversation import Context, Conversation, Outcome
-from guard.fit.rewrite import ToolResult, rewrite_tool_results
+from guard.fit.rewrite import Rewrite, ToolResult, rewrite_tool_results
 
 DUPLICATE_MARK = "[context-guard: duplicate of an earlier tool result; ~{n} tokens removed]"
 
@@ -98,7 +97,9 @@ def dedupe(conv: Conversation, ctx: Context) -> Outcome:
     return ctx.outcome(ctx.settled_first(
         conv,
         conv.tool_slots(recent=False),
-        lambda c, slots: rewrite_tool_results(conv, c, "dedupe", slots, functools.partial(transform, c), lossless=True),
+        lambda c, slots: rewrite_tool_results(
+            conv, c, Rewrite("dedupe", lambda result: transform(c, result), lossless=True), slots
+        ),
     ))
 
 

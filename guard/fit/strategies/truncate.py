@@ -11,7 +11,7 @@ from guard.core.policy import Policy
 from guard.dialects import Content, content_texts, replace_text
 from guard.fit.conversation import Context, Conversation, Outcome
 from guard.fit.history import Slot
-from guard.fit.rewrite import ToolResult, rewrite_tool_results
+from guard.fit.rewrite import Rewrite, ToolResult, rewrite_tool_results
 
 
 def rung(tokens: int, floor: int) -> int:
@@ -73,7 +73,7 @@ def _truncate(
                 new = replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
         return new
 
-    return rewrite_tool_results(conv, ctx, kind, slots, transform)
+    return rewrite_tool_results(conv, ctx, Rewrite(kind, transform), slots)
 
 
 def truncate_tool_results(conv: Conversation, ctx: Context) -> Outcome:
