@@ -32,16 +32,22 @@ class Step:
     # runs on every conversation over its room, past the stop mark: each message then has one form
     # turn after turn (a pure per-message rewrite)
     every_overflow: bool = False
+    # cuts whole turns: a fit that needed it is cut again with it decided before the lossy steps
+    # that shrink single results (the drop-first pass, guard.fit.rounds)
+    whole_turns: bool = False
+    # replaces a repeated result by a marker naming its first copy: restored where a later step
+    # cut that copy
+    marks_copies: bool = False
 
 
 STEPS: tuple[Step, ...] = (
     Step("clamp_output", "budget"),
     Step("compact_json", "rewrite", every_overflow=True),
     Step("drop_metadata", "rewrite", every_overflow=True),
-    Step("dedupe", "rewrite"),
+    Step("dedupe", "rewrite", marks_copies=True),
     Step("truncate_tool_results", "lossy"),
     Step("summarize", "summary"),
-    Step("drop_oldest_turns", "lossy"),
+    Step("drop_oldest_turns", "lossy", whole_turns=True),
     Step("truncate_recent_tool_results", "newest"),
 )
 STRATEGY_ORDER: tuple[StrategyName, ...] = tuple(s.name for s in STEPS)
@@ -52,6 +58,20 @@ ORDER: dict[str, int] = {s.name: i for i, s in enumerate(STEPS)}
 def of_kind(*kinds: Kind) -> frozenset[str]:
     """The names of the steps of these kinds."""
     return frozenset(s.name for s in STEPS if s.kind in kinds)
+
+
+def _the(steps: list[Step]) -> StrategyName:
+    assert len(steps) == 1, [s.name for s in steps]
+    return steps[0].name
+
+
+# the steps the planner treats apart, read from the registry: the output clamp, the summarizer, the
+# step that cuts whole turns, the lossy steps that shrink single results, the one that marks copies
+CLAMP = _the([s for s in STEPS if s.kind == "budget"])
+SUMMARIZE = _the([s for s in STEPS if s.kind == "summary"])
+WHOLE_TURNS = _the([s for s in STEPS if s.whole_turns])
+SHRINKING = frozenset(s.name for s in STEPS if s.kind == "lossy" and not s.whole_turns)
+MARKS_COPIES = _the([s for s in STEPS if s.marks_copies])
 
 
 assert set(get_args(StrategyName)) == set(STRATEGY_ORDER), "every step name is in StrategyName and STEPS"

@@ -63,10 +63,8 @@ class Engine(_Deprecated):
         """`resolver`: limits of a model name the map does not hold exactly. By default LiteLLM's
         own `get_model_info` when LiteLLM is installed (imported on the first such name only, so
         `Engine()` resolves what the hooks and the CLI resolve; the core imports nothing of
-        LiteLLM's until then); None: the raw map and the policy alone. `sources`: where the engine
-        reads what is not in a request (encodings, learned calibration, the conversations log, the
-        clock; see `Sources`). The keywords `encoding_loader`, `learned`, `conversations` and
-        `clock` are deprecated since 0.3.0 (they set the same fields of `sources`)."""
+        LiteLLM's until then); None: the raw map and the policy alone. `sources`: see `Sources`
+        (its fields as keywords of their own: deprecated since 0.3.0)."""
         sources = _moved_sources(sources, moved)
         self.policies = policies or PolicySet()
         self.deployments = dict(deployments or {})
@@ -141,11 +139,9 @@ class Engine(_Deprecated):
         policy: Policy | None = None, deployment: Deployment | None = None, can_summarize: bool = False,
         **moved: Any,
     ) -> Plan:
-        """The planner generator for one body (see guard.fit.planner): `plan_for` of a `FitRequest`
-        with these fields. The keywords `temperature` and `conversation` are deprecated since 0.3.0:
-        `plan_for(FitRequest(..., judged=Judged(temperature, conversation)))`."""
-        judged = _moved_judged(moved)
-        return self.plan_for(FitRequest(body, model, dialect, policy, deployment, can_summarize, judged))
+        """`plan_for` a `FitRequest` of these fields (`temperature=`, `conversation=`: deprecated
+        since 0.3.0, `FitRequest(..., judged=Judged(temperature, conversation))`)."""
+        return self.plan_for(FitRequest(body, model, dialect, policy, deployment, can_summarize, _moved_judged(moved)))
 
     def plan_for(self, request: FitRequest) -> Plan:
         """The planner generator for one request (see guard.fit.planner). `deployment` names the

@@ -20,6 +20,7 @@ from guard.core.budget import OUTPUT_KEYS, Budget
 from guard.core.errors import ContextWindowExceeded, Shortfall
 from guard.core.policy import Policy
 from guard.core.report import Report
+from guard.core.steps import CLAMP, SUMMARIZE
 from guard.core.tokens import TokenCounter
 from guard.fit.carried import carried
 from guard.fit.conversation import Context, Conversation, Keeping
@@ -64,13 +65,13 @@ def plan(
     if not budget.fits(req.before):
         floor = reasoning.output_floor(body, resolved.family, resolved.adaptive_thinking)
         budget = _clamp_output(budget, req.before, policy, ctx, floor)
-        summarizing = can_summarize and policy.allows("summarize")
+        summarizing = can_summarize and policy.allows(SUMMARIZE)
         conv, ctx, cut_from, anchor = yield from _over_room(req, budget, ctx, temperature, summarizing)
         if budget.reserved_output != req.budget.reserved_output:
             reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
-    source = "clamped_by_policy" if any(a.kind == "clamp_output" for a in ctx.actions) else req.source
+    source = "clamped_by_policy" if any(a.kind == CLAMP for a in ctx.actions) else req.source
     if req.requested is not None and budget.reserved_output < req.requested and source != "clamped_by_policy":
-        ctx.record("clamp_output", 0, 1)  # lowered to a model or policy cap: an action, not "unchanged"
+        ctx.record(CLAMP, 0, 1)  # lowered to a model or policy cap: an action, not "unchanged"
     updates, thinking = reasoned
     if thinking:
         ctx.record("clamp_thinking", 0, len(thinking))
@@ -132,7 +133,7 @@ def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context, reas
     if floor is not None:
         floor = max(floor, reasoning_floor)
     if (
-        not policy.allows("clamp_output")
+        not policy.allows(CLAMP)
         or floor is None
         or budget.limits.rule != "shared"
         or budget.reserved_output <= floor
@@ -140,7 +141,7 @@ def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context, reas
         return budget
     needed = budget.limits.max_input_tokens - budget.margin - total  # output that would fit as is
     new = max(floor, min(budget.reserved_output, needed))
-    ctx.record("clamp_output", budget.reserved_output - new, 1)
+    ctx.record(CLAMP, budget.reserved_output - new, 1)
     return budget.with_output(new)
 
 

@@ -12,7 +12,7 @@ from guard.core import jsontext
 from guard.core.content import content_texts, map_texts
 from guard.core.policy import Policy
 from guard.core.report import Skipped
-from guard.core.steps import STEPS, of_kind
+from guard.core.steps import CLAMP, MARKS_COPIES, SHRINKING, STEPS, SUMMARIZE, WHOLE_TURNS, of_kind
 from guard.fit.conversation import Context, Conversation
 from guard.fit.ledger import Ledger
 from guard.fit.spans import apply_largest, candidates, reuse, summarize
@@ -37,7 +37,7 @@ def fit(
         spans = candidates(conv, ctx) if can_summarize else []
         cut = yield from rounds(conv, ctx, policy, can_summarize, spans)
         kinds = {a.kind for a in ctx.actions}
-        if "drop_oldest_turns" in kinds and "summarize" not in kinds:
+        if WHOLE_TURNS in kinds and SUMMARIZE not in kinds:
             cut, ctx = _without_wasted_cuts(start, cut, ctx, policy)
     ctx.history = history  # (for what reads the fit after it)
     return _orphans_restored(cut, ctx, history.messages), ctx
@@ -157,8 +157,8 @@ def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[C
     overflow's fit is that truncation, done to be thrown away. The first pass would have skipped
     the summarizer on its way to the drop: so does this cut's report."""
     skipped = list(ctx.skipped)
-    if policy.allows("summarize") and "summarize" not in ctx.exhausted:
-        skipped.append(Skipped("summarize", "no_summarizer"))
+    if policy.allows(SUMMARIZE) and SUMMARIZE not in ctx.exhausted:
+        skipped.append(Skipped(SUMMARIZE, "no_summarizer"))
     decided: list[bool] = []  # whether truncation falls short, judged before the first lossy step
 
     def proceed(conv: Conversation, stop_at: int) -> bool:
@@ -167,7 +167,7 @@ def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[C
         return decided[0]
 
     conv, again = _drop_first(start, ctx, policy, skipped, proceed)
-    dropped = "drop_oldest_turns" in {a.kind for a in again.actions}
+    dropped = WHOLE_TURNS in {a.kind for a in again.actions}
     return (conv, again) if decided == [True] and dropped and _stands(conv, again, ctx, None) else None
 
 
@@ -187,13 +187,13 @@ def _drop_first(
         history=replace(ctx.history, all_settled=True),
     )
     for action in ctx.actions:
-        if action.kind == "clamp_output":
+        if action.kind == CLAMP:
             again.record(action.kind, action.tokens_saved, action.items)
-    again.exhausted.update({"truncate_tool_results", "summarize"})  # the summarizer had its turn in the first pass
+    again.exhausted.update({*SHRINKING, SUMMARIZE})  # the summarizer had its turn in the first pass
     conv = drained(rounds(start, again, policy, can_summarize=False, proceed=proceed))  # never yields: no summaries
-    if not again.done(conv) and "drop_oldest_turns" in {a.kind for a in again.actions}:
-        again.exhausted.discard("truncate_tool_results")
-        again.exhausted.add("drop_oldest_turns")
+    if not again.done(conv) and WHOLE_TURNS in {a.kind for a in again.actions}:
+        again.exhausted.difference_update(SHRINKING)
+        again.exhausted.add(WHOLE_TURNS)
         conv = drained(rounds(conv, again, policy, can_summarize=False))
     return conv, again
 
@@ -226,12 +226,12 @@ def _orphans_restored(conv: Conversation, ctx: Context, originals: tuple[Mapping
         restored = conv.dialect.with_tool_result(conv.messages[j], slot, map_texts(original, jsontext.compact))
         count = ctx.counter.message(conv.dialect, restored)
         if conv.total - conv.counts[j] + count > ctx.room:
-            ctx.skipped.append(Skipped("dedupe", "first_copy_cut_no_room_to_restore"))
+            ctx.skipped.append(Skipped(MARKS_COPIES, "first_copy_cut_no_room_to_restore"))
             continue
         old = conv.counts[j]
         conv = replace(conv, messages=(*conv.messages[:j], restored, *conv.messages[j + 1 :]),
                        counts=(*conv.counts[:j], count, *conv.counts[j + 1 :]))
-        ctx.adjust("dedupe", old - count, -1)  # that duplicate is sent after all
+        ctx.adjust(MARKS_COPIES, old - count, -1)  # that duplicate is sent after all
     return conv
 
 

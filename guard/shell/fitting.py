@@ -29,6 +29,7 @@ from guard.fit.planner import Fitted
 from guard.shell import records, router_api, routes, routing
 from guard.shell.driving import drive, maybe_thread
 from guard.shell.routes import Route
+from guard.shell.services import Attempt
 from guard.state import telemetry
 
 if TYPE_CHECKING:
@@ -143,22 +144,6 @@ class _Pass:
     chain: list[str] | None
     start: float = field(default_factory=time.perf_counter)
     layers: list[str] = field(default_factory=list)  # the policy layers that applied, once known
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """The terms of one pass over a request: where it runs (proxy, deployment or sdk_sync), who
-    sent it, the deployment it goes to when known, whether a body over its room is refused, whether
-    this is the request's first pass (`fresh`: a client cannot plant a report), the model group it
-    was sent to (`alias`) and the group's context-window fallbacks (`chain`)."""
-
-    where: str
-    identity: Identity
-    deployment: Deployment | None = None
-    reject: bool = True
-    fresh: bool = False
-    alias: str | None = None
-    chain: list[str] | None = None
 
 
 async def fit(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt) -> dict[str, Any]:

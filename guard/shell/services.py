@@ -5,15 +5,34 @@ import the hook class that imports them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
+
+from guard.core.config import Deployment
+from guard.core.identity import Identity
 
 if TYPE_CHECKING:
     from guard.fit.engine import Engine
-    from guard.shell.fitting import Attempt
     from guard.shell.routes import Route
     from guard.shell.summarizer import Summarizer
     from guard.state.calibration_store import CalibrationStore
     from guard.state.seen_store import SeenStore
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The terms of one pass over a request: where it runs (proxy, deployment or sdk_sync), who
+    sent it, the deployment it goes to when known, whether a body over its room is refused, whether
+    this is the request's first pass (`fresh`: a client cannot plant a report), the model group it
+    was sent to (`alias`) and the group's context-window fallbacks (`chain`)."""
+
+    where: str
+    identity: Identity
+    deployment: Deployment | None = None
+    reject: bool = True
+    fresh: bool = False
+    alias: str | None = None
+    chain: list[str] | None = None
 
 
 class Services(Protocol):

@@ -18,8 +18,9 @@ import litellm
 from guard.core.config import Deployment
 from guard.core.identity import identity_from_metadata
 from guard.shell import records, routes, routing
-from guard.shell.fitting import Attempt, router_deployment
+from guard.shell.fitting import router_deployment
 from guard.shell.routes import Route
+from guard.shell.services import Attempt
 from guard.shell.summarizer import internal_call
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from guard.fit.engine import Engine
 from guard.shell import fitting, startup
 from guard.shell.config_file import load_config
 from guard.shell.routes import Route
+from guard.shell.services import Attempt
 from guard.shell.summarizer import Call, Summarizer, Summarizing
 from guard.state.cache import SummaryCache
 from guard.state.calibration_store import CalibrationStore
@@ -143,5 +144,5 @@ class GuardServices:
         assert self._calibrations is not None
         return self._calibrations
 
-    async def _guard(self, data: dict[str, Any], route: Route, attempt: fitting.Attempt) -> dict[str, Any]:
+    async def _guard(self, data: dict[str, Any], route: Route, attempt: Attempt) -> dict[str, Any]:
         return await fitting.fit(self, data, route, attempt)  # one pass; the hooks call it through the instance
