@@ -46,3 +46,22 @@ def test_the_size_check_sees_a_long_function(tmp_path):
     (tmp_path / "fit" / "planner.py").write_text("def plan():\n" + "    x = 1\n" * 40)
     (tmp_path / "ok.py").write_text("def f():\n" + "    x = 1\n" * 59)
     assert sizes.oversized(tmp_path) == ["fit/planner.py:1: function plan of 41 lines"]
+
+
+climbs = script("climbs")
+CLIMBS_AT_MOST = 14  # (18 before the body's facts were read once: see docs/contributing.md)
+
+
+def test_the_body_climbs_back_up_no_more_often_than_before(capsys):
+    """A ratchet: a change that makes the fit call back down for the body's facts more often fails."""
+    modules = climbs.stays(climbs.walk(climbs._body()))
+    assert "guard.fit.rounds" in modules and "guard.fit.reporting" in modules  # the walk follows what the body became
+    assert climbs.climbs(modules) <= CLIMBS_AT_MOST, capsys.readouterr().out
+
+
+def test_a_climb_is_a_stay_in_a_higher_layer_than_the_one_before():
+    path = [("guard.fit.planner", "plan"), ("guard.fit.planner", "_context"), ("guard.core.tokens", "count"),
+            ("guard.dialects.chat", "messages"), ("guard.fit.rounds", "fit"), ("guard.core.budget", "fits")]
+    modules = climbs.stays(path)
+    assert modules == ["guard.fit.planner", "guard.core.tokens", "guard.dialects.chat", "guard.fit.rounds", "guard.core.budget"]
+    assert climbs.climbs(modules) == 2

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from guard.core.errors import BadRequest
@@ -28,34 +28,30 @@ from guard.core.policy import Policy
 
 @dataclass(frozen=True)
 class Budget:
+    """A request's budget: the model's limits, the output it reserves and the safety margin, and
+    what they make (worked out once): the `room` (most input tokens the request may carry), the
+    `target` (the low-water mark cutting aims at), the `band` (the quantum cuts move in,
+    `cut_quantum_ratio` of the room) and the `floor` (the bottom of the band below the target:
+    where a band crossing is cut, deep enough to last a band of growth; a cold cache's cut goes a
+    little below it, never under the room bar)."""
+
     limits: ModelLimits
     reserved_output: int
     margin: int
     low_water_ratio: float
     quantum_ratio: float = 0.35
+    room: int = field(init=False, compare=False)
+    target: int = field(init=False, compare=False)
+    band: int = field(init=False, compare=False)
+    floor: int = field(init=False, compare=False)
 
-    @property
-    def room(self) -> int:
-        """Most input tokens the request may carry."""
-        if self.limits.rule == "shared":
-            return self.limits.max_input_tokens - self.reserved_output - self.margin
-        return self.limits.max_input_tokens - self.margin
-
-    @property
-    def target(self) -> int:
-        """The low-water mark that cutting aims at."""
-        return math.floor(self.room * self.low_water_ratio)
-
-    @property
-    def band(self) -> int:
-        """The quantum cuts move in (`cut_quantum_ratio` of the room)."""
-        return max(1, math.floor(self.room * self.quantum_ratio))
-
-    @property
-    def floor(self) -> int:
-        """The bottom of the band below the target: where a band crossing is cut (deep enough to
-        last a band of growth); a cold cache's cut goes a little below it, never under the room bar."""
-        return self.target - self.band
+    def __post_init__(self) -> None:
+        shared = self.limits.rule == "shared"
+        room = self.limits.max_input_tokens - (self.reserved_output if shared else 0) - self.margin
+        target = math.floor(room * self.low_water_ratio)
+        band = max(1, math.floor(room * self.quantum_ratio))
+        for name, value in (("room", room), ("target", target), ("band", band), ("floor", target - band)):
+            object.__setattr__(self, name, value)
 
     def fits(self, input_tokens: int) -> bool:
         return input_tokens <= self.room

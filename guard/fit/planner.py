@@ -58,12 +58,12 @@ def plan(
     budget = req.budget
     # a cap without room for the thinking budget: refused now
     reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
+    floor = reasoning.output_floor(body, resolved.family, resolved.adaptive_thinking)
     ctx = _context(req, policy, resolved.counter)
     conv: Conversation | Unchanged = Unchanged(req.dialect, req.messages, req.counts, req.fixed)
     cut_from: int | None = None
     anchor: Anchor | None = None
     if not budget.fits(req.before):
-        floor = reasoning.output_floor(body, resolved.family, resolved.adaptive_thinking)
         budget = _clamp_output(budget, req.before, policy, ctx, floor)
         summarizing = can_summarize and policy.allows(SUMMARIZE)
         conv, ctx, cut_from, anchor = yield from _over_room(req, budget, ctx, temperature, summarizing)

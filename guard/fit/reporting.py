@@ -12,7 +12,6 @@ from guard.core.budget import Budget
 from guard.core.content import compact_json
 from guard.core.reasoning import ReasoningChange
 from guard.core.report import Report
-from guard.core.tokens import TokenCounter
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation
 from guard.fit.request import Counted, Resolved
@@ -34,8 +33,10 @@ class Unchanged:
         return self.fixed + sum(self.counts)
 
 
-def breakdown(conv: Conversation | Unchanged, counter: TokenCounter, body: Mapping[str, Any]) -> dict[str, int]:
-    system = tool_results = history = 0
+def breakdown(conv: Conversation | Unchanged, system_fixed: int) -> dict[str, int]:
+    """The input by part: system prompt (in the turns, and `system_fixed` outside them), history,
+    tool results, and the rest (tool schemas and framing)."""
+    system, tool_results, history = system_fixed, 0, 0
     for msg, n in zip(conv.messages, conv.counts):
         if conv.dialect.is_system(msg):
             system += n
@@ -43,9 +44,6 @@ def breakdown(conv: Conversation | Unchanged, counter: TokenCounter, body: Mappi
             tool_results += n
         else:
             history += n
-    for key in conv.dialect.system_keys:  # a pinned prompt outside the list of turns
-        if key in body:
-            system += counter.fixed(conv.dialect, {key: body[key]}) - counter.fixed(conv.dialect, {})
     return {
         "system": system,
         "history": history,
@@ -98,7 +96,7 @@ def build_report(req: Counted, resolved: Resolved, fit: Fit) -> Report:
     """The report of one fit of the request: the limits, the budget, the counts before and after,
     what each step did and what it skipped, the cache temperature, and the outcome (fitted,
     unchanged or, when the input is still over the room, rejected)."""
-    body, dialect, limits, sent = req.body, req.dialect, resolved.limits, req.messages
+    dialect, limits, sent = req.dialect, resolved.limits, req.messages
     budget, ctx, conv, temperature, anchor = fit.budget, fit.ctx, fit.conv, fit.temperature, fit.anchor
     calibration = resolved.calibration
     changed = conv.messages != sent
@@ -115,8 +113,8 @@ def build_report(req: Counted, resolved: Resolved, fit: Fit) -> Report:
         calibration_factor=ctx.counter.factor, calibration_key=calibration[0] if calibration else None,
         calibration_source=calibration[1] if calibration else "static",
         messages_before=len(sent), messages_after=len(conv.messages), actions=ctx.actions,
-        skipped=ctx.skipped, breakdown=breakdown(conv, ctx.counter, body), summary=ctx.summarized.report,
-        reasoning=[c.to_dict() for c in fit.thinking], unseen_state=dialect.unseen_state(body),
+        skipped=ctx.skipped, breakdown=breakdown(conv, req.system_fixed), summary=ctx.summarized.report,
+        reasoning=[c.to_dict() for c in fit.thinking], unseen_state=list(req.unseen),
         cache_temperature=temperature.state if temperature is not None else None,
         idle_seconds=idle,
         anchor=anchor.to_dict() if anchor is not None else None,

@@ -45,6 +45,10 @@ class Counted:
     requested: int | None
     budget: Budget
     source: str
+    # the tokens of a pinned prompt outside the list of turns (Anthropic's `system`, the Responses
+    # API's `instructions`), and the fields the count cannot see (see Dialect.unseen_state)
+    system_fixed: int = 0
+    unseen: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, body: Mapping[str, Any], resolved: Resolved) -> Counted:
@@ -56,7 +60,10 @@ class Counted:
         budget, source = make_budget(resolved.limits, resolved.policy, requested)
         counts = counter.messages(dialect, messages)
         fixed = counter.fixed(dialect, body)
-        return cls(body, dialect, tuple(messages), tuple(counts), fixed, key, requested, budget, source)
+        pinned = [key for key in dialect.system_keys if key in body]
+        system = sum(counter.fixed(dialect, {k: body[k]}) for k in pinned) - len(pinned) * counter.fixed(dialect, {})
+        unseen = tuple(dialect.unseen_state(body))
+        return cls(body, dialect, tuple(messages), tuple(counts), fixed, key, requested, budget, source, system, unseen)
 
     @property
     def before(self) -> int:
