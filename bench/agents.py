@@ -59,9 +59,13 @@ general_settings:
 def agent_env(agent: str, cfg: Path, base_url: str) -> tuple[list[str], dict[str, str]]:
     """The lines `context-guard agent-env` prints (the real CLI), and the exports among them."""
     cli = shutil.which("context-guard", path=str(Path(sys.executable).parent)) or "context-guard"
-    out = subprocess.run([cli, "agent-env", agent, "--config", str(cfg), "--model", MODEL, "--base-url", base_url],
-                         capture_output=True, text=True, check=True,
-                         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}).stdout.splitlines()
+    out = subprocess.run(
+        [cli, "agent-env", agent, "--config", str(cfg), "--model", MODEL, "--base-url", base_url],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    ).stdout.splitlines()
     exports = dict(re.findall(r"^export (\w+)=(.*)$", "\n".join(out), re.M))
     return out, exports
 
@@ -75,29 +79,57 @@ def guard_outcomes(url: str) -> dict[str, int]:
     return out
 
 
-def run_claude(claude: str, url: str, work: Path, settings: dict[str, str], files: int) -> subprocess.CompletedProcess[str]:
+def run_claude(
+    claude: str, url: str, work: Path, settings: dict[str, str], files: int
+) -> subprocess.CompletedProcess[str]:
     home = Path(tempfile.mkdtemp(prefix="cc-home-"))
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-        "ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": "sk-master", "ANTHROPIC_MODEL": MODEL,
-        "ANTHROPIC_SMALL_FAST_MODEL": MODEL, "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "MAX_THINKING_TOKENS": "0",
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": url,
+        "ANTHROPIC_API_KEY": "sk-master",
+        "ANTHROPIC_MODEL": MODEL,
+        "ANTHROPIC_SMALL_FAST_MODEL": MODEL,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "MAX_THINKING_TOKENS": "0",
         **settings,
     }
-    prompt = f"Read the files f01.txt to f{files:02d}.txt in this directory one at a time with the Read tool, then say done."
-    return subprocess.run([claude, "-p", prompt, "--model", MODEL, "--allowedTools", "Read"], env=env, cwd=work,
-                          capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL)
+    prompt = (
+        f"Read the files f01.txt to f{files:02d}.txt in this directory one at a time with the Read tool, then say done."
+    )
+    return subprocess.run(
+        [claude, "-p", prompt, "--model", MODEL, "--allowedTools", "Read"],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def run_codex(codex: str, url: str, work: Path, toml: list[str], files: int) -> subprocess.CompletedProcess[str]:
     home = Path(tempfile.mkdtemp(prefix="codex-home-"))
     (home / "config.toml").write_text("\n".join(toml) + "\n")
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "CODEX_HOME": str(home),
-           "LITELLM_API_KEY": "sk-master", "RUST_LOG": "error"}
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "CODEX_HOME": str(home),
+        "LITELLM_API_KEY": "sk-master",
+        "RUST_LOG": "error",
+    }
     prompt = f"Read the files f01.txt to f{files:02d}.txt in this directory one at a time with cat, then say done."
-    return subprocess.run([codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-                           "-C", str(work), prompt], env=env, cwd=work, capture_output=True, text=True, timeout=1800,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-C", str(work), prompt],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def codex_toml(printed: list[str], told: bool) -> list[str]:
@@ -127,16 +159,27 @@ def one_run(agent: str, binary: str, label: str, files: int, told: bool) -> dict
         stop_proxy(proc)
         server.shutdown()
     said = result.stdout.strip().splitlines() or result.stderr.strip().splitlines()
-    row = {"agent": agent, "run": label, **script.stats(), "guard": outcomes, "settings": settings,
-           "exit": result.returncode, "said": said[-1][:200] if said else ""}
+    row = {
+        "agent": agent,
+        "run": label,
+        **script.stats(),
+        "guard": outcomes,
+        "settings": settings,
+        "exit": result.returncode,
+        "said": said[-1][:200] if said else "",
+    }
     print(row, flush=True)
     return row
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--claude", default=os.environ.get("CLAUDE_BIN", str(ROOT / ".agents/cc/node_modules/.bin/claude")))
-    parser.add_argument("--codex", default=os.environ.get("CODEX_BIN", str(ROOT / ".agents/codex/node_modules/.bin/codex")))
+    parser.add_argument(
+        "--claude", default=os.environ.get("CLAUDE_BIN", str(ROOT / ".agents/cc/node_modules/.bin/claude"))
+    )
+    parser.add_argument(
+        "--codex", default=os.environ.get("CODEX_BIN", str(ROOT / ".agents/codex/node_modules/.bin/codex"))
+    )
     parser.add_argument("--only", choices=["claude-code", "codex"])
     parser.add_argument("--files", type=int, default=30)
     args = parser.parse_args()
@@ -151,8 +194,13 @@ def main() -> int:
         rows.append(one_run(agent, binary, "plain", args.files, told=False))
     ok = bool(rows)
     for r in rows:
-        done = (r["exit"] == 0 and r["files_read"] == args.files and "done" in r["said"]
-                and r["refused_too_long"] == 0 and not r["guard"].get("rejected"))
+        done = (
+            r["exit"] == 0
+            and r["files_read"] == args.files
+            and "done" in r["said"]
+            and r["refused_too_long"] == 0
+            and not r["guard"].get("rejected")
+        )
         if r["run"] == "agent-env":  # the agent kept under the guard's limits by compacting itself
             done = done and r["agent_compactions"] > 0 and r["guard_cut_requests"] == 0
         else:  # the agent never compacted: the guard cut for it

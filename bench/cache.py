@@ -84,7 +84,11 @@ PRICES = {"anthropic": (0.10, 1.25, 1.0), "openai": (0.50, 1.0, 1.0), "openai-0.
 
 def loops(limit: int | None = None, match: str | None = None) -> list[tuple[str, dict[str, Any]]]:
     # the real runs long enough to be a loop (10+ turns; the shorter ones are one big tool output)
-    out = [(f"docent/{b['x_trace'].split('/')[-1].removesuffix('.json')}", b) for b in real_traces() if len(b["messages"]) >= 20]
+    out = [
+        (f"docent/{b['x_trace'].split('/')[-1].removesuffix('.json')}", b)
+        for b in real_traces()
+        if len(b["messages"]) >= 20
+    ]
     # a real long Claude Code session (vibelens's sample data; not installed: left out)
     out += real_long_sessions()
     # real SWE-bench runs of a one-tool coding agent (bench/corpus/swe): whole turns go on most
@@ -92,7 +96,10 @@ def loops(limit: int | None = None, match: str | None = None) -> list[tuple[str,
     for i, (name, body) in enumerate(swe_runs()):
         out.append((f"{name}/chat", body))
         if i == 0:
-            out += [(f"{name}/anthropic", to_anthropic(body)), (f"{name}/responses", to_responses(body, model=body["model"]))]
+            out += [
+                (f"{name}/anthropic", to_anthropic(body)),
+                (f"{name}/responses", to_responses(body, model=body["model"])),
+            ]
     # real loops of four other agent families (bench/corpus/agents): OpenHands, SWE-agent 1.x,
     # Moatless Tools (Anthropic messages), tau2-bench (parallel calls); single results up to 60% of the room
     out += agent_runs()
@@ -101,7 +108,10 @@ def loops(limit: int | None = None, match: str | None = None) -> list[tuple[str,
         trace = coding_trace(turns=160, seed=seed)
         out.append((f"coding{seed}/chat", trace))
         if seed == 1:
-            out += [(f"coding{seed}/anthropic", to_anthropic(trace)), (f"coding{seed}/responses", to_responses(trace, model=trace["model"]))]
+            out += [
+                (f"coding{seed}/anthropic", to_anthropic(trace)),
+                (f"coding{seed}/responses", to_responses(trace, model=trace["model"])),
+            ]
         if seed == 2:
             out.append((f"coding{seed}/text", to_text_agent(trace)))
     for seed in (3, 4):
@@ -125,7 +135,9 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     messages = list(dialect.messages(body))
     clean = {k: v for k, v in body.items() if not k.startswith("x_")}
     for i, m in enumerate(messages):
-        starts = m.get("role") == "assistant" or (m.get("type") in _MODEL_TURN and messages[i - 1].get("type") not in _MODEL_TURN)
+        starts = m.get("role") == "assistant" or (
+            m.get("type") in _MODEL_TURN and messages[i - 1].get("type") not in _MODEL_TURN
+        )
         if starts and i > 0 and not (m.get("role") == "assistant" and messages[i - 1].get("type") == "reasoning"):
             yield {**clean, key: messages[:i], out: OUTPUT}
     yield {**clean, key: messages, out: OUTPUT}
@@ -202,9 +214,14 @@ STEP_SECONDS = 5.0  # between two turns of a loop
 PROVIDER_TTL = 300  # a cached prefix unused this long is gone (Anthropic's default)
 
 
-def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: Scripted | None = None,
-           on_turn: Callable[[dict[str, Any], Fitted | None], None] | None = None,
-           gaps: tuple[int, float] | None = None) -> Replay:
+def replay(
+    name: str,
+    body: dict[str, Any],
+    policy: Policy | None,
+    summarizer: Scripted | None = None,
+    on_turn: Callable[[dict[str, Any], Fitted | None], None] | None = None,
+    gaps: tuple[int, float] | None = None,
+) -> Replay:
     """Fit every turn of a loop (policy None: untrimmed, an infinite window) and count what a
     provider would find cached from the previous turn. Turns are STEP_SECONDS apart; `gaps`
     (every, seconds) adds an idle pause before every `every`-th turn, and a turn after a pause
@@ -241,8 +258,11 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
             same += 1
         cached = fixed + sum(counts[:same]) if previous and idle <= PROVIDER_TTL else 0
         sent = fixed + sum(counts)
-        cut = report is not None and report.messages_after != report.messages_before or (
-            report is not None and report.fitted_messages_sha256 is not None)
+        cut = (
+            report is not None
+            and report.messages_after != report.messages_before
+            or (report is not None and report.fitted_messages_sha256 is not None)
+        )
         room = sent / report.room if cut and report is not None else None
         fingerprint = report.cut if report is not None else None
         new_cut = fingerprint != last_cut
@@ -255,14 +275,23 @@ def replay(name: str, body: dict[str, Any], policy: Policy | None, summarizer: S
 def engine_for(body: Mapping[str, Any], policy: Policy | None, clock: Callable[[], float] | None = None) -> Engine:
     kwargs: dict[str, Any] = {"sources": Sources(clock=clock)} if clock is not None else {}
     if policy is None:
-        return Engine(load_policy_set({"models": {body["model"]: {"context_window": 10_000_000, "default_context_window": 10_000_000}}}), **kwargs)
+        return Engine(
+            load_policy_set(
+                {"models": {body["model"]: {"context_window": 10_000_000, "default_context_window": 10_000_000}}}
+            ),
+            **kwargs,
+        )
     return Engine(load_policy_set({"defaults": policy.model_dump(exclude_defaults=True)}), **kwargs)
 
 
 def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Policy:
     """The default policy with a window of `ratio` times the loop's full input (plus its output);
     for a loop marked `x_squeeze: history`, the pinned prompt plus `ratio` of the rest."""
-    engine = Engine(load_policy_set({"models": {body["model"]: {"context_window": 10_000_000, "default_context_window": 10_000_000}}}))
+    engine = Engine(
+        load_policy_set(
+            {"models": {body["model"]: {"context_window": 10_000_000, "default_context_window": 10_000_000}}}
+        )
+    )
     dialect = detect(body)
     counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
     counts = counter.messages(dialect, dialect.messages(body))
@@ -307,7 +336,11 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
 
 
 def best_cut(
-    body: Mapping[str, Any], room: int | None, floor: float = 0.6, prices: str = "anthropic", carry: bool = False,
+    body: Mapping[str, Any],
+    room: int | None,
+    floor: float = 0.6,
+    prices: str = "anthropic",
+    carry: bool = False,
     compact: bool = False,
 ) -> tuple[float, float, float] | None:
     """The best a guard that cuts the oldest history in whole turns could do in this room, knowing
@@ -336,7 +369,9 @@ def best_cut(
     raw = counter.messages(dialect, messages)
     squeezed = raw
     if compact:
-        squeezed = [min(n, c) for n, c in zip(raw, counter.messages(dialect, [compacted(dialect, m) for m in messages]))]
+        squeezed = [
+            min(n, c) for n, c in zip(raw, counter.messages(dialect, [compacted(dialect, m) for m in messages]))
+        ]
     cumulative, whole = [0], [0]
     for n, w in zip(squeezed, raw):
         cumulative.append(cumulative[-1] + n)
@@ -398,7 +433,11 @@ def over_room(base: Replay, run: Replay, prices: str = "openai-0.1") -> tuple[fl
 
 
 def best_over_room(
-    body: Mapping[str, Any], base: Replay, room: int | None, prices: str = "openai-0.1", carry: bool = False,
+    body: Mapping[str, Any],
+    base: Replay,
+    room: int | None,
+    prices: str = "openai-0.1",
+    carry: bool = False,
     compact: bool = False,
 ) -> float | None:
     """`best_cut`'s bill over the overflowing turns only (see `over_room`): the turns that fit are
@@ -441,7 +480,8 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
         "best_carry_bill_over": best_over_room(body, base, run.room, carry=True) if body is not None else None,
         "best_compact_bill_over": best_over_room(body, base, run.room, compact=True) if body is not None else None,
         "best_carry_compact_bill_over": (
-            best_over_room(body, base, run.room, carry=True, compact=True) if body is not None else None),
+            best_over_room(body, base, run.room, carry=True, compact=True) if body is not None else None
+        ),
         "openai": run.cost("openai") / base.cost("openai"),
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
         "room_min": min(used) if used else None,
@@ -449,8 +489,14 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
     }
 
 
-def measure(ratio: float, limit: int | None = None, summarize: bool = False, match: str | None = None,
-            gaps: tuple[int, float] | None = None, **settings: Any) -> list[dict[str, Any]]:
+def measure(
+    ratio: float,
+    limit: int | None = None,
+    summarize: bool = False,
+    match: str | None = None,
+    gaps: tuple[int, float] | None = None,
+    **settings: Any,
+) -> list[dict[str, Any]]:
     rows = []
     for name, body in loops(limit, match):
         base = replay(name, body, None)
@@ -486,7 +532,32 @@ def _fmt(v: Any, digits: int = 2) -> str:
 
 
 def table(rows: list[dict[str, Any]], title: str) -> str:
-    cols = ["loop", "turns", "cut", "rejected", "hit", "breaks", "new_cuts", "unmarked", "anthropic", "anthropic_ideal", "hit_bound", "anthropic_bound", "hit_best_cut", "anthropic_best_cut", "hit_over", "bill_over", "best_bill_over", "best_carry_bill_over", "best_compact_bill_over", "best_carry_compact_bill_over", "openai", "openai_0.1", "room_min", "room_median"]
+    cols = [
+        "loop",
+        "turns",
+        "cut",
+        "rejected",
+        "hit",
+        "breaks",
+        "new_cuts",
+        "unmarked",
+        "anthropic",
+        "anthropic_ideal",
+        "hit_bound",
+        "anthropic_bound",
+        "hit_best_cut",
+        "anthropic_best_cut",
+        "hit_over",
+        "bill_over",
+        "best_bill_over",
+        "best_carry_bill_over",
+        "best_compact_bill_over",
+        "best_carry_compact_bill_over",
+        "openai",
+        "openai_0.1",
+        "room_min",
+        "room_median",
+    ]
     cols += [c for c in ("gap_bill", "gap_bill_temp", "gap_room_median") if any(c in r for r in rows)]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
@@ -540,15 +611,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--loops", type=int, default=None, help="only the last N loops")
     parser.add_argument("--match", default=None, help="only the loops whose name holds this text (e.g. swe/)")
     parser.add_argument("--chart", default=None, help="write the saw-tooth chart to this PNG")
-    parser.add_argument("--gaps", default="15,600", help="EVERY,SECONDS: idle pauses for the cache-temperature columns (0: none)")
+    parser.add_argument(
+        "--gaps", default="15,600", help="EVERY,SECONDS: idle pauses for the cache-temperature columns (0: none)"
+    )
     parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
     args = parser.parse_args(argv)
     settings = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
     every, _, seconds = args.gaps.partition(",")
     gaps = (int(every), float(seconds)) if int(every) > 0 else None
-    print(table(measure(args.ratio, args.loops, match=args.match, gaps=gaps, **settings), f"window {args.ratio:.0%} of each loop, no summarizer"))
+    print(
+        table(
+            measure(args.ratio, args.loops, match=args.match, gaps=gaps, **settings),
+            f"window {args.ratio:.0%} of each loop, no summarizer",
+        )
+    )
     print()
-    print(table(measure(args.ratio, args.loops, summarize=True, match=args.match, **settings), f"window {args.ratio:.0%}, scripted summarizer"))
+    print(
+        table(
+            measure(args.ratio, args.loops, summarize=True, match=args.match, **settings),
+            f"window {args.ratio:.0%}, scripted summarizer",
+        )
+    )
     if args.chart:
         chart(args.chart, args.ratio, **settings)
         print(f"\nchart: {args.chart}")

@@ -58,7 +58,12 @@ def run_claude(claude: str, proxy_url: str, prompt: str, thinking: int) -> subpr
         "MAX_THINKING_TOKENS": str(thinking),
     }
     return subprocess.run(
-        [claude, "-p", prompt, "--model", MODEL], env=env, cwd=home, capture_output=True, text=True, timeout=300,
+        [claude, "-p", prompt, "--model", MODEL],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
         stdin=subprocess.DEVNULL,
     )
 
@@ -79,7 +84,9 @@ def one_run(claude: str, label: str, *, window: int, max_output: int, thinking: 
         "run": label,
         "upstream_requests": len(bodies),
         "max_tokens": sorted({b.get("max_tokens") for b in bodies}),
-        "thinking_budgets": sorted({(b.get("thinking") or {}).get("budget_tokens") for b in bodies if b.get("thinking")}),
+        "thinking_budgets": sorted(
+            {(b.get("thinking") or {}).get("budget_tokens") for b in bodies if b.get("thinking")}
+        ),
         "refused_for_thinking": state.stats.get("refused_thinking", 0),
         "refused_too_long": sum(state.stats["refused_too_long"].values()),
         "claude_exit": result.returncode,
@@ -100,9 +107,14 @@ def main() -> int:
     # below the budget this Claude Code version sends (4096): the budget must come down with max_tokens
     tight = one_run(args.claude, "output cap 2048", window=200_000, max_output=2048)
     small = one_run(args.claude, "window 8192 (< first request)", window=8192, max_output=4096)
-    ok = all(
-        r["upstream_requests"] > 0 and r["refused_for_thinking"] == 0 and r["claude_exit"] == 0 for r in (capped, tight)
-    ) and small["upstream_requests"] == 0 and "too long" in small["claude_said"].lower()
+    ok = (
+        all(
+            r["upstream_requests"] > 0 and r["refused_for_thinking"] == 0 and r["claude_exit"] == 0
+            for r in (capped, tight)
+        )
+        and small["upstream_requests"] == 0
+        and "too long" in small["claude_said"].lower()
+    )
     print("claude code bench:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 

@@ -50,8 +50,14 @@ class Scripted:
 
 
 def make_guard(call: Scripted | None, redis: str | None) -> ContextGuard:
-    deployments = {"summarizer": Deployment("summarizer", "openai/gpt-4o-mini", {"max_input_tokens": 128_000, "max_output_tokens": 4096})}
-    engine = Engine(load_policy_set({"models": {"gpt-4o": {"context_window": WINDOW}}}), deployments=deployments, model_map=None)
+    deployments = {
+        "summarizer": Deployment(
+            "summarizer", "openai/gpt-4o-mini", {"max_input_tokens": 128_000, "max_output_tokens": 4096}
+        )
+    }
+    engine = Engine(
+        load_policy_set({"models": {"gpt-4o": {"context_window": WINDOW}}}), deployments=deployments, model_map=None
+    )
     if call is None:
         return ContextGuard(engine=engine)
     cache = SummaryCache(CacheSettings(redis_url=redis))
@@ -87,7 +93,17 @@ async def best(guard: ContextGuard, text: str, repeat: int) -> tuple[float, floa
 
 async def main_async(args: argparse.Namespace) -> int:
     trace = agent_trace()
-    bodies = [json.dumps({**trace, "model": "gpt-4o", "messages": trace["messages"][:n], "metadata": {"user_api_key_team_id": "bench"}}) for n in TURNS]
+    bodies = [
+        json.dumps(
+            {
+                **trace,
+                "model": "gpt-4o",
+                "messages": trace["messages"][:n],
+                "metadata": {"user_api_key_team_id": "bench"},
+            }
+        )
+        for n in TURNS
+    ]
     call = Scripted()
     guard = make_guard(call, args.redis)
     baseline = make_guard(None, None)
@@ -105,14 +121,27 @@ async def main_async(args: argparse.Namespace) -> int:
     made = [r for r in compacted if r["summary"]["source"] == "llm"]
     hits = [r for r in compacted if r["summary"]["source"] == "cache"]
     spans = {r["summary"]["span_tokens"] for r in compacted}
-    same_prefix = all(r["prefix"] == next(x["prefix"] for x in made if x["summary"]["span_tokens"] == r["summary"]["span_tokens"]) for r in hits)
+    same_prefix = all(
+        r["prefix"] == next(x["prefix"] for x in made if x["summary"]["span_tokens"] == r["summary"]["span_tokens"])
+        for r in hits
+    )
     ms = lambda xs: f"median {statistics.median(xs) * 1000:.1f} ms, max {max(xs) * 1000:.1f} ms"  # noqa: E731
-    print(f"turns: {len(rows)}  (conversation {json.loads(bodies[0])['messages'].__len__()} -> {json.loads(bodies[-1])['messages'].__len__()} messages, window {WINDOW:,})")
-    print(f"crossings (distinct summary spans): {len(spans)}   summaries made: {len(made)}   summarizer calls: {call.calls}")
-    print(f"turns after the first compaction: {len(compacted)}   cache hits: {len(hits)} ({len(hits) / max(1, len(compacted) - len(made)):.0%} of the turns that did not cross)")
+    print(
+        f"turns: {len(rows)}  (conversation {json.loads(bodies[0])['messages'].__len__()} -> {json.loads(bodies[-1])['messages'].__len__()} messages, window {WINDOW:,})"
+    )
+    print(
+        f"crossings (distinct summary spans): {len(spans)}   summaries made: {len(made)}   summarizer calls: {call.calls}"
+    )
+    print(
+        f"turns after the first compaction: {len(compacted)}   cache hits: {len(hits)} ({len(hits) / max(1, len(compacted) - len(made)):.0%} of the turns that did not cross)"
+    )
     print(f"prefix through the summary byte-identical on every cache-hit turn: {same_prefix}")
-    print(f"guard latency, cache-hit turns:       {ms([r['guard'] for r in hits])}   (CPU time {ms([r['guard_cpu'] for r in hits])})")
-    print(f"  same turns, no summarizer (baseline): {ms([r['baseline'] for r in hits])}   (CPU time {ms([r['baseline_cpu'] for r in hits])})   ratio {statistics.median([r['guard'] for r in hits]) / statistics.median([r['baseline'] for r in hits]):.2f}x")
+    print(
+        f"guard latency, cache-hit turns:       {ms([r['guard'] for r in hits])}   (CPU time {ms([r['guard_cpu'] for r in hits])})"
+    )
+    print(
+        f"  same turns, no summarizer (baseline): {ms([r['baseline'] for r in hits])}   (CPU time {ms([r['baseline_cpu'] for r in hits])})   ratio {statistics.median([r['guard'] for r in hits]) / statistics.median([r['baseline'] for r in hits]):.2f}x"
+    )
     print(f"guard latency, crossing turns (first time, summarizer answering at once): {ms([r['first'] for r in made])}")
     return 0 if call.calls == len(spans) and same_prefix else 1
 

@@ -55,7 +55,9 @@ def best_time(fn: Callable[[Any], Any], setup: Callable[[], Any], repeat: int) -
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=15)
-    parser.add_argument("--relevance", choices=["bm25", "off"], default="bm25", help="the policy's relevance setting for the full fit")
+    parser.add_argument(
+        "--relevance", choices=["bm25", "off"], default="bm25", help="the policy's relevance setting for the full fit"
+    )
     args = parser.parse_args(argv)
     import litellm
 
@@ -65,18 +67,34 @@ def main(argv: list[str] | None = None) -> int:
     litellm.token_counter(model="gpt-4o", messages=msgs[:2])  # load LiteLLM's tokenizer once
     ours = TokenCounter(enc).body(OPENAI, body)
     theirs = litellm.token_counter(model="gpt-4o", messages=msgs, tools=tools)
-    print(f"trace: {len(msgs)} messages, {len(json.dumps(body)):,} chars; guard counts {ours:,} tokens, token_counter {theirs:,}")
+    print(
+        f"trace: {len(msgs)} messages, {len(json.dumps(body)):,} chars; guard counts {ours:,} tokens, token_counter {theirs:,}"
+    )
 
-    t_lite = best_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(body), args.repeat)
+    t_lite = best_time(
+        lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]),
+        lambda: fresh(body),
+        args.repeat,
+    )
     t_cold = best_time(lambda b: TokenCounter(enc).body(OPENAI, b), lambda: fresh(body), args.repeat)
-    print(f"cold count: guard {t_cold * 1e3:.1f} ms, litellm.token_counter {t_lite * 1e3:.1f} ms, ratio {t_cold / t_lite:.2f}x (bar <= 0.7x)")
+    print(
+        f"cold count: guard {t_cold * 1e3:.1f} ms, litellm.token_counter {t_lite * 1e3:.1f} ms, ratio {t_cold / t_lite:.2f}x (bar <= 0.7x)"
+    )
 
     warm = TokenCounter(enc)
     warm.body(OPENAI, body)
-    grown = dict(body, messages=msgs + [{"role": "user", "content": "One more thing: also check the imports in setup.py."}])
+    grown = dict(
+        body, messages=msgs + [{"role": "user", "content": "One more thing: also check the imports in setup.py."}]
+    )
     t_warm = best_time(lambda b: warm.body(OPENAI, b), lambda: fresh(grown), args.repeat)
-    t_lite_grown = best_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(grown), args.repeat)
-    print(f"warm re-check (+1 message): guard {t_warm * 1e3:.3f} ms, token_counter {t_lite_grown * 1e3:.1f} ms, speed-up {t_lite_grown / t_warm:.0f}x (bars <= 1 ms, >= 20x)")
+    t_lite_grown = best_time(
+        lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]),
+        lambda: fresh(grown),
+        args.repeat,
+    )
+    print(
+        f"warm re-check (+1 message): guard {t_warm * 1e3:.3f} ms, token_counter {t_lite_grown * 1e3:.1f} ms, speed-up {t_lite_grown / t_warm:.0f}x (bars <= 1 ms, >= 20x)"
+    )
 
     big = agent_trace(turns=360, seed=3)
     policies = load_policy_set({"defaults": {"relevance": args.relevance}})
@@ -90,7 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         Engine(policies).fit(b)
 
     t_fit = best_time(fit_cold, lambda: fresh(big), args.repeat)
-    t_big = best_time(lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]), lambda: fresh(big), args.repeat)
+    t_big = best_time(
+        lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]),
+        lambda: fresh(big),
+        args.repeat,
+    )
     report = Engine(policies).fit(big).report
     print(
         f"full fit: {size:,} tokens into gpt-4o's 128k window (room {report.room:,}) -> {report.input_tokens_after:,} "
@@ -98,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         f"alone: {t_big * 1e3:.0f} ms, {t_fit / t_big:.2f}x); actions: "
         + ", ".join(f"{a.kind} -{a.tokens_saved:,}" for a in report.actions)
     )
-    ok = t_cold / t_lite <= 0.7 and t_warm <= 1e-3 and t_lite_grown / t_warm >= 20 and t_fit <= 0.150 and t_fit <= 1.5 * t_big
+    ok = (
+        t_cold / t_lite <= 0.7
+        and t_warm <= 1e-3
+        and t_lite_grown / t_warm >= 20
+        and t_fit <= 0.150
+        and t_fit <= 1.5 * t_big
+    )
     print("all bars met" if ok else "SOME BARS MISSED")
     return 0
 

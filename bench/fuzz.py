@@ -46,7 +46,7 @@ from guard.core.tokens import TokenCounter  # noqa: E402
 from guard.dialects import by_name  # noqa: E402
 from guard.fit.engine import Engine  # noqa: E402
 
-WORDS = "the error in src/app.py line 42 failed import retry token window über 東京 данные ✓ {} [] \" \\".split()
+WORDS = 'the error in src/app.py line 42 failed import retry token window über 東京 данные ✓ {} [] " \\'.split()
 ROLES = ["system", "user", "assistant", "tool", "developer", "function", "critic", "", None, 7]
 
 
@@ -72,7 +72,14 @@ def json_text(rng: random.Random) -> str:
         depth = rng.randint(100, 3000)
         return "[" * depth + "1" + "]" * depth  # valid, deeply nested
     if kind < 0.5:
-        return '{"results": [' + ",".join('{"id": %d, "metadata": {"embedding": [0.1, 0.2]}, "text": "%s"}' % (i, text(rng)[:200]) for i in range(rng.randint(0, 80))) + "]}"
+        return (
+            '{"results": ['
+            + ",".join(
+                '{"id": %d, "metadata": {"embedding": [0.1, 0.2]}, "text": "%s"}' % (i, text(rng)[:200])
+                for i in range(rng.randint(0, 80))
+            )
+            + "]}"
+        )
     return '{"a": ' + text(rng)[:50]  # truncated JSON
 
 
@@ -80,8 +87,16 @@ def conversation(rng: random.Random) -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = [{"role": "system", "content": text(rng)}, {"role": "user", "content": text(rng)}]
     for t in range(rng.randint(0, 30)):
         cid = f"c{t}"
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}]})
-        msgs.append({"role": "tool", "tool_call_id": cid, "content": json_text(rng) if rng.random() < 0.5 else text(rng)})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": cid, "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            }
+        )
+        msgs.append(
+            {"role": "tool", "tool_call_id": cid, "content": json_text(rng) if rng.random() < 0.5 else text(rng)}
+        )
     msgs.append({"role": "user", "content": text(rng)})
     return msgs
 
@@ -90,9 +105,19 @@ def anthropic(msgs: list[dict[str, Any]]) -> dict[str, Any]:
     out = []
     for m in msgs[1:]:
         if m.get("tool_calls"):
-            out.append({"role": "assistant", "content": [{"type": "tool_use", "id": c["id"], "name": "f", "input": {}} for c in m["tool_calls"]]})
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": c["id"], "name": "f", "input": {}} for c in m["tool_calls"]],
+                }
+            )
         elif m["role"] == "tool":
-            out.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}]})
+            out.append(
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}],
+                }
+            )
         else:
             out.append({"role": m["role"], "content": m["content"]})
     return {"model": "fuzz", "system": msgs[0]["content"], "messages": out, "max_tokens": 512}
@@ -105,12 +130,18 @@ def responses(msgs: list[dict[str, Any]]) -> dict[str, Any]:
     for k, m in enumerate(msgs[1:]):
         if m.get("tool_calls"):
             if k % 2:
-                items.append({"type": "reasoning", "id": f"rs_{k}", "summary": [], "encrypted_content": "gAAAAB" + "x" * 40})
-            items += [{"type": "function_call", "call_id": c["id"], "name": "f", "arguments": "{}"} for c in m["tool_calls"]]
+                items.append(
+                    {"type": "reasoning", "id": f"rs_{k}", "summary": [], "encrypted_content": "gAAAAB" + "x" * 40}
+                )
+            items += [
+                {"type": "function_call", "call_id": c["id"], "name": "f", "arguments": "{}"} for c in m["tool_calls"]
+            ]
         elif m["role"] == "tool":
             items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
         else:
-            items.append({"type": "message", "role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]})
+            items.append(
+                {"type": "message", "role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]}
+            )
     return {"model": "fuzz", "instructions": msgs[0]["content"], "input": items, "max_output_tokens": 512}
 
 
@@ -144,7 +175,9 @@ def drop_field(rng, body):  # noqa: ANN001
 def wrong_content_type(rng, body):  # noqa: ANN001
     m = rng.choice(body[_key(body)]) if isinstance(body[_key(body)], list) and body[_key(body)] else None
     if isinstance(m, dict):
-        m["content"] = rng.choice([7, 3.5, True, {"text": "x"}, [1, 2], [{"type": "image_url"}], [{"type": "text"}], [None]])
+        m["content"] = rng.choice(
+            [7, 3.5, True, {"text": "x"}, [1, 2], [{"type": "image_url"}], [{"type": "text"}], [None]]
+        )
 
 
 @mutation
@@ -158,7 +191,9 @@ def broken_tool_calls(rng, body):  # noqa: ANN001
 @mutation
 def orphan_result(rng, body):  # noqa: ANN001
     if isinstance(body[_key(body)], list):
-            body[_key(body)].insert(rng.randint(0, len(body[_key(body)])), {"role": "tool", "tool_call_id": "nobody", "content": "x"})
+        body[_key(body)].insert(
+            rng.randint(0, len(body[_key(body)])), {"role": "tool", "tool_call_id": "nobody", "content": "x"}
+        )
 
 
 @mutation
@@ -168,18 +203,24 @@ def bad_messages(rng, body):  # noqa: ANN001
 
 @mutation
 def bad_output_limit(rng, body):  # noqa: ANN001
-    body[rng.choice(["max_tokens", "max_completion_tokens", "max_output_tokens"])] = rng.choice([-1, 0, "100", 1.5, True, None, 10**12])
+    body[rng.choice(["max_tokens", "max_completion_tokens", "max_output_tokens"])] = rng.choice(
+        [-1, 0, "100", 1.5, True, None, 10**12]
+    )
 
 
 @mutation
 def many_messages(rng, body):  # noqa: ANN001
     if rng.random() < 0.02:
-        body[_key(body)] = [{"role": "user" if i % 2 == 0 else "assistant", "content": "m %d" % i} for i in range(10_000)]
+        body[_key(body)] = [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": "m %d" % i} for i in range(10_000)
+        ]
 
 
 @mutation
 def bad_tools(rng, body):  # noqa: ANN001
-    body["tools"] = rng.choice(["x", [None], [{"type": "function"}], [{"function": {"name": 5, "parameters": "p"}}], {}])
+    body["tools"] = rng.choice(
+        ["x", [None], [{"type": "function"}], [{"function": {"name": 5, "parameters": "p"}}], {}]
+    )
 
 
 @mutation
@@ -188,15 +229,24 @@ def responses_items(rng, body):  # noqa: ANN001
     opaque items, input as one string."""
     if "input" not in body or not isinstance(body["input"], list):
         return
-    body["input"].insert(rng.randint(0, len(body["input"])), rng.choice([
-        {"type": "reasoning", "id": "rs_x", "encrypted_content": None},
-        {"type": "function_call_output", "call_id": "c0", "output": rng.choice([5, {"a": 1}, None, [{"type": "input_image"}]])},
-        {"type": "item_reference", "id": "msg_1"},
-        {"type": "compaction", "encrypted_content": "x" * 200},
-        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
-        {"type": 7},
-        {"type": "message", "role": None, "content": "x"},
-    ]))
+    body["input"].insert(
+        rng.randint(0, len(body["input"])),
+        rng.choice(
+            [
+                {"type": "reasoning", "id": "rs_x", "encrypted_content": None},
+                {
+                    "type": "function_call_output",
+                    "call_id": "c0",
+                    "output": rng.choice([5, {"a": 1}, None, [{"type": "input_image"}]]),
+                },
+                {"type": "item_reference", "id": "msg_1"},
+                {"type": "compaction", "encrypted_content": "x" * 200},
+                {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+                {"type": 7},
+                {"type": "message", "role": None, "content": "x"},
+            ]
+        ),
+    )
     if rng.random() < 0.2:
         body["input"] = text(rng)
 
@@ -210,7 +260,9 @@ def make(rng: random.Random) -> tuple[dict[str, Any], list[str]]:
     """A body and its traits (dialect, mutations applied, and what makes it extreme)."""
     msgs = conversation(rng)
     pick = rng.random()
-    body: dict[str, Any] = anthropic(msgs) if pick < 0.3 else responses(msgs) if pick < 0.6 else {"model": "fuzz", "messages": msgs}
+    body: dict[str, Any] = (
+        anthropic(msgs) if pick < 0.3 else responses(msgs) if pick < 0.6 else {"model": "fuzz", "messages": msgs}
+    )
     traits = [_dialect(body)]
     for _ in range(rng.randint(0, 3)):
         fn = rng.choice(MUTATIONS)
@@ -228,8 +280,20 @@ def _extremes(body: dict[str, Any]) -> list[str]:
     msgs = body.get(_key(body))
     if isinstance(msgs, list) and len(msgs) >= 10_000:
         out.append("10k_messages")
-    texts = [body.get("system")] + [m.get("content") for m in msgs if isinstance(m, dict)] if isinstance(msgs, list) else []
-    texts += [b.get("content") for m in msgs if isinstance(m, dict) and isinstance(m.get("content"), list) for b in m["content"] if isinstance(b, dict)] if isinstance(msgs, list) else []
+    texts = (
+        [body.get("system")] + [m.get("content") for m in msgs if isinstance(m, dict)] if isinstance(msgs, list) else []
+    )
+    texts += (
+        [
+            b.get("content")
+            for m in msgs
+            if isinstance(m, dict) and isinstance(m.get("content"), list)
+            for b in m["content"]
+            if isinstance(b, dict)
+        ]
+        if isinstance(msgs, list)
+        else []
+    )
     strings = [t for t in texts if isinstance(t, str)]
     if any(len(t) >= 20_000 for t in strings):
         out.append("huge_text")
@@ -288,15 +352,25 @@ class HookTarget:
         dialect = _dialect(body)
         call_type = {"anthropic": "anthropic_messages", "responses": "aresponses"}.get(dialect, "acompletion")
         md_key = "metadata" if dialect == "openai" else "litellm_metadata"
-        data = {**body, md_key: {"user_api_key_team_id": "team-fuzz", "user_api_key_hash": "h"}, "litellm_call_id": f"fuzz-{i}"}
+        data = {
+            **body,
+            md_key: {"user_api_key_team_id": "team-fuzz", "user_api_key_hash": "h"},
+            "litellm_call_id": f"fuzz-{i}",
+        }
         snapshot = repr(body)
         try:
             out = self.loop.run_until_complete(self.guard.async_pre_call_hook(self.auth, None, data, call_type))
-            out = self.loop.run_until_complete(self.guard.async_pre_call_deployment_hook(
-                {**out, md_key: {**out.get(md_key, {}), "model_group": "fuzz"}, "model": "gpt-4o",
-                 "model_info": {"max_input_tokens": 4096, "max_output_tokens": 1024}},
-                call_type,
-            ))
+            out = self.loop.run_until_complete(
+                self.guard.async_pre_call_deployment_hook(
+                    {
+                        **out,
+                        md_key: {**out.get(md_key, {}), "model_group": "fuzz"},
+                        "model": "gpt-4o",
+                        "model_info": {"max_input_tokens": 4096, "max_output_tokens": 1024},
+                    },
+                    call_type,
+                )
+            )
         except self.proxy_exception as e:
             if str(getattr(e, "code", "")) != "400":
                 raise
@@ -311,7 +385,11 @@ class HookTarget:
             raise AssertionError("the hook returned a body without the guard's report")
         if report["outcome"] == "rejected":
             raise AssertionError("a rejected body was forwarded")
-        _fits(self.engine, {k: v for k, v in out.items() if k not in (md_key, "litellm_call_id", "model_info")}, {**report, "dialect": dialect})
+        _fits(
+            self.engine,
+            {k: v for k, v in out.items() if k not in (md_key, "litellm_call_id", "model_info")},
+            {**report, "dialect": dialect},
+        )
         return "fitted" if report["outcome"] == "fitted" else "unchanged"
 
 
@@ -357,7 +435,9 @@ def run_slice(job: tuple[int, int, int, str, float]) -> dict[str, Any]:
             except Exception as e:  # any other exception is a bug
                 outcome = "FAILED"
                 if len(errors) < 5:
-                    errors.append(f"body {i} (seed {seed}, {name}): {type(e).__name__}: {str(e)[:200]}\n{traceback.format_exc(limit=4)}")
+                    errors.append(
+                        f"body {i} (seed {seed}, {name}): {type(e).__name__}: {str(e)[:200]}\n{traceback.format_exc(limit=4)}"
+                    )
             slowest = max(slowest, (time.perf_counter() - t, i, name))
             outcomes[f"{name}:{outcome}"] += 1
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -370,10 +450,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--target", choices=["engine", "hook", "both"], default="engine")
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--huge-rate", type=float, default=HUGE_RATE, help="share of texts that are one 20k-200k char run")
+    parser.add_argument(
+        "--huge-rate", type=float, default=HUGE_RATE, help="share of texts that are one 20k-200k char run"
+    )
     parser.add_argument("--chunk", type=int, default=2_000, help="bodies per job handed to a worker")
     args = parser.parse_args(argv)
-    jobs = [(args.seed, a, min(a + args.chunk, args.bodies), args.target, args.huge_rate) for a in range(0, args.bodies, args.chunk)]
+    jobs = [
+        (args.seed, a, min(a + args.chunk, args.bodies), args.target, args.huge_rate)
+        for a in range(0, args.bodies, args.chunk)
+    ]
     start = time.perf_counter()
     outcomes: Counter[str] = Counter()
     traits: Counter[str] = Counter()
@@ -394,7 +479,10 @@ def main(argv: list[str] | None = None) -> int:
         rss.append(r["rss_mb"])
         done += sum(r["traits"][k] for k in ("openai", "anthropic"))
         if args.bodies >= 50_000 and len(rss) % 25 == 0:
-            print(f"  {done:,} bodies, {time.perf_counter() - start:.0f} s, failures so far {sum(v for k, v in outcomes.items() if k.endswith('FAILED'))}", flush=True)
+            print(
+                f"  {done:,} bodies, {time.perf_counter() - start:.0f} s, failures so far {sum(v for k, v in outcomes.items() if k.endswith('FAILED'))}",
+                flush=True,
+            )
     if pool is not None:
         pool.close()
         pool.join()
@@ -402,12 +490,16 @@ def main(argv: list[str] | None = None) -> int:
     failures = sum(v for k, v in outcomes.items() if k.endswith("FAILED"))
     for e in errors[:5]:
         print(e)
-    print(f"{args.bodies:,} bodies (seed {args.seed}, target {args.target}, huge-rate {args.huge_rate}) in {took:.0f} s on {args.workers} worker(s)")
+    print(
+        f"{args.bodies:,} bodies (seed {args.seed}, target {args.target}, huge-rate {args.huge_rate}) in {took:.0f} s on {args.workers} worker(s)"
+    )
     print("outcomes: " + ", ".join(f"{k} {v:,}" for k, v in sorted(outcomes.items())))
     print("bodies with: " + ", ".join(f"{k} {v:,}" for k, v in sorted(traits.items())))
-    first, last = rss[: max(1, len(rss) // 10)], rss[-max(1, len(rss) // 10):]
+    first, last = rss[: max(1, len(rss) // 10)], rss[-max(1, len(rss) // 10) :]
     print(f"slowest body: #{slowest[1]} ({slowest[2]}) in {slowest[0] * 1000:.0f} ms")
-    print(f"peak RSS of a worker: {max(first):.0f} MB after its first slices, {max(last):.0f} MB at the end ({len(rss)} slices of {args.chunk:,})")
+    print(
+        f"peak RSS of a worker: {max(first):.0f} MB after its first slices, {max(last):.0f} MB at the end ({len(rss)} slices of {args.chunk:,})"
+    )
     print(f"unhandled exceptions: {failures}")
     return 1 if failures else 0
 

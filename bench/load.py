@@ -107,11 +107,17 @@ class RequestClass:
 
 
 def _fitting() -> list[dict[str, Any]]:
-    return [{"model": "agent", "messages": agent_trace(turns=12, seed=s, scale=0.05)["messages"], "max_tokens": 256} for s in range(20)]
+    return [
+        {"model": "agent", "messages": agent_trace(turns=12, seed=s, scale=0.05)["messages"], "max_tokens": 256}
+        for s in range(20)
+    ]
 
 
 def _overflowing() -> list[dict[str, Any]]:
-    return [{"model": "small", "messages": agent_trace(turns=40, seed=s, scale=0.05)["messages"], "max_tokens": 256} for s in range(20)]
+    return [
+        {"model": "small", "messages": agent_trace(turns=40, seed=s, scale=0.05)["messages"], "max_tokens": 256}
+        for s in range(20)
+    ]
 
 
 def _compaction() -> list[dict[str, Any]]:
@@ -120,11 +126,21 @@ def _compaction() -> list[dict[str, Any]]:
 
 
 def _hopeless() -> list[dict[str, Any]]:
-    return [{"model": "small", "messages": [{"role": "user", "content": f"case {s}: " + "word " * 12_000}]} for s in range(5)]
+    return [
+        {"model": "small", "messages": [{"role": "user", "content": f"case {s}: " + "word " * 12_000}]}
+        for s in range(5)
+    ]
 
 
 def _miscount() -> list[dict[str, Any]]:
-    return [{"model": "undersized", "messages": [{"role": "user", "content": f"case {s}: " + "word " * 4_000}], "max_tokens": 100} for s in range(5)]
+    return [
+        {
+            "model": "undersized",
+            "messages": [{"role": "user", "content": f"case {s}: " + "word " * 4_000}],
+            "max_tokens": 100,
+        }
+        for s in range(5)
+    ]
 
 
 CLASSES = [
@@ -169,8 +185,19 @@ class Cluster:
         self.workdir = workdir
         self.upstream_port = free_port()
         self.upstream = subprocess.Popen(
-            [*PIN_LOAD, sys.executable, "-m", "tests.e2e.upstream", "--port", str(self.upstream_port), "--windows", WINDOWS, "--no-record"],
-            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            [
+                *PIN_LOAD,
+                sys.executable,
+                "-m",
+                "tests.e2e.upstream",
+                "--port",
+                str(self.upstream_port),
+                "--windows",
+                WINDOWS,
+                "--no-record",
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         self.redis = Redis(workdir)
         self.redis.start()
@@ -186,7 +213,11 @@ class Cluster:
 
     def metric(self, name: str) -> float:
         text = httpx.get(self.url + "/metrics/", headers={"authorization": f"Bearer {KEY}"}, timeout=30).text
-        return sum(float(line.split()[-1]) for line in text.splitlines() if line.startswith(name + "{") or line.startswith(name + " "))
+        return sum(
+            float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith(name + "{") or line.startswith(name + " ")
+        )
 
     def close(self) -> None:
         self.proxy.terminate()
@@ -255,7 +286,10 @@ def parse(out: str) -> dict[str, Any]:
     errors = [int(x) for x in re.search(r"^ERRORS (\d+) (\d+) (\d+) (\d+) (\d+)$", out, re.M).groups()]  # type: ignore[union-attr]
     return {
         "statuses": statuses,
-        "p50_ms": lat[0] / 1000, "p90_ms": lat[1] / 1000, "p99_ms": lat[2] / 1000, "max_ms": lat[3] / 1000,
+        "p50_ms": lat[0] / 1000,
+        "p90_ms": lat[1] / 1000,
+        "p99_ms": lat[2] / 1000,
+        "max_ms": lat[3] / 1000,
         "requests": lat[4],
         "socket_errors": errors[0] + errors[1] + errors[2] + errors[4],  # connect, read, write, timeout
     }
@@ -284,9 +318,21 @@ def main(argv: list[str] | None = None) -> int:
         timeline = faults(cluster, args.seconds, events) if args.faults else None
         procs = {
             c.name: subprocess.Popen(
-                [*PIN_LOAD, "wrk", "-t1", f"-c{max(1, round(c.clients * args.scale))}", f"-d{args.seconds}s", "--timeout", "60s",
-                 "-s", str(scripts[c.name]), cluster.url],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                [
+                    *PIN_LOAD,
+                    "wrk",
+                    "-t1",
+                    f"-c{max(1, round(c.clients * args.scale))}",
+                    f"-d{args.seconds}s",
+                    "--timeout",
+                    "60s",
+                    "-s",
+                    str(scripts[c.name]),
+                    cluster.url,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
             for c in CLASSES
         }
@@ -307,21 +353,29 @@ def main(argv: list[str] | None = None) -> int:
     for line in events:
         print(f"  fault at {line}")
     ok = True
-    print(f"{'class':12s} {'requests':>8s} {'statuses':24s} {'p50':>8s} {'p90':>8s} {'p99':>8s} {'max':>8s}  socket errors")
+    print(
+        f"{'class':12s} {'requests':>8s} {'statuses':24s} {'p50':>8s} {'p90':>8s} {'p99':>8s} {'max':>8s}  socket errors"
+    )
     for c in CLASSES:
         r = results[c.name]
         unintended = sum(n for s, n in r["statuses"].items() if s != c.intended)
         ok &= unintended == 0 and r["socket_errors"] == 0 and r["requests"] > 0
         statuses = " ".join(f"{s}:{n}" for s, n in sorted(r["statuses"].items()))
-        print(f"{c.name:12s} {r['requests']:8d} {statuses:24s} {r['p50_ms']:7.0f}ms {r['p90_ms']:7.0f}ms {r['p99_ms']:7.0f}ms {r['max_ms']:7.0f}ms  {r['socket_errors']}")
+        print(
+            f"{c.name:12s} {r['requests']:8d} {statuses:24s} {r['p50_ms']:7.0f}ms {r['p90_ms']:7.0f}ms {r['p99_ms']:7.0f}ms {r['max_ms']:7.0f}ms  {r['socket_errors']}"
+        )
     over = {m: n for m, n in stats["refused_too_long"].items() if m != MISCOUNT_MODEL}
     refused_miscount = stats["refused_too_long"].get(MISCOUNT_MODEL, 0)
     total = sum(r["requests"] for r in results.values())
     unintended_total = sum(n for c in CLASSES for s, n in results[c.name]["statuses"].items() if s != c.intended)
-    print(f"requests answered: {total:,} ({total / args.seconds:.1f}/s); unintended statuses: {unintended_total}; "
-          f"socket errors/timeouts: {sum(r['socket_errors'] for r in results.values())}")
-    print(f"upstream: {stats['requests']:,} requests ({stats['summary_calls']} summary calls); over the window: "
-          f"{sum(over.values())} {over or ''}; miscount model refused {refused_miscount}")
+    print(
+        f"requests answered: {total:,} ({total / args.seconds:.1f}/s); unintended statuses: {unintended_total}; "
+        f"socket errors/timeouts: {sum(r['socket_errors'] for r in results.values())}"
+    )
+    print(
+        f"upstream: {stats['requests']:,} requests ({stats['summary_calls']} summary calls); over the window: "
+        f"{sum(over.values())} {over or ''}; miscount model refused {refused_miscount}"
+    )
     print(f"counting misses in the guard's metrics: {misses:.0f} (the upstream refused {refused_miscount})")
     print(f"summaries: {summaries}; summary cache reads failed: {cache_errors:.0f}, timed out: {cache_timeouts:.0f}")
     ok &= not over and misses == refused_miscount

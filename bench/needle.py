@@ -36,7 +36,8 @@ def case(seed: int) -> tuple[dict[str, Any], str]:
     project = rng.choice(PROJECTS)
     value = f"{rng.choice('ABCDEFGHJKLMNPQRSTUVWXYZ')}{rng.randint(100, 999)}-{rng.randint(1000, 9999)}"
     old = [
-        i for i, m in enumerate(msgs[: int(len(msgs) * 0.6)])
+        i
+        for i, m in enumerate(msgs[: int(len(msgs) * 0.6)])
         if m["role"] == "tool" and not m["content"].lstrip().startswith("{")
     ]
     i = rng.choice(old)
@@ -78,8 +79,12 @@ def measure(cases: int, ratio: float) -> bool:
         results = {}
         for mode in ("bm25", "off"):
             engine = Engine(
-                load_policy_set({"defaults": {"relevance": mode, "safety_margin_tokens": 1024, "safety_margin_ratio": 0.0}}),
-                deployments={"half": Deployment("half", "gpt-4o", {"max_input_tokens": window, "max_output_tokens": 4096})},
+                load_policy_set(
+                    {"defaults": {"relevance": mode, "safety_margin_tokens": 1024, "safety_margin_ratio": 0.0}}
+                ),
+                deployments={
+                    "half": Deployment("half", "gpt-4o", {"max_input_tokens": window, "max_output_tokens": 4096})
+                },
                 model_map=None,
             )
             out = fit(engine, body)
@@ -90,7 +95,9 @@ def measure(cases: int, ratio: float) -> bool:
             only["bm25" if results["bm25"] else "off"] += 1
     print(f"{total} agent conversations fitted into {ratio:.0%} of their size, a fact planted in an old tool result:")
     for mode in ("bm25", "off"):
-        print(f"  relevance={mode:<4}  fact kept in {kept[mode]}/{total} = {kept[mode] / total:.1%}  (kept only by this mode: {only[mode]})")
+        print(
+            f"  relevance={mode:<4}  fact kept in {kept[mode]}/{total} = {kept[mode] / total:.1%}  (kept only by this mode: {only[mode]})"
+        )
     return kept["bm25"] >= kept["off"]
 
 

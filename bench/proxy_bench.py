@@ -85,7 +85,19 @@ def parse_wrk(out: str) -> dict[str, float]:
 
 
 def run_wrk(url: str, script: Path, connections: int, seconds: int) -> dict[str, float]:
-    cmd = [*PIN_LOAD, "wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--latency", "--timeout", "30s", "-s", str(script), url]
+    cmd = [
+        *PIN_LOAD,
+        "wrk",
+        "-t1",
+        f"-c{connections}",
+        f"-d{seconds}s",
+        "--latency",
+        "--timeout",
+        "30s",
+        "-s",
+        str(script),
+        url,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return parse_wrk(out)
 
@@ -109,8 +121,18 @@ def main(argv: list[str] | None = None) -> int:
     script.write_text(lua_script(bodies))
     up_port = free_port()
     upstream = subprocess.Popen(
-        [*PIN_LOAD, sys.executable, "-m", "tests.e2e.upstream", "--port", str(up_port), "--windows", "gpt-4o-32k=32768"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        [
+            *PIN_LOAD,
+            sys.executable,
+            "-m",
+            "tests.e2e.upstream",
+            "--port",
+            str(up_port),
+            "--windows",
+            "gpt-4o-32k=32768",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
     results: dict[str, list[dict[str, float]]] = {"bare": [], "guarded": []}
     try:
@@ -124,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                     run_wrk(url, script, 10, 3)  # warm-up
                     r = run_wrk(url, script, args.connections, args.seconds)
                     results[name].append(r)
-                    print(f"{name:8s} p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms  {r['rps']:.1f} req/s  non-2xx {int(r['non_2xx'])}")
+                    print(
+                        f"{name:8s} p50 {r['p50_ms']:.1f} ms  p99 {r['p99_ms']:.1f} ms  {r['rps']:.1f} req/s  non-2xx {int(r['non_2xx'])}"
+                    )
                 finally:
                     proc.terminate()
                     proc.wait(timeout=30)

@@ -1,6 +1,6 @@
 """Send an oversized agent conversation to the running proxy and show what the guard did.
 
-    LITELLM_MASTER_KEY=sk-... .venv/bin/python -m bench.send_demo [--url http://127.0.0.1:4000]
+LITELLM_MASTER_KEY=sk-... .venv/bin/python -m bench.send_demo [--url http://127.0.0.1:4000]
 """
 
 from __future__ import annotations
@@ -30,7 +30,11 @@ def main() -> None:
     try:
         client.chat.completions.create(model=args.model, messages=[{"role": "user", "content": "word " * 20000}])
     except openai.BadRequestError as e:
-        print("a hopeless request is refused before the provider:", e.status_code, e.body.get("message", e.body) if isinstance(e.body, dict) else e.body)
+        print(
+            "a hopeless request is refused before the provider:",
+            e.status_code,
+            e.body.get("message", e.body) if isinstance(e.body, dict) else e.body,
+        )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,11 @@ TOOLS = [
         "function": {
             "name": name,
             "description": desc,
-            "parameters": {"type": "object", "properties": {arg: {"type": "string", "description": arg}}, "required": [arg]},
+            "parameters": {
+                "type": "object",
+                "properties": {arg: {"type": "string", "description": arg}},
+                "required": [arg],
+            },
         },
     }
     for name, desc, arg in [
@@ -45,8 +49,24 @@ def stdlib_files() -> tuple[Path, ...]:
 
 # packages the guard's own install (with the test extra) always brings, so traces do not change
 # with whatever else is installed
-ARTICLE_PACKAGES = ("litellm", "openai", "anthropic", "pydantic", "tiktoken", "rich", "hypothesis", "httpx",
-                    "fastapi", "uvicorn", "aiohttp", "jinja2", "jsonschema", "tokenizers", "pytest", "pillow")
+ARTICLE_PACKAGES = (
+    "litellm",
+    "openai",
+    "anthropic",
+    "pydantic",
+    "tiktoken",
+    "rich",
+    "hypothesis",
+    "httpx",
+    "fastapi",
+    "uvicorn",
+    "aiohttp",
+    "jinja2",
+    "jsonschema",
+    "tokenizers",
+    "pytest",
+    "pillow",
+)
 
 
 @lru_cache(maxsize=1)
@@ -103,8 +123,11 @@ def _tool_result(rng: random.Random, name: str, scale: float) -> tuple[dict[str,
             hits.append({"path": path, "line": rng.randint(1, 3000), "text": line.strip()})
         return {"pattern": "def "}, json.dumps({"matches": hits, "truncated": False}, indent=2)
     if name == "run_tests":
-        lines = [f"tests/test_{rng.choice(['core','api','cli','io'])}.py::test_{i} PASSED" for i in range(rng.randint(20, 80))]
-        lines.append(f"{len(lines)} passed in {rng.random()*9:.2f}s")
+        lines = [
+            f"tests/test_{rng.choice(['core', 'api', 'cli', 'io'])}.py::test_{i} PASSED"
+            for i in range(rng.randint(20, 80))
+        ]
+        lines.append(f"{len(lines)} passed in {rng.random() * 9:.2f}s")
         return {"selector": "tests/"}, "\n".join(lines)
     docs = [_article(rng, int(rng.randint(800, 2500) * scale)) for _ in range(rng.randint(3, 6))]
     return {"query": "configuration"}, json.dumps({"results": docs, "total": len(docs)}, indent=2)
@@ -122,7 +145,16 @@ def agent_trace(turns: int = 155, seed: int = 0, scale: float = 0.1, model: str 
         for c in range(rng.choice([1, 1, 1, 2, 3])):
             name = rng.choice(["read_file", "read_file", "grep", "run_tests", "search_docs"])
             args, result = _tool_result(rng, name, scale)
-            calls.append(({"id": f"call_{t}_{c}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}, result))
+            calls.append(
+                (
+                    {
+                        "id": f"call_{t}_{c}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": json.dumps(args)},
+                    },
+                    result,
+                )
+            )
         text = rng.choice([None, None, "Let me look at that.", "Checking the next file."])
         messages.append({"role": "assistant", "content": text, "tool_calls": [call for call, _ in calls]})
         for call, result in calls:
@@ -149,12 +181,23 @@ def to_anthropic(body: dict[str, Any], model: str = "claude-sonnet-4-5") -> dict
         elif m["role"] == "assistant" and m.get("tool_calls"):
             blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
             for c in m["tool_calls"]:
-                blocks.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": json.loads(c["function"]["arguments"])})
+                blocks.append(
+                    {
+                        "type": "tool_use",
+                        "id": c["id"],
+                        "name": c["function"]["name"],
+                        "input": json.loads(c["function"]["arguments"]),
+                    }
+                )
             out.append({"role": "assistant", "content": blocks})
         else:
             out.append({"role": m["role"], "content": m["content"]})
     tools = [
-        {"name": t["function"]["name"], "description": t["function"]["description"], "input_schema": t["function"]["parameters"]}
+        {
+            "name": t["function"]["name"],
+            "description": t["function"]["description"],
+            "input_schema": t["function"]["parameters"],
+        }
         for t in body.get("tools", [])
     ]
     return {"model": model, "system": system, "messages": out, "tools": tools}
@@ -175,18 +218,50 @@ def to_responses(body: dict[str, Any], model: str = "gpt-4o", reasoning: bool = 
         elif m["role"] == "assistant" and m.get("tool_calls"):
             if reasoning:
                 summary = [{"type": "summary_text", "text": m["content"]}] if m.get("content") else []
-                items.append({"type": "reasoning", "id": f"rs_{i:04d}", "summary": summary,
-                              "encrypted_content": f"gAAAAB{i:04d}" + "Zm9v" * 24})
+                items.append(
+                    {
+                        "type": "reasoning",
+                        "id": f"rs_{i:04d}",
+                        "summary": summary,
+                        "encrypted_content": f"gAAAAB{i:04d}" + "Zm9v" * 24,
+                    }
+                )
             elif m.get("content"):
-                items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": m["content"], "annotations": []}],
+                    }
+                )
             for c in m["tool_calls"]:
-                items.append({"type": "function_call", "call_id": c["id"], "name": c["function"]["name"], "arguments": c["function"]["arguments"]})
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": c["id"],
+                        "name": c["function"]["name"],
+                        "arguments": c["function"]["arguments"],
+                    }
+                )
         elif m["role"] == "assistant":
-            items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+            items.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": m["content"], "annotations": []}],
+                }
+            )
         else:
-            items.append({"type": "message", "role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]})
+            items.append(
+                {"type": "message", "role": m["role"], "content": [{"type": "input_text", "text": m["content"]}]}
+            )
     tools = [
-        {"type": "function", "name": t["function"]["name"], "description": t["function"]["description"], "parameters": t["function"]["parameters"]}
+        {
+            "type": "function",
+            "name": t["function"]["name"],
+            "description": t["function"]["description"],
+            "parameters": t["function"]["parameters"],
+        }
         for t in body.get("tools", [])
     ]
     out: dict[str, Any] = {"model": model, "input": items, "tools": tools}
@@ -195,7 +270,9 @@ def to_responses(body: dict[str, Any], model: str = "gpt-4o", reasoning: bool = 
     return out
 
 
-def rag_incident(seed: int = 1, articles_per_call: int = 59, turns: int = 3, model: str = "openai/qwen3-262k") -> dict[str, Any]:
+def rag_incident(
+    seed: int = 1, articles_per_call: int = 59, turns: int = 3, model: str = "openai/qwen3-262k"
+) -> dict[str, Any]:
     """Incident 2: a retriever returns pretty-printed JSON with a metadata dict per article, twice
     per turn."""
     rng = random.Random(seed)
@@ -204,11 +281,20 @@ def rag_incident(seed: int = 1, articles_per_call: int = 59, turns: int = 3, mod
     ]
     for t in range(turns):
         messages.append({"role": "user", "content": f"Question {t}: how do I configure retries and timeouts?"})
-        calls = [{"id": f"r{t}_{k}", "type": "function", "function": {"name": "search_docs", "arguments": json.dumps({"query": f"q{t}{k}"})}} for k in range(2)]
+        calls = [
+            {
+                "id": f"r{t}_{k}",
+                "type": "function",
+                "function": {"name": "search_docs", "arguments": json.dumps({"query": f"q{t}{k}"})},
+            }
+            for k in range(2)
+        ]
         messages.append({"role": "assistant", "content": None, "tool_calls": calls})
         for c in calls:
             docs = [_article(rng, rng.randint(1500, 3000)) for _ in range(articles_per_call)]
-            messages.append({"role": "tool", "tool_call_id": c["id"], "content": json.dumps({"results": docs}, indent=2)})
+            messages.append(
+                {"role": "tool", "tool_call_id": c["id"], "content": json.dumps({"results": docs}, indent=2)}
+            )
         messages.append({"role": "assistant", "content": f"Answer {t}: set the retry policy in the client config."})
     messages.append({"role": "user", "content": "And which setting controls the connection pool size?"})
     return {"model": model, "messages": messages, "max_tokens": 8192}
@@ -249,8 +335,11 @@ def real_traces() -> list[dict[str, Any]]:
                 msg: dict[str, Any] = {"role": m["role"], "content": _inspect_content(m.get("content"))}
                 if m.get("tool_calls"):
                     msg["tool_calls"] = [
-                        {"id": c["id"], "type": "function",
-                         "function": {"name": c["function"], "arguments": json.dumps(c.get("arguments", {}))}}
+                        {
+                            "id": c["id"],
+                            "type": "function",
+                            "function": {"name": c["function"], "arguments": json.dumps(c.get("arguments", {}))},
+                        }
                         for c in m["tool_calls"]
                     ]
                 if m["role"] == "tool":
@@ -260,14 +349,20 @@ def real_traces() -> list[dict[str, Any]]:
     return bodies
 
 
-SHELL_TOOL = [{
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Run a shell command in the repository and return its output",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string", "description": "the command"}}, "required": ["command"]},
-    },
-}]
+SHELL_TOOL = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command in the repository and return its output",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string", "description": "the command"}},
+                "required": ["command"],
+            },
+        },
+    }
+]
 
 
 def coding_trace(turns: int = 150, seed: int = 0, model: str = "gpt-4o") -> dict[str, Any]:
@@ -278,8 +373,11 @@ def coding_trace(turns: int = 150, seed: int = 0, model: str = "gpt-4o") -> dict
     rng = random.Random(seed)
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM + " You have one tool, bash. Think step by step before each command."},
-        {"role": "user", "content": "<issue>\nImporting the package fails after the refactor of the config loader; "
-                                    "`python -c 'import pkg'` raises KeyError: 'defaults'. Fix it and add a test.\n</issue>"},
+        {
+            "role": "user",
+            "content": "<issue>\nImporting the package fails after the refactor of the config loader; "
+            "`python -c 'import pkg'` raises KeyError: 'defaults'. Fix it and add a test.\n</issue>",
+        },
     ]
     for t in range(turns):
         kind = rng.choice(["view", "view", "grep", "test", "edit", "edit", "ls"])
@@ -295,16 +393,48 @@ def coding_trace(turns: int = 150, seed: int = 0, model: str = "gpt-4o") -> dict
             cmd, out = "grep -rn 'defaults' Lib/ | head -40", "\n".join(lines)
         elif kind == "test":
             n = rng.randint(10, 60)
-            rows = [f"tests/test_{rng.choice(['config', 'loader', 'api'])}.py::test_{i} {rng.choice(['PASSED'] * 5 + ['FAILED'])}" for i in range(n)]
-            cmd, out = "python -m pytest -q tests/ 2>&1 | tail -80", "\n".join(rows) + f"\n{n} tests in {rng.random() * 9:.2f}s"
+            rows = [
+                f"tests/test_{rng.choice(['config', 'loader', 'api'])}.py::test_{i} {rng.choice(['PASSED'] * 5 + ['FAILED'])}"
+                for i in range(n)
+            ]
+            cmd, out = (
+                "python -m pytest -q tests/ 2>&1 | tail -80",
+                "\n".join(rows) + f"\n{n} tests in {rng.random() * 9:.2f}s",
+            )
         elif kind == "edit":
-            cmd, out = f"python - <<'EOF'\n# patch step {t}\nEOF", rng.choice(["", "", "File updated.", "Traceback (most recent call last):\n  File \"<stdin>\", line 3\nSyntaxError: invalid syntax"])
+            cmd, out = (
+                f"python - <<'EOF'\n# patch step {t}\nEOF",
+                rng.choice(
+                    [
+                        "",
+                        "",
+                        "File updated.",
+                        'Traceback (most recent call last):\n  File "<stdin>", line 3\nSyntaxError: invalid syntax',
+                    ]
+                ),
+            )
         else:
-            cmd, out = "ls -la Lib/ | head -30", "\n".join(p.name for p in stdlib_files()[rng.randrange(0, 200):][:30])
-        thought = " ".join(rng.choice(["Let me", "Now I", "I should", "Next,"]) + " " + rng.choice(
-            ["look at the loader.", "check how defaults are merged.", "run the tests again.", "inspect the traceback.",
-             "search for other uses.", "fix the key lookup."]) for _ in range(rng.randint(1, 4)))
-        call = {"id": f"call_{seed}_{t}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}
+            cmd, out = "ls -la Lib/ | head -30", "\n".join(p.name for p in stdlib_files()[rng.randrange(0, 200) :][:30])
+        thought = " ".join(
+            rng.choice(["Let me", "Now I", "I should", "Next,"])
+            + " "
+            + rng.choice(
+                [
+                    "look at the loader.",
+                    "check how defaults are merged.",
+                    "run the tests again.",
+                    "inspect the traceback.",
+                    "search for other uses.",
+                    "fix the key lookup.",
+                ]
+            )
+            for _ in range(rng.randint(1, 4))
+        )
+        call = {
+            "id": f"call_{seed}_{t}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": cmd})},
+        }
         messages.append({"role": "assistant", "content": thought, "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": call["id"], "content": out or "(no output)"})
     return {"model": model, "messages": messages, "tools": SHELL_TOOL}
@@ -356,7 +486,11 @@ def claude_code_session(text: str, model: str = "claude-opus-4-6") -> dict[str, 
         last_id = msg.get("id") if role == "assistant" else None
     while messages and messages[-1]["role"] == "assistant":  # a request ends before the model's answer
         messages.pop()
-    return {"model": model, "system": "You are Claude Code, an agent for software engineering tasks.", "messages": messages}
+    return {
+        "model": model,
+        "system": "You are Claude Code, an agent for software engineering tasks.",
+        "messages": messages,
+    }
 
 
 def real_long_sessions() -> list[tuple[str, dict[str, Any]]]:

@@ -165,9 +165,15 @@ def _calibration_row(
 
     quantiles = {f"p{int(q * 100)}": round(calibration.quantile(bounded, q), 3) for q in (0.5, 0.9, 0.99) if bounded}
     return {
-        "deployment": name, "key": key, "mode": policy.calibration_mode, "exact": exact, "factor": factor.value,
-        "source": "exact" if exact else factor.source, "observations": len(bounded),
-        "ratio": quantiles, "missed": None,
+        "deployment": name,
+        "key": key,
+        "mode": policy.calibration_mode,
+        "exact": exact,
+        "factor": factor.value,
+        "source": "exact" if exact else factor.source,
+        "observations": len(bounded),
+        "ratio": quantiles,
+        "missed": None,
     }
 
 

@@ -191,8 +191,10 @@ def _mount_model_lists() -> None:
 
         return with_limits
 
-    for handler, name_key, paths in (("model_info_v1", "model_name", ("/model/info", "/v1/model/info")),
-                                     ("model_list", "id", ("/v1/models", "/models"))):
+    for handler, name_key, paths in (
+        ("model_info_v1", "model_name", ("/model/info", "/v1/model/info")),
+        ("model_list", "id", ("/v1/models", "/models")),
+    ):
         original = getattr(module, handler, None)
         if original is None:
             continue

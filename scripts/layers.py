@@ -120,8 +120,10 @@ def main(argv: list[str]) -> int:
         print("cycle:", " <-> ".join(comp))
     for a, b in found_up:
         print(f"upward: {a} -> {b}")
-    print(f"{len(edges)} modules, {sum(map(len, edges.values()))} imports, "
-          f"{len(found_cycles)} cycles, {len(found_up)} upward imports")
+    print(
+        f"{len(edges)} modules, {sum(map(len, edges.values()))} imports, "
+        f"{len(found_cycles)} cycles, {len(found_up)} upward imports"
+    )
     return 1 if found_cycles or found_up else 0
 
 

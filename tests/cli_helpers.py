@@ -20,6 +20,12 @@ def run_cli(*args: str, body: Any = None, tmp: Path | None = None) -> tuple[int,
         req.write_text(json.dumps(body))
         out_path = tmp / "fitted.json"
         argv = [str(SCRIPT), "fit", str(req), "--out", str(out_path), *args]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"},
+    )
     fitted = json.loads(out_path.read_text()) if out_path is not None and out_path.exists() else None
     return proc.returncode, proc.stdout, proc.stderr, fitted

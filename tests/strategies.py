@@ -38,8 +38,14 @@ huge_text = st.integers(600, 3000).map(lambda n: " ".join(WORDS[i % len(WORDS)] 
 
 json_value = st.recursive(
     st.none() | st.booleans() | st.integers(-1000, 1000) | _text(0, 12),
-    lambda children: st.lists(children, max_size=6)
-    | st.dictionaries(st.sampled_from(["id", "title", "url", "text", "metadata", "embedding", "items", "score"]), children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=6)
+        | st.dictionaries(
+            st.sampled_from(["id", "title", "url", "text", "metadata", "embedding", "items", "score"]),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=40,
 )
 
@@ -61,8 +67,13 @@ def tool_output(draw: st.DrawFn) -> Any:
     if kind == "articles":
         n = draw(st.integers(1, 8))
         docs = [
-            {"id": i, "title": draw(_text(1, 5)), "url": f"https://x.invalid/{i}", "text": draw(_text(5, 60)),
-             "metadata": {"source": "s", "embedding": [0.25] * draw(st.integers(0, 30))}}
+            {
+                "id": i,
+                "title": draw(_text(1, 5)),
+                "url": f"https://x.invalid/{i}",
+                "text": draw(_text(5, 60)),
+                "metadata": {"source": "s", "embedding": [0.25] * draw(st.integers(0, 30))},
+            }
             for i in range(n)
         ]
         return json.dumps({"results": docs}, indent=draw(st.sampled_from([None, 2])))
@@ -74,7 +85,12 @@ def openai_conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = []
     if draw(st.booleans()):
         msgs.append({"role": draw(st.sampled_from(["system", "developer"])), "content": draw(_text(1, 30))})
-    msgs.append({"role": "user", "content": draw(_text(1, 40) | huge_text) if draw(st.integers(0, 9)) == 0 else draw(_text(1, 40))})
+    msgs.append(
+        {
+            "role": "user",
+            "content": draw(_text(1, 40) | huge_text) if draw(st.integers(0, 9)) == 0 else draw(_text(1, 40)),
+        }
+    )
     call = 0
     for _ in range(draw(st.integers(0, 12))):
         kind = draw(st.sampled_from(["tools", "tools", "tools", "assistant", "user"]))
@@ -86,9 +102,16 @@ def openai_conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
             n = draw(st.integers(1, 3))
             calls = []
             for _ in range(n):
-                calls.append({"id": f"call_{call}", "type": "function",
-                              "function": {"name": draw(st.sampled_from(["search", "read_file", "grep"])),
-                                           "arguments": json.dumps({"q": draw(_text(0, 4))})}})
+                calls.append(
+                    {
+                        "id": f"call_{call}",
+                        "type": "function",
+                        "function": {
+                            "name": draw(st.sampled_from(["search", "read_file", "grep"])),
+                            "arguments": json.dumps({"q": draw(_text(0, 4))}),
+                        },
+                    }
+                )
                 call += 1
             msgs.append({"role": "assistant", "content": draw(st.none() | _text(0, 10)), "tool_calls": calls})
             for c in calls:
@@ -117,8 +140,15 @@ def to_anthropic(msgs: list[dict[str, Any]]) -> tuple[str | None, list[dict[str,
             continue
         if m["role"] == "assistant" and m.get("tool_calls"):
             blocks: list[dict[str, Any]] = [{"type": "text", "text": m["content"]}] if m.get("content") else []
-            blocks += [{"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
-                        "input": json.loads(c["function"]["arguments"])} for c in m["tool_calls"]]
+            blocks += [
+                {
+                    "type": "tool_use",
+                    "id": c["id"],
+                    "name": c["function"]["name"],
+                    "input": json.loads(c["function"]["arguments"]),
+                }
+                for c in m["tool_calls"]
+            ]
             out.append({"role": "assistant", "content": blocks, "x_id": m["x_id"]})
         else:
             out.append({"role": m["role"], "content": m["content"], "x_id": m["x_id"]})
@@ -146,18 +176,48 @@ def to_responses(msgs: list[dict[str, Any]], instructions: bool = False) -> tupl
             if not instructions:
                 out.append({"role": role, "content": m["content"]})
         elif role == "tool":
-            out.append({"type": "function_call_output", "call_id": m["tool_call_id"],
-                        "output": _responses_parts(m["content"], "input_text")})
+            out.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m["tool_call_id"],
+                    "output": _responses_parts(m["content"], "input_text"),
+                }
+            )
         elif role == "assistant" and m.get("tool_calls"):
             if m["x_id"] % 2 == 0:
-                out.append({"type": "reasoning", "id": f"rs_{m['x_id']}", "encrypted_content": "gAAAAB" + "x" * (8 * m["x_id"] + 8),
-                            "summary": [{"type": "summary_text", "text": m.get("content") or ""}]})
+                out.append(
+                    {
+                        "type": "reasoning",
+                        "id": f"rs_{m['x_id']}",
+                        "encrypted_content": "gAAAAB" + "x" * (8 * m["x_id"] + 8),
+                        "summary": [{"type": "summary_text", "text": m.get("content") or ""}],
+                    }
+                )
             elif m.get("content"):
-                out.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
-            out += [{"type": "function_call", "call_id": c["id"], "name": c["function"]["name"],
-                     "arguments": c["function"]["arguments"]} for c in m["tool_calls"]]
+                out.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": m["content"], "annotations": []}],
+                    }
+                )
+            out += [
+                {
+                    "type": "function_call",
+                    "call_id": c["id"],
+                    "name": c["function"]["name"],
+                    "arguments": c["function"]["arguments"],
+                }
+                for c in m["tool_calls"]
+            ]
         elif role == "assistant":
-            out.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": m["content"], "annotations": []}]})
+            out.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": m["content"], "annotations": []}],
+                }
+            )
         elif m["x_id"] % 3 == 0:
             out.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": m["content"]}]})
         else:
@@ -168,7 +228,9 @@ def to_responses(msgs: list[dict[str, Any]], instructions: bool = False) -> tupl
 
 
 @st.composite
-def request_body(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic")) -> tuple[dict[str, Any], dict[str, Any]]:
+def request_body(
+    draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic")
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(body, settings): a body in one of `dialects` and the limits/policy to fit it into."""
     msgs = draw(openai_conversation())
     dialect = draw(st.sampled_from(dialects))
@@ -205,7 +267,9 @@ def request_body(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthro
 
 
 @st.composite
-def long_agent_loop(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic", "responses")) -> tuple[dict[str, Any], dict[str, Any]]:
+def long_agent_loop(
+    draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic", "responses")
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """(body, settings): one task, then 20-40 tool turns whose results (plain text or JSON, 60-400
     words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
     has whole turns dropped on most turns. Turn sizes vary, so crossings fall anywhere."""
@@ -217,8 +281,16 @@ def long_agent_loop(draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "ant
     ]
     for t, n in enumerate(sizes):
         words = " ".join(WORDS[(t * 7 + i) % len(WORDS)] for i in range(n))
-        out = json.dumps({"lines": words.split(" ")[: n // 4], "path": f"f{t}.py"}, indent=2) if t % 3 == 0 else f"{words} {CANARY}"
-        call = {"id": f"c{t}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"cmd": f"step {t}"})}}
+        out = (
+            json.dumps({"lines": words.split(" ")[: n // 4], "path": f"f{t}.py"}, indent=2)
+            if t % 3 == 0
+            else f"{words} {CANARY}"
+        )
+        call = {
+            "id": f"c{t}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"cmd": f"step {t}"})},
+        }
         msgs.append({"role": "assistant", "content": draw(_text(0, 12)), "tool_calls": [call], "x_id": len(msgs)})
         msgs.append({"role": "tool", "tool_call_id": f"c{t}", "content": out, "x_id": len(msgs)})
     dialect = draw(st.sampled_from(dialects))

@@ -56,7 +56,11 @@ def _count(engine: Engine, policy, words: int, max_tokens: int):
 def _largest_fitting(engine: Engine, policy, limit: int, max_tokens: int) -> int:
     """The most words whose count the guard holds at or under `limit`."""
     lo, hi = int(limit * 0.7), limit + 64  # "word " is one token, calibrated by at most 1.4x here
-    assert _count(engine, policy, lo, max_tokens).input_tokens_before <= limit < _count(engine, policy, hi, max_tokens).input_tokens_before
+    assert (
+        _count(engine, policy, lo, max_tokens).input_tokens_before
+        <= limit
+        < _count(engine, policy, hi, max_tokens).input_tokens_before
+    )
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if _count(engine, policy, mid, max_tokens).input_tokens_before <= limit:
@@ -66,11 +70,14 @@ def _largest_fitting(engine: Engine, policy, limit: int, max_tokens: int) -> int
     return lo
 
 
-@pytest.mark.parametrize(("team", "key", "window", "output"), [
-    (None, None, 65536, 8192),           # the defaults' output cap
-    ("team-small", None, 32768, 4096),   # a team's caps
-    ("team-small", "ci-bot", 32768, 2048),  # and a key's on top
-])
+@pytest.mark.parametrize(
+    ("team", "key", "window", "output"),
+    [
+        (None, None, 65536, 8192),  # the defaults' output cap
+        ("team-small", None, 32768, 4096),  # a team's caps
+        ("team-small", "ci-bot", 32768, 2048),  # and a key's on top
+    ],
+)
 def test_the_announced_input_is_exactly_what_the_guard_sends_uncut(team, key, window, output):
     engine, policy, a = _announced("gw-coder", team, key)
     assert (a.window, a.max_output) == (window, output)
@@ -88,7 +95,10 @@ def test_claude_code_lines_use_the_window_variable_its_version_reads_for_the_nam
     _, _, unknown = _announced("gw-coder")
     text = lines(unknown, "claude-code", base_url="http://127.0.0.1:4000")
     assert f"export CLAUDE_CODE_MAX_CONTEXT_TOKENS={unknown.agent_window}" in text
-    assert "export CLAUDE_CODE_MAX_OUTPUT_TOKENS=8192" in text and "export ANTHROPIC_BASE_URL=http://127.0.0.1:4000" in text
+    assert (
+        "export CLAUDE_CODE_MAX_OUTPUT_TOKENS=8192" in text
+        and "export ANTHROPIC_BASE_URL=http://127.0.0.1:4000" in text
+    )
     _, _, claude = _announced("claude-big")  # Claude Code knows claude-* windows: its auto-compact window lowers it
     assert f"export CLAUDE_CODE_AUTO_COMPACT_WINDOW={claude.agent_window}" in lines(claude, "claude-code")
     _, _, small = _announced("claude-big", "team-small")  # under its 100k minimum: said, not exported
@@ -112,7 +122,18 @@ def test_the_cli_prints_them_and_refuses_what_it_cannot_resolve(tmp_path):
     cfg = tmp_path / "config.yaml"
     cfg.write_text(CONFIG)
     _, _, a = _announced("gw-coder", "team-small", "ci-bot")
-    status, out, _, _ = run_cli("agent-env", "claude-code", "--config", str(cfg), "--model", "gw-coder", "--team", "team-small", "--key-alias", "ci-bot")
+    status, out, _, _ = run_cli(
+        "agent-env",
+        "claude-code",
+        "--config",
+        str(cfg),
+        "--model",
+        "gw-coder",
+        "--team",
+        "team-small",
+        "--key-alias",
+        "ci-bot",
+    )
     assert status == 0 and f"export CLAUDE_CODE_MAX_CONTEXT_TOKENS={a.agent_window}\n" in out
     status, _, err, _ = run_cli("agent-env", "codex", "--config", str(cfg), "--model", "nobody-knows-this-model")
     assert status == 1 and "nobody-knows-this-model" in err

@@ -32,7 +32,10 @@ def test_separate_rule_does_not_subtract_the_output():
 
 def test_output_default_and_clamping():
     assert make_budget(SHARED, Policy(), None)[0].reserved_output == 4096
-    assert make_budget(SHARED, Policy(default_max_tokens=100_000), None) == (make_budget(SHARED, Policy(), 64_000)[0], "policy_default")
+    assert make_budget(SHARED, Policy(default_max_tokens=100_000), None) == (
+        make_budget(SHARED, Policy(), 64_000)[0],
+        "policy_default",
+    )
     budget, source = make_budget(SHARED, Policy(max_output_tokens=8000), 20_000)
     assert (budget.reserved_output, source) == (8000, "clamped_to_cap")
 
@@ -78,7 +81,16 @@ def test_both_openai_output_names_are_read_and_both_are_clamped():
     assert requested_output({"max_tokens": 5000, "max_completion_tokens": 10}, "max_completion_tokens") == 5000
     with pytest.raises(BadRequest, match="max_tokens"):
         requested_output({"max_tokens": "lots", "max_completion_tokens": 10}, "max_completion_tokens")
-    engine = Engine(PolicySet(defaults=Policy(max_output_tokens=64)), deployments={"m": Deployment("m", "gpt-4o", {"max_input_tokens": 8000, "max_output_tokens": 4000})}, model_map={})
-    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5000, "max_completion_tokens": 5000}
+    engine = Engine(
+        PolicySet(defaults=Policy(max_output_tokens=64)),
+        deployments={"m": Deployment("m", "gpt-4o", {"max_input_tokens": 8000, "max_output_tokens": 4000})},
+        model_map={},
+    )
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 5000,
+        "max_completion_tokens": 5000,
+    }
     out = engine.fit(body).body
     assert out["max_tokens"] == out["max_completion_tokens"] == 64  # neither name lifts the cap

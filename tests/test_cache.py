@@ -44,7 +44,9 @@ def test_a_redis_that_does_not_answer_is_a_bounded_miss():
         async def set(self, key: str, value: str, ex: int) -> None:
             await asyncio.sleep(3600)
 
-    cache = SummaryCache(CacheSettings(memory_entries=0, redis_timeout_seconds=0.05, failure_threshold=2), shared=Hung())
+    cache = SummaryCache(
+        CacheSettings(memory_entries=0, redis_timeout_seconds=0.05, failure_threshold=2), shared=Hung()
+    )
     start = time.monotonic()
     assert asyncio.run(cache.get("k")) is None
     assert asyncio.run(cache.get("k")) is None

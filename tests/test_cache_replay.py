@@ -9,7 +9,9 @@ import pytest
 
 from bench.cache import loops, replay, row, window_policy
 
-SYNTHETIC = [(name, body) for name, body in loops() if name.startswith("agent_trace") and not name.endswith("/responses")]
+SYNTHETIC = [
+    (name, body) for name, body in loops() if name.startswith("agent_trace") and not name.endswith("/responses")
+]
 CODING = [(name, body) for name, body in loops() if name.startswith("coding")]
 REAL_LONG = [(name, body) for name, body in loops() if name.startswith("vibelens")]
 RESPONSES = [(name, body) for name, body in loops() if name.endswith("/responses") and not name.startswith("swe/")]
@@ -160,11 +162,16 @@ def test_a_real_swe_bench_run_with_a_summarizer_costs_what_the_best_oldest_first
 # CI's share of the other agent families (bench/corpus/agents): an OpenHands CodeAct run (Claude 3.7
 # Sonnet, results up to 6.7k tokens) and a Moatless Tools run as Anthropic messages (Claude 3.5
 # Sonnet, one result of 15k tokens: 62% of the room)
-FAMILIES = [(name, body) for name, body in loops() if name in ("openhands/pydata__xarray-7229", "moatless/sympy__sympy-19254")]
+FAMILIES = [
+    (name, body) for name, body in loops() if name in ("openhands/pydata__xarray-7229", "moatless/sympy__sympy-19254")
+]
 
 
 def test_the_other_families_loops_are_there():
-    assert len(FAMILIES) == 2 and len([n for n, _ in loops() if n.split("/")[0] in ("openhands", "sweagent", "moatless", "tau2")]) == 17
+    assert (
+        len(FAMILIES) == 2
+        and len([n for n, _ in loops() if n.split("/")[0] in ("openhands", "sweagent", "moatless", "tau2")]) == 17
+    )
 
 
 @pytest.mark.parametrize("name,body", FAMILIES, ids=[n for n, _ in FAMILIES])

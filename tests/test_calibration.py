@@ -44,15 +44,24 @@ def test_a_counting_miss_never_lowers_the_factor(observed, static, misses):
         before = after
 
 
-@given(st.lists(st.floats(0.5, 3.0), min_size=20, max_size=300), st.floats(0.5, 3.0), st.floats(0.0, 2.0), st.floats(0.0, 0.2))
+@given(
+    st.lists(st.floats(0.5, 3.0), min_size=20, max_size=300),
+    st.floats(0.5, 3.0),
+    st.floats(0.0, 2.0),
+    st.floats(0.0, 0.2),
+)
 def test_a_learned_factor_is_never_below_the_quantile_and_one_answer_cannot_carry_it(observed, wild, tail, headroom):
-    settings = calibration.Settings(mode="auto", floor=0.5, cap=3.0, min_observations=20, window=1000, tail=tail, headroom=headroom)
+    settings = calibration.Settings(
+        mode="auto", floor=0.5, cap=3.0, min_observations=20, window=1000, tail=tail, headroom=headroom
+    )
     top = calibration.quantile(observed, settings.quantile)
     f = calibration.factor(1.25, observed, settings).value
     assert f >= min(settings.cap, top * (1 + headroom)) - 1e-9
     if len(observed) >= 100:  # how odd one answer is never matters: it counts as the highest honest one
         nudged = calibration.factor(1.25, observed + [wild], settings).value
-        assert nudged == calibration.factor(1.25, observed + [min(wild, max(observed))], settings).value or wild < max(observed)
+        assert nudged == calibration.factor(1.25, observed + [min(wild, max(observed))], settings).value or wild < max(
+            observed
+        )
 
 
 def test_too_few_answers_keep_the_static_factor_then_a_high_quantile_takes_over():
@@ -63,7 +72,9 @@ def test_too_few_answers_keep_the_static_factor_then_a_high_quantile_takes_over(
     # the 99th percentile (1.098) plus half its gap above the 90th (1.089), rounded up
     assert learned.source == "learned" and learned.value == 1.11
     assert calibration.factor(1.25, seen, calibration.Settings()).source == "static"  # mode static
-    assert calibration.factor(1.25, seen, calibration.Settings(mode="auto")).value == 1.14  # and the default 3% headroom
+    assert (
+        calibration.factor(1.25, seen, calibration.Settings(mode="auto")).value == 1.14
+    )  # and the default 3% headroom
     assert calibration.factor(1.25, seen, AUTO, pin=1.4) == calibration.Factor(1.4, "pinned", 100)
 
 
@@ -74,8 +85,19 @@ def test_outliers_move_the_factor_by_one_sample_at_most():
 
 
 def _engine(mode: str, learned, **policy) -> Engine:
-    deployments = {"claude": Deployment("claude", "anthropic/claude-sonnet-4-5", {"max_input_tokens": 200_000, "max_output_tokens": 8192}, "https://a")}
-    engine = Engine(PolicySet(defaults=Policy(calibration_mode=mode, calibration_min_observations=5, **policy)), deployments=deployments, model_map={})
+    deployments = {
+        "claude": Deployment(
+            "claude",
+            "anthropic/claude-sonnet-4-5",
+            {"max_input_tokens": 200_000, "max_output_tokens": 8192},
+            "https://a",
+        )
+    }
+    engine = Engine(
+        PolicySet(defaults=Policy(calibration_mode=mode, calibration_min_observations=5, **policy)),
+        deployments=deployments,
+        model_map={},
+    )
     engine.learned = learned
     return engine
 
@@ -129,7 +151,9 @@ def test_two_stores_sharing_redis_converge_and_survive_its_death(tmp_path: Path)
     url = f"redis://127.0.0.1:{redis.port}/0"
 
     def store() -> CalibrationStore:
-        return CalibrationStore(SummaryCache(CacheSettings(redis_url=url, redis_timeout_seconds=0.5, failure_threshold=2)))
+        return CalibrationStore(
+            SummaryCache(CacheSettings(redis_url=url, redis_timeout_seconds=0.5, failure_threshold=2))
+        )
 
     a, b = store(), store()
 
@@ -190,8 +214,12 @@ def test_the_cli_shows_what_each_deployment_is_counted_with(tmp_path: Path, caps
 def test_the_provider_count_includes_cached_input_in_either_shape():
     from guard.state.telemetry import provider_input
 
-    assert provider_input({"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 512}}) == 900  # OpenAI: included
-    assert provider_input({"input_tokens": 40, "cache_read_input_tokens": 800, "cache_creation_input_tokens": 60}) == 900  # Anthropic: parts
+    assert (
+        provider_input({"prompt_tokens": 900, "prompt_tokens_details": {"cached_tokens": 512}}) == 900
+    )  # OpenAI: included
+    assert (
+        provider_input({"input_tokens": 40, "cache_read_input_tokens": 800, "cache_creation_input_tokens": 60}) == 900
+    )  # Anthropic: parts
     assert provider_input({"prompt_tokens": True}) == 0 and provider_input(None) == 0
 
 

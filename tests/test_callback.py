@@ -16,7 +16,11 @@ from guard.shell.callback import STATE_KEY, ContextGuard, GuardFailed
 
 
 def guard(**policy) -> ContextGuard:
-    engine = Engine(load_policy_set(policy), deployments={"m": Deployment("m", "gpt-4o", {"max_input_tokens": 3000, "max_output_tokens": 500})}, model_map=litellm.model_cost)
+    engine = Engine(
+        load_policy_set(policy),
+        deployments={"m": Deployment("m", "gpt-4o", {"max_input_tokens": 3000, "max_output_tokens": 500})},
+        model_map=litellm.model_cost,
+    )
     return ContextGuard(engine=engine)
 
 
@@ -32,8 +36,12 @@ def run(coro):
 
 
 def _sample(metric, **labels) -> float:
-    return sum(s.value for m in metric.collect() for s in m.samples
-               if s.name.endswith("_total") and all(s.labels.get(k) == v for k, v in labels.items()))
+    return sum(
+        s.value
+        for m in metric.collect()
+        for s in m.samples
+        if s.name.endswith("_total") and all(s.labels.get(k) == v for k, v in labels.items())
+    )
 
 
 def test_proxy_then_deployment_hook_report_once():
@@ -68,7 +76,7 @@ def test_a_client_cannot_plant_a_report():
 def test_guard_bugs_fail_open_or_closed_per_policy(monkeypatch):
     for on_error, expect_raise in (("open", False), ("closed", True)):
         g = guard(on_error=on_error)
-        monkeypatch.setattr(g.engine, "plan", lambda *a, **k: 1 / 0)
+        monkeypatch.setattr(g.engine, "plan_for", lambda *a, **k: 1 / 0)
         data = body(2)
         snapshot = copy.deepcopy(data)
         if expect_raise:
@@ -105,17 +113,21 @@ def test_headers_hold_numbers_only():
 def test_team_metadata_from_the_key_record_applies():
     g = guard()
     auth = UserAPIKeyAuth(api_key="k", team_id="t1", team_metadata={STATE_KEY: {"max_output_tokens": 77}})
-    out = run(g.async_pre_call_hook(auth, None, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, "acompletion"))
+    out = run(
+        g.async_pre_call_hook(
+            auth, None, {"model": "m", "messages": [{"role": "user", "content": "hi"}]}, "acompletion"
+        )
+    )
     assert out["max_tokens"] == 77 and out["metadata"][STATE_KEY]["policy_layers"] == ["metadata"]
 
 
 def test_a_guard_failure_is_logged_without_request_text(monkeypatch, caplog):
     g = guard(on_error="open")
 
-    def broken(body, **_):
-        raise ValueError("bad content: " + body["messages"][-1]["content"])
+    def broken(request):
+        raise ValueError("bad content: " + request.body["messages"][-1]["content"])
 
-    monkeypatch.setattr(g.engine, "plan", broken)
+    monkeypatch.setattr(g.engine, "plan_for", broken)
     data = body(2)
     with caplog.at_level("DEBUG", logger="context_guard"):
         run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
@@ -140,9 +152,17 @@ def test_counting_misses_are_counted_once_per_call_and_only_for_what_the_guard_l
     assert metric._value.get() == start + 1
     assert "counting miss" in caplog.text and "question" not in caplog.text and "lorem" not in caplog.text
     others = [
-        {**event, "litellm_call_id": "call-2", "exception": litellm.BadRequestError(message="x", model="m", llm_provider="openai")},
+        {
+            **event,
+            "litellm_call_id": "call-2",
+            "exception": litellm.BadRequestError(message="x", model="m", llm_provider="openai"),
+        },
         {**event, "litellm_call_id": "call-3", "litellm_params": {"metadata": {}}},  # not checked by the guard
-        {**event, "litellm_call_id": "call-4", "litellm_params": {"metadata": {STATE_KEY: {**report, "outcome": "rejected"}}}},
+        {
+            **event,
+            "litellm_call_id": "call-4",
+            "litellm_params": {"metadata": {STATE_KEY: {**report, "outcome": "rejected"}}},
+        },
         {"exception": error},  # no metadata at all
         "not a mapping",
     ]
@@ -176,8 +196,11 @@ def test_a_prompt_on_a_route_the_guard_cannot_fit_is_counted_once_and_refused_on
 
     # what carries no context to fit is neither counted nor refused
     strict = guard(on_unguarded="refuse")
-    for call_type, other in [("aembedding", {"model": "m", "input": ["a", "b"]}), ("aspeech", {"model": "m", "input": "hi"}),
-                             ("image_generation", {"model": "m", "prompt": "a cat"}),
-                             ("pass_through_endpoint", {"model": "m", "input": ["text to embed"]})]:
+    for call_type, other in [
+        ("aembedding", {"model": "m", "input": ["a", "b"]}),
+        ("aspeech", {"model": "m", "input": "hi"}),
+        ("image_generation", {"model": "m", "prompt": "a cat"}),
+        ("pass_through_endpoint", {"model": "m", "input": ["text to embed"]}),
+    ]:
         assert pass_through(strict, dict(other), call_type) == other
     assert _sample(telemetry.UNGUARDED, call_type="pass_through_endpoint") == start + 2

@@ -46,8 +46,10 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     msgs = [{"role": "user", "content": "task"}]
     for t in range(10):
-        msgs += [{"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"c{t}"}]},
-                 {"role": "tool", "tool_call_id": f"c{t}", "content": "x"}]
+        msgs += [
+            {"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"c{t}"}]},
+            {"role": "tool", "tool_call_id": f"c{t}", "content": "x"},
+        ]
     counts = (10,) + (5, 45) * 10  # turns of 50 tokens: 60, 110, ..., 510 after each
     budget = _budget(200)  # room 200, room bar 120, band 70: the 4th turn (9 messages, 210) is the first over it
     # its cut made 120 tokens: carried while 120 + what was added since fits (the 5th turn: 170;
@@ -57,6 +59,7 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
     assert [a for a, _ in asked] == [9, 13, 17] and m == 17
     # the mark: the bottom of the band below the room (130), where the cut leaves the room bar
     assert mark == 130 and all(mk == 130 for _, mk in asked)
+
     # where it leaves less (whole turns of 50 land at 110 under 130): the smallest whole-turn cut
     # at or over the bar instead (the task and three turns: 160)
     def low(m, mark):
@@ -65,8 +68,16 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
 
     assert _drive(last_cut(Past(chat, tuple(msgs[:9]), counts[:9], counts[:9], 0), budget, low)) == (9, 160)
     # the same history answers the same, with or without the later turns (a pure function of it)
-    assert _drive(last_cut(Past(chat, tuple(msgs[:15]), counts[:15], counts[:15], 0), budget, _sizes({9: 120, 13: 150})[0]))[0] == 13
-    assert _drive(last_cut(Past(chat, tuple(msgs), counts, counts, 0), budget, _sizes({9: 120, 13: 150, 17: 140})[0]))[0] == 21
+    assert (
+        _drive(
+            last_cut(Past(chat, tuple(msgs[:15]), counts[:15], counts[:15], 0), budget, _sizes({9: 120, 13: 150})[0])
+        )[0]
+        == 13
+    )
+    assert (
+        _drive(last_cut(Past(chat, tuple(msgs), counts, counts, 0), budget, _sizes({9: 120, 13: 150, 17: 140})[0]))[0]
+        == 21
+    )
     # a request that fits is not cut at all
     assert _drive(last_cut(Past(chat, tuple(msgs[:7]), counts[:7], counts[:7], 0), budget, size_of)) is None
     # a cut that could not be made is left at the next turn boundary
@@ -76,8 +87,11 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
 
 
 def _engine(window: int) -> Engine:
-    return Engine(PolicySet(defaults=Policy(default_max_tokens=256, safety_margin_tokens=0, safety_margin_ratio=0.0)),
-                  deployments={"small": Deployment("small", "gpt-4o", {"max_input_tokens": window})}, model_map={})
+    return Engine(
+        PolicySet(defaults=Policy(default_max_tokens=256, safety_margin_tokens=0, safety_margin_ratio=0.0)),
+        deployments={"small": Deployment("small", "gpt-4o", {"max_input_tokens": window})},
+        model_map={},
+    )
 
 
 def test_turns_between_crossings_send_the_same_cut_and_report_where_it_was_decided():
@@ -107,14 +121,23 @@ def test_a_question_asked_after_the_crossing_about_a_cut_fact_moves_the_cut_once
     body = coding_trace(turns=120, seed=6)
     msgs = [dict(m) for m in body["messages"]]
     old = next(i for i, m in enumerate(msgs) if m["role"] == "tool" and len(m["content"]) > 2000 and i > 60)
-    msgs[old]["content"] = msgs[old]["content"][:1000] + "\n# the rollback key of the zephyr cluster is Q731-5520\n" + msgs[old]["content"][1000:]
+    msgs[old]["content"] = (
+        msgs[old]["content"][:1000]
+        + "\n# the rollback key of the zephyr cluster is Q731-5520\n"
+        + msgs[old]["content"][1000:]
+    )
     engine = _engine(22_000)
     plain = engine.fit({**body, "messages": msgs}, model="small")
     assert "Q731-5520" not in json.dumps(plain.body)  # cut with the task as the question
-    asked = engine.fit({**body, "messages": msgs + [{"role": "user", "content": "What is the rollback key of the zephyr cluster?"}]}, model="small")
+    asked = engine.fit(
+        {**body, "messages": msgs + [{"role": "user", "content": "What is the rollback key of the zephyr cluster?"}]},
+        model="small",
+    )
     assert "Q731-5520" in json.dumps(asked.body["messages"][:-1])
     assert asked.report.cut != plain.report.cut
-    nudged = engine.fit({**body, "messages": msgs + [{"role": "user", "content": "Keep going with the tests."}]}, model="small")
+    nudged = engine.fit(
+        {**body, "messages": msgs + [{"role": "user", "content": "Keep going with the tests."}]}, model="small"
+    )
     assert nudged.report.cut == plain.report.cut
 
 

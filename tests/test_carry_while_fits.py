@@ -29,12 +29,15 @@ EXAMPLES = {"ci": 40, "dev": 20}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"),
 
 def _engine(dialect: str, window: int, case: dict[str, Any]) -> Engine:
     policy = Policy(
-        keep_recent_groups=case["keep_recent_groups"], safety_margin_tokens=0, safety_margin_ratio=0.0,
+        keep_recent_groups=case["keep_recent_groups"],
+        safety_margin_tokens=0,
+        safety_margin_ratio=0.0,
         relevance=case["relevance"],
     )
     info = {"max_input_tokens": window, "max_output_tokens": case["max_output"]}
-    return Engine(PolicySet(defaults=policy), deployments={"tiny": Deployment("tiny", UNDERLYING[dialect], info)},
-                  model_map={})
+    return Engine(
+        PolicySet(defaults=policy), deployments={"tiny": Deployment("tiny", UNDERLYING[dialect], info)}, model_map={}
+    )
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -57,7 +60,7 @@ def test_a_carried_cut_is_kept_while_it_fits_and_only_then_replaced(case):
             continue
         if previous is not None:
             asked, sent = previous
-            added = _turns(turn)[len(_turns(asked)):]
+            added = _turns(turn)[len(_turns(asked)) :]
             carried = {**sent, ("input" if "input" in sent else "messages"): _turns(sent) + added}
             size = fresh.body(by_name(dialect), carried)
             starts = json.dumps(_turns(fitted.body)[: len(_turns(sent))]) == json.dumps(_turns(sent))

@@ -4,14 +4,20 @@ import json
 
 from tests.cli_helpers import SCRIPT, run_cli
 
-OVER = {"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
-        + [{"role": "assistant", "content": f"note {i} " + "word " * 200} for i in range(20)]
-        + [{"role": "user", "content": "question"}], "max_tokens": 100}
+OVER = {
+    "model": "m",
+    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    + [{"role": "assistant", "content": f"note {i} " + "word " * 200} for i in range(20)]
+    + [{"role": "user", "content": "question"}],
+    "max_tokens": 100,
+}
 
 
 def _config(tmp_path, window: int, extra: str = "") -> str:
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"model_list:\n  - model_name: m\n    litellm_params: {{model: gpt-4o}}\n    model_info: {{max_input_tokens: {window}}}\n{extra}")
+    cfg.write_text(
+        f"model_list:\n  - model_name: m\n    litellm_params: {{model: gpt-4o}}\n    model_info: {{max_input_tokens: {window}}}\n{extra}"
+    )
     return str(cfg)
 
 
@@ -23,8 +29,16 @@ def test_json_report_is_one_object_with_the_promised_fields(tmp_path):
     status, out, err, fitted = run_cli("--config", _config(tmp_path, 2500), "--json", body=OVER, tmp=tmp_path)
     assert status == 0, err
     report = json.loads(out)  # exactly one JSON document on stdout
-    for key in ("model", "context_window", "input_tokens_before", "input_tokens_after", "max_tokens",
-                "safety_margin_tokens", "fits", "actions"):
+    for key in (
+        "model",
+        "context_window",
+        "input_tokens_before",
+        "input_tokens_after",
+        "max_tokens",
+        "safety_margin_tokens",
+        "fits",
+        "actions",
+    ):
         assert key in report
     assert report["actions"] and all({"kind", "tokens_saved"} <= set(a) for a in report["actions"])
     assert fitted["messages"][-1] == {"role": "user", "content": "question"}
@@ -53,26 +67,44 @@ def test_bad_input_and_usage_exit_1(tmp_path):
     assert status == 1 and "no context window known" in err
     status, _, err, _ = run_cli(body={"model": "gpt-4o", "messages": "hi"}, tmp=tmp_path)
     assert status == 1 and "'messages' must be a list" in err
-    status, _, err, _ = run_cli("--config", _config(tmp_path, 1000, "context_guard:\n  low_water_ratio: 7\n"), body=OVER, tmp=tmp_path)
+    status, _, err, _ = run_cli(
+        "--config", _config(tmp_path, 1000, "context_guard:\n  low_water_ratio: 7\n"), body=OVER, tmp=tmp_path
+    )
     assert status == 1 and "low_water_ratio" in err
 
 
 def test_stdin_and_stdout(tmp_path):
     import subprocess
 
-    proc = subprocess.run([str(SCRIPT), "fit", "-", "--out", "-"], input=json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}),
-                          capture_output=True, text=True, env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    proc = subprocess.run(
+        [str(SCRIPT), "fit", "-", "--out", "-"],
+        input=json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}),
+        capture_output=True,
+        text=True,
+        env={"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+    )
     assert proc.returncode == 0
-    assert json.loads(proc.stdout) == {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4096}
+    assert json.loads(proc.stdout) == {
+        "model": "gpt-4o",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4096,
+    }
 
 
 def test_the_cli_lowers_a_thinking_budget_with_the_output_cap(tmp_path):
     """Issue 14: `context-guard fit` on Claude Code's request shape under an 8,192 output cap."""
     cfg = tmp_path / "c.yaml"
-    cfg.write_text("model_list:\n  - model_name: claude-cap\n    litellm_params: {model: anthropic/claude-sonnet-4-5}\n"
-                   "    model_info: {max_input_tokens: 200000, max_output_tokens: 8192}\n")
-    body = {"model": "claude-cap", "max_tokens": 32000, "thinking": {"type": "enabled", "budget_tokens": 31999},
-            "system": "s", "messages": [{"role": "user", "content": "fix it"}]}
+    cfg.write_text(
+        "model_list:\n  - model_name: claude-cap\n    litellm_params: {model: anthropic/claude-sonnet-4-5}\n"
+        "    model_info: {max_input_tokens: 200000, max_output_tokens: 8192}\n"
+    )
+    body = {
+        "model": "claude-cap",
+        "max_tokens": 32000,
+        "thinking": {"type": "enabled", "budget_tokens": 31999},
+        "system": "s",
+        "messages": [{"role": "user", "content": "fix it"}],
+    }
     status, out, err, fitted = run_cli("--config", str(cfg), body=body, tmp=tmp_path)
     assert status == 0, err
     assert fitted["max_tokens"] == 8192 and fitted["thinking"]["budget_tokens"] == 8191
@@ -80,8 +112,13 @@ def test_the_cli_lowers_a_thinking_budget_with_the_output_cap(tmp_path):
 
 
 def test_a_refusal_caused_by_tool_schemas_says_so(tmp_path):
-    tools = [{"type": "function", "function": {"name": f"t{i}", "description": "word " * 300, "parameters": {"type": "object"}}}
-             for i in range(10)]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": f"t{i}", "description": "word " * 300, "parameters": {"type": "object"}},
+        }
+        for i in range(10)
+    ]
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "tools": tools, "max_tokens": 100}
     status, out, _, _ = run_cli("--config", _config(tmp_path, 2500), "--json", body=body, tmp=tmp_path)
     assert status == 2
@@ -92,7 +129,10 @@ def test_a_refusal_caused_by_tool_schemas_says_so(tmp_path):
 
 def test_the_cli_resolves_models_as_litellm_does(tmp_path):
     # the raw map's entry for the bare name is Bedrock's (1M); LiteLLM resolves the provider route to 200k
-    body = {"model": "bedrock_converse/us.anthropic.claude-opus-4-6-v1", "messages": [{"role": "user", "content": "hi"}]}
+    body = {
+        "model": "bedrock_converse/us.anthropic.claude-opus-4-6-v1",
+        "messages": [{"role": "user", "content": "hi"}],
+    }
     status, out, err, _ = run_cli("--json", body=body, tmp=tmp_path)
     assert status == 0, err
     report = json.loads(out)

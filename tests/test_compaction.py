@@ -20,7 +20,9 @@ from guard.shell.callback import ContextGuard
 from guard.shell.summarizer import Summarizing
 
 WINDOW = 32_000
-SUMMARY = "Summary: the task is to fix the failing import; files src/app.py and tests/test_app.py; error ModuleNotFoundError."
+SUMMARY = (
+    "Summary: the task is to fix the failing import; files src/app.py and tests/test_app.py; error ModuleNotFoundError."
+)
 TRACE = agent_trace()
 
 
@@ -64,7 +66,11 @@ def _report(out: dict[str, Any]) -> dict[str, Any]:
 
 def _prefix_through_summary(out: dict[str, Any]) -> str:
     msgs = out["messages"]
-    i = next(i for i, m in enumerate(msgs) if content_texts(m.get("content"))[:1] and content_texts(m["content"])[0].startswith("[context-guard: summary"))
+    i = next(
+        i
+        for i, m in enumerate(msgs)
+        if content_texts(m.get("content"))[:1] and content_texts(m["content"])[0].startswith("[context-guard: summary")
+    )
     return json.dumps(msgs[: i + 1])
 
 
@@ -76,7 +82,10 @@ def test_an_agent_loop_compacts_once_per_crossing_and_reuses_the_summary():
     for n in range(200, 400, 4):  # 50 turns of an agent loop, crossing the window several times
         out = _turn(guard, n)
         report = _report(out)
-        assert report["fits"] and report["input_tokens_after"] + report["max_tokens"] + report["safety_margin_tokens"] <= WINDOW
+        assert (
+            report["fits"]
+            and report["input_tokens_after"] + report["max_tokens"] + report["safety_margin_tokens"] <= WINDOW
+        )
         summary = report["summary"]
         if summary is None:
             assert not spans, "once compacted, a conversation stays compacted"
@@ -99,9 +108,13 @@ def test_the_summary_is_marked_and_the_call_is_budgeted_and_flat():
     call = Scripted()
     out = _turn(_guard(call), 300)
     marker = SUMMARY_MARK.split("{")[0]
-    summaries = [m for m in out["messages"] if content_texts(m.get("content"))[:1] and content_texts(m["content"])[0].startswith(marker)]
+    summaries = [
+        m
+        for m in out["messages"]
+        if content_texts(m.get("content"))[:1] and content_texts(m["content"])[0].startswith(marker)
+    ]
     assert len(summaries) == 1 and summaries[0]["content"].endswith(SUMMARY)
-    (_, messages, max_tokens), = call.calls
+    ((_, messages, max_tokens),) = call.calls
     assert [m["role"] for m in messages] == ["system", "user"]  # tool turns flattened to text
     assert max_tokens == 1024  # summary_max_tokens, explicit
     assert "tool result" in messages[1]["content"]
@@ -216,7 +229,9 @@ def test_the_summary_call_goes_through_litellm_without_being_guarded_again(monke
     monkeypatch.setattr(guard, "_guard", counting)
     monkeypatch.setattr(litellm, "callbacks", [guard])
     body = json.loads(json.dumps(TRACE["messages"][:300]))
-    response = asyncio.run(litellm.acompletion(model="gpt-4o", messages=body, mock_response="done", metadata={"user_api_key_team_id": "a"}))
+    response = asyncio.run(
+        litellm.acompletion(model="gpt-4o", messages=body, mock_response="done", metadata={"user_api_key_team_id": "a"})
+    )
     assert response.choices[0].message.content == "done"
     assert passes == ["gpt-4o"]  # the summarizer's own acompletion passed the hook untouched
     # the summarizer really answered through LiteLLM: its text is what the cache now holds

@@ -15,8 +15,19 @@ from tests.tooling import script
 layers = script("layers")
 
 ROOT = Path(__file__).resolve().parent.parent
-BANNED = ("litellm", "httpx", "requests", "openai", "anthropic", "aiohttp", "redis", "prometheus_client",
-          "fastapi", "starlette", "uvicorn")
+BANNED = (
+    "litellm",
+    "httpx",
+    "requests",
+    "openai",
+    "anthropic",
+    "aiohttp",
+    "redis",
+    "prometheus_client",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+)
 # the one named exception: LiteLLM's own `get_model_info`, for a model name the bundled map lacks,
 # imported inside `litellm_resolver` on first such name (the runtime check below fits a known one)
 ALLOWED = {"guard/core/modelmap.py": ["litellm"]}
@@ -55,7 +66,11 @@ def _banned(names: set[str]) -> set[str]:
 def test_no_pure_module_names_an_io_module():
     found = {str(p.relative_to(ROOT)): sorted(_banned(_named_imports(p))) for p in pure_files().values()}
     assert {k: v for k, v in found.items() if v} == ALLOWED
-    assert _banned({"socket", "redis.asyncio", "guard.shell.fitting", "json"}) == {"socket", "redis.asyncio", "guard.shell.fitting"}
+    assert _banned({"socket", "redis.asyncio", "guard.shell.fitting", "json"}) == {
+        "socket",
+        "redis.asyncio",
+        "guard.shell.fitting",
+    }
 
 
 def test_pure_layers_never_import_an_io_client():

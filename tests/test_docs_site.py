@@ -23,8 +23,13 @@ def test_the_readme_is_an_entry_and_its_links_resolve():
 
 
 def test_the_policy_reference_is_generated_from_the_policy_model():
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "policy_reference.py"), "--check"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "policy_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     from guard.core.policy import Policy
 
@@ -34,8 +39,13 @@ def test_the_policy_reference_is_generated_from_the_policy_model():
 
 def test_the_docs_site_builds_strict(tmp_path):
     mkdocs = Path(sys.executable).parent / "mkdocs"
-    result = subprocess.run([str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                            capture_output=True, text=True, cwd=ROOT, timeout=300,
-                            env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    result = subprocess.run(
+        [str(mkdocs), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert (tmp_path / "site" / "glossary" / "index.html").exists()

@@ -45,11 +45,16 @@ def test_truncation_that_would_be_undone_is_not_made():
     # would still fill it, so turns go, and the drop-first cut keeps the rest whole
     body = agent([words(250, seed=i) for i in range(60)])
     calls: list[tuple[str, int]] = []
-    spy = {name: (lambda f, n: lambda conv, ctx: calls.append((n, conv.total)) or f(conv, ctx))(f, name) for name, f in STRATEGIES.items()}
+    spy = {
+        name: (lambda f, n: lambda conv, ctx: calls.append((n, conv.total)) or f(conv, ctx))(f, name)
+        for name, f in STRATEGIES.items()
+    }
     make = lambda: engine(12_000, relevance="off")  # noqa: E731
     with mock.patch.dict(STRATEGIES, spy):
         fast, full, taken = _both(make, body)
-    assert taken >= 1  # (a new engine first replays the cuts of the history's past turns: see guard.fit.carried.last_cut)
+    assert (
+        taken >= 1
+    )  # (a new engine first replays the cuts of the history's past turns: see guard.fit.carried.last_cut)
     assert json.dumps(fast.body) == json.dumps(full.body)
     assert fast.report == full.report
     assert [a.kind for a in fast.report.actions] == ["drop_oldest_turns"]
@@ -58,7 +63,7 @@ def test_truncation_that_would_be_undone_is_not_made():
     # the request's own fit (the first call on its whole history, up to its drop) truncates nothing
     whole = max(total for _, total in calls)
     start = next(i for i, (_, total) in enumerate(calls) if total == whole)
-    first_fit = names[start: names.index("drop_oldest_turns", start) + 1]
+    first_fit = names[start : names.index("drop_oldest_turns", start) + 1]
     assert "truncate_tool_results" not in first_fit
 
 
@@ -83,8 +88,12 @@ def test_a_loop_replayed_turn_by_turn_sends_the_same_with_and_without_the_shortc
     full_size = probe.fit(body, dialect=dialect).report.input_tokens_before
     window = int(full_size * settings_["share"]) + settings_["max_output"]
     policy = Policy(
-        keep_recent_groups=settings_["keep_recent_groups"], safety_margin_tokens=0, safety_margin_ratio=0.0,
-        truncated_tool_result_tokens=floor, relevance=settings_["relevance"], low_water_ratio=low_water,
+        keep_recent_groups=settings_["keep_recent_groups"],
+        safety_margin_tokens=0,
+        safety_margin_ratio=0.0,
+        truncated_tool_result_tokens=floor,
+        relevance=settings_["relevance"],
+        low_water_ratio=low_water,
     )
     info = {"max_input_tokens": window, "max_output_tokens": settings_["max_output"]}
 

@@ -113,7 +113,11 @@ def test_incident_3_implicit_max_tokens_becomes_explicit(tmp_path):
 
 def test_incident_4_a_hopeless_single_message_is_rejected_with_numbers(tmp_path):
     text = (FIXTURES.parent.parent / "guard" / "core" / "tokens.py").read_text() * 400  # ~1M tokens of real code
-    body = {"model": "gpt-200k", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}], "max_tokens": 1000}
+    body = {
+        "model": "gpt-200k",
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}],
+        "max_tokens": 1000,
+    }
     status, out, err, fitted = run_cli("--config", CONFIG, "--json", body=body, tmp=tmp_path)
     assert status == 2 and fitted is None
     report = json.loads(out)
@@ -140,8 +144,13 @@ def test_agent_traces_squeezed_to_half_their_size(tmp_path, turns):
     full = json.loads(out)["input_tokens_before"]
     window = full // 2
     cfg = tmp_path / "half.yaml"
-    cfg.write_text(f"model_list:\n  - model_name: half\n    litellm_params: {{model: gpt-4o}}\n    model_info: {{max_input_tokens: {window}, max_output_tokens: 4000}}\n")
-    for dialect_body in (dict(body, model="half", max_tokens=2000), dict(to_anthropic(body, model="half"), max_tokens=2000)):
+    cfg.write_text(
+        f"model_list:\n  - model_name: half\n    litellm_params: {{model: gpt-4o}}\n    model_info: {{max_input_tokens: {window}, max_output_tokens: 4000}}\n"
+    )
+    for dialect_body in (
+        dict(body, model="half", max_tokens=2000),
+        dict(to_anthropic(body, model="half"), max_tokens=2000),
+    ):
         status, out, err, fitted = run_cli("--config", str(cfg), "--json", body=dialect_body, tmp=tmp_path)
         assert status == 0, err
         report = json.loads(out)
@@ -167,7 +176,10 @@ def test_real_third_party_traces_squeezed_to_half_their_size(tmp_path, trace):
         f"    model_info: {{max_input_tokens: {window}, max_output_tokens: 1000}}\n"
         "context_guard:\n  safety_margin_tokens: 32\n  safety_margin_ratio: 0.0\n"
     )
-    for dialect_body in (dict(body, model="half", max_tokens=200), dict(to_anthropic(body, model="half"), max_tokens=200)):
+    for dialect_body in (
+        dict(body, model="half", max_tokens=200),
+        dict(to_anthropic(body, model="half"), max_tokens=200),
+    ):
         status, out, err, fitted = run_cli("--config", str(cfg), "--json", body=dialect_body, tmp=tmp_path)
         assert status == 0, err
         report = json.loads(out)

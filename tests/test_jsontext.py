@@ -37,7 +37,11 @@ def test_only_strict_json_is_rewritten_and_numbers_stay_exact():
 
 
 def test_drop_keys_keeps_citations():
-    doc = {"results": [{"title": "T", "text": "body", "embedding": [0.1] * 10, "metadata": {"url": "u", "scores": {"x": 1}}}]}
+    doc = {
+        "results": [
+            {"title": "T", "text": "body", "embedding": [0.1] * 10, "metadata": {"url": "u", "scores": {"x": 1}}}
+        ]
+    }
     out = json.loads(jsontext.drop_keys(json.dumps(doc), ["embedding", "metadata"], ["url", "title"]))
     assert out == {"results": [{"title": "T", "text": "body", "metadata": {"url": "u"}}]}
     untouched = json.dumps({"a": 1})

@@ -26,7 +26,9 @@ def toy(tmp_path, monkeypatch):
 
 def test_a_cycle_is_found_even_under_type_checking(toy):
     (toy / "core" / "a.py").write_text("from guard.core.b import x\n")
-    (toy / "core" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from guard.core import a\n")
+    (toy / "core" / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from guard.core import a\n"
+    )
     assert layers.cycles(layers.graph()) == [["guard.core.a", "guard.core.b"]]
 
 
@@ -60,8 +62,20 @@ def test_the_body_climbs_back_up_no_more_often_than_before(capsys):
 
 
 def test_a_climb_is_a_stay_in_a_higher_layer_than_the_one_before():
-    path = [("guard.fit.planner", "plan"), ("guard.fit.planner", "_context"), ("guard.core.tokens", "count"),
-            ("guard.dialects.chat", "messages"), ("guard.fit.rounds", "fit"), ("guard.core.budget", "fits")]
+    path = [
+        ("guard.fit.planner", "plan"),
+        ("guard.fit.planner", "_context"),
+        ("guard.core.tokens", "count"),
+        ("guard.dialects.chat", "messages"),
+        ("guard.fit.rounds", "fit"),
+        ("guard.core.budget", "fits"),
+    ]
     modules = climbs.stays(path)
-    assert modules == ["guard.fit.planner", "guard.core.tokens", "guard.dialects.chat", "guard.fit.rounds", "guard.core.budget"]
+    assert modules == [
+        "guard.fit.planner",
+        "guard.core.tokens",
+        "guard.dialects.chat",
+        "guard.fit.rounds",
+        "guard.core.budget",
+    ]
     assert climbs.climbs(modules) == 2

@@ -27,7 +27,11 @@ def test_model_map_limits_and_rules(model, entry, rule):
     gemini-2.5-pro's output cap is 65,535 in 1.102.4 and 65,536 in 1.106.2) and to its family's rule."""
     limits = resolve_limits(model, Policy(), model_map=MAP)
     want = MAP[entry]
-    assert (limits.max_input_tokens, limits.max_output_tokens, limits.rule) == (want["max_input_tokens"], want["max_output_tokens"], rule)
+    assert (limits.max_input_tokens, limits.max_output_tokens, limits.rule) == (
+        want["max_input_tokens"],
+        want["max_output_tokens"],
+        rule,
+    )
     assert limits.source == "model_map"
 
 
@@ -74,8 +78,16 @@ def test_model_info_with_both_limits_never_asks_the_resolver():
         asked.append(name)
         return {"max_input_tokens": 100_000, "max_output_tokens": 4_000}
 
-    both = resolve_limits("gw", Policy(), model_map={}, model_info={"max_input_tokens": 8192, "max_output_tokens": 1024},
-                          underlying="openai/gw", resolver=resolver)
+    both = resolve_limits(
+        "gw",
+        Policy(),
+        model_map={},
+        model_info={"max_input_tokens": 8192, "max_output_tokens": 1024},
+        underlying="openai/gw",
+        resolver=resolver,
+    )
     assert (both.max_input_tokens, both.max_output_tokens, both.source, asked) == (8192, 1024, "config", [])
-    one = resolve_limits("gw", Policy(), model_map={}, model_info={"max_input_tokens": 8192}, underlying="openai/gw", resolver=resolver)
+    one = resolve_limits(
+        "gw", Policy(), model_map={}, model_info={"max_input_tokens": 8192}, underlying="openai/gw", resolver=resolver
+    )
     assert (one.max_input_tokens, one.max_output_tokens, one.source, asked) == (8192, 4_000, "config", ["openai/gw"])

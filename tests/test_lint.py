@@ -13,7 +13,20 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_ruff_is_clean():
     out = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "guard", "scripts", "tests", "bench"],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_code_is_in_ruff_format():
+    """One code style: `ruff format` leaves every file of the package, scripts, tests and benches as it is."""
+    out = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "--no-cache", "guard", "scripts", "tests", "bench"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -24,7 +37,9 @@ def test_ruff_sees_a_finding(tmp_path):
     bad.write_text("import os\n")
     out = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert out.returncode == 1 and "F401" in out.stdout
 
@@ -35,6 +50,8 @@ def test_ruff_counts_parameters(tmp_path):
     bad.write_text("def f(a, b, c, d, e, f, g):\n    return a\n")
     out = subprocess.run(
         [sys.executable, "-m", "ruff", "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert out.returncode == 1 and "PLR0913" in out.stdout

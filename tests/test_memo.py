@@ -37,8 +37,13 @@ def _rag_body(marker: str) -> dict:
     doc = {"results": [{"title": f"{marker} doc {i}", "text": f"{marker} " * 200, "score": i} for i in range(6)]}
     messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": f"find {marker}"}]
     for i in range(6):
-        messages.append({"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": "{}"}}]})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "search", "arguments": "{}"}}],
+            }
+        )
         messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": json.dumps(doc, indent=2)})
     messages.append({"role": "user", "content": f"what about {marker}?"})
     return {"model": "m", "messages": messages}

@@ -64,7 +64,9 @@ def test_every_chat_model_litellm_serves_gets_litellms_window(make):
             continue
         want_out = info.get("max_output_tokens") or info.get("max_tokens")
         # LiteLLM's window: max_input_tokens; its legacy max_tokens when that is all an entry has
-        want_in = info.get("max_input_tokens") or (info.get("max_tokens") if not info.get("max_output_tokens") else None)
+        want_in = info.get("max_input_tokens") or (
+            info.get("max_tokens") if not info.get("max_output_tokens") else None
+        )
         if want_in is None:
             continue  # LiteLLM knows no input limit: served (not refused), within the output cap
         if (limits.max_input_tokens, limits.max_output_tokens) != (want_in, want_out or want_in):

@@ -12,10 +12,17 @@ def test_flat_section_is_the_defaults():
 
 
 def test_model_globs_override_in_order():
-    ps = load_policy_set({"defaults": {"default_max_tokens": 1000}, "models": {"claude-*": {"default_max_tokens": 2000}, "*": {"default_max_tokens": 3000}}})
+    ps = load_policy_set(
+        {
+            "defaults": {"default_max_tokens": 1000},
+            "models": {"claude-*": {"default_max_tokens": 2000}, "*": {"default_max_tokens": 3000}},
+        }
+    )
     assert ps.for_model("claude-sonnet-4-5").default_max_tokens == 2000
     assert ps.for_model("gpt-4o").default_max_tokens == 3000
-    assert ps.for_model("alias", "anthropic/claude-x").default_max_tokens == 3000  # first matching glob wins: '*' matches 'alias'
+    assert (
+        ps.for_model("alias", "anthropic/claude-x").default_max_tokens == 3000
+    )  # first matching glob wins: '*' matches 'alias'
 
 
 @pytest.mark.parametrize(
@@ -36,12 +43,14 @@ def test_invalid_policies_are_refused_with_the_field_named(section, fragment):
 
 
 def _set():
-    return load_policy_set({
-        "defaults": {"default_max_tokens": 4096, "max_output_tokens": 8000, "safety_margin_tokens": 512},
-        "models": {"claude-*": {"default_max_tokens": 2048}},
-        "teams": {"team-a": {"max_output_tokens": 1000, "strategies": ["compact_json", "drop_oldest_turns"]}},
-        "keys": {"alice": {"max_output_tokens": 500, "safety_margin_tokens": 100}},
-    })
+    return load_policy_set(
+        {
+            "defaults": {"default_max_tokens": 4096, "max_output_tokens": 8000, "safety_margin_tokens": 512},
+            "models": {"claude-*": {"default_max_tokens": 2048}},
+            "teams": {"team-a": {"max_output_tokens": 1000, "strategies": ["compact_json", "drop_oldest_turns"]}},
+            "keys": {"alice": {"max_output_tokens": 500, "safety_margin_tokens": 100}},
+        }
+    )
 
 
 def test_precedence_defaults_model_team_key():
@@ -61,8 +70,15 @@ def test_lower_layers_cannot_lift_caps():
 def test_client_hints_only_tighten_and_cannot_touch_other_fields():
     ps = _set()
     base, _ = ps.resolve(("m",), team=("team-a",))
-    hints = {"max_output_tokens": 10**6, "safety_margin_tokens": 0, "strategies": ["truncate_recent_tool_results"],
-             "keep_recent_groups": 0, "on_error": "open", "calibration": {"openai": 0.5}, "default_context_window": 10**7}
+    hints = {
+        "max_output_tokens": 10**6,
+        "safety_margin_tokens": 0,
+        "strategies": ["truncate_recent_tool_results"],
+        "keep_recent_groups": 0,
+        "on_error": "open",
+        "calibration": {"openai": 0.5},
+        "default_context_window": 10**7,
+    }
     policy, layers = ps.resolve(("m",), team=("team-a",), client=hints)
     assert policy.max_output_tokens == base.max_output_tokens
     assert policy.safety_margin_tokens == base.safety_margin_tokens

@@ -113,7 +113,9 @@ def _normal(value: Any) -> Any:
     return [jsontext.compact(t) for t in texts] if texts or isinstance(value, (str, list)) else value
 
 
-def _newest_groups(body: dict[str, Any], settings: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], list[int], list[int]]:
+def _newest_groups(
+    body: dict[str, Any], settings: dict[str, Any]
+) -> tuple[Any, list[dict[str, Any]], list[int], list[int]]:
     """(dialect, messages, each message's group, the newest `keep_recent_groups` groups, newest first)."""
     d = by_name(settings["dialect"])
     msgs = _turns(body)
@@ -170,7 +172,9 @@ def _pairing_ok(dialect: str, messages: list[dict[str, Any]]) -> None:
             prior = [k for k in range(i) if rid in d.tool_call_ids(messages[k])]
             assert prior, f"tool result {rid} has no call before it"
         if m.get("type") == "reasoning":  # a reasoning item stays with the item it preceded, unedited
-            assert i + 1 < len(messages) and messages[i + 1].get("x_id") == m["x_id"] + 1, "a reasoning item lost its next item"
+            assert i + 1 < len(messages) and messages[i + 1].get("x_id") == m["x_id"] + 1, (
+                "a reasoning item lost its next item"
+            )
 
 
 @given(request_body())
@@ -296,7 +300,9 @@ class _Summaries:
         return text
 
 
-def _fit_compacting(body: dict[str, Any], settings: dict[str, Any], summaries: _Summaries) -> Fitted | ContextWindowExceeded:
+def _fit_compacting(
+    body: dict[str, Any], settings: dict[str, Any], summaries: _Summaries
+) -> Fitted | ContextWindowExceeded:
     engine = _engine({**settings, "summary": True})
     try:
         p = engine.plan(body, dialect=settings["dialect"], can_summarize=True)
@@ -360,7 +366,11 @@ def _with_reminders(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The same conversation as Claude Code sends it: a text block after every tool-result block run."""
     out = []
     for m in messages:
-        if m["role"] == "user" and isinstance(m["content"], list) and any(b.get("type") == "tool_result" for b in m["content"]):
+        if (
+            m["role"] == "user"
+            and isinstance(m["content"], list)
+            and any(b.get("type") == "tool_result" for b in m["content"])
+        ):
             m = {**m, "content": [*m["content"], dict(REMINDER)]}
         out.append(m)
     return out
@@ -437,7 +447,9 @@ def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
     body, settings = case
     engine = _engine(settings)
     policy = engine.policy_for("tiny")
-    without = policy.model_copy(update={"strategies": [s for s in policy.strategies if s != "truncate_recent_tool_results"]})
+    without = policy.model_copy(
+        update={"strategies": [s for s in policy.strategies if s != "truncate_recent_tool_results"]}
+    )
     try:
         engine.fit(body, dialect=settings["dialect"], policy=without)
     except ContextWindowExceeded:
@@ -449,20 +461,46 @@ def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
 
 def test_the_airline_case_keeps_the_newest_tool_result_whole():
     """A fit with room to spare after the older history is cut leaves the newest result intact."""
-    booking = json.dumps({"reservation_id": "R1", "insurance": "yes", "total_baggages": 2, "nonfree_baggages": 1,
-                          "created_at": "2024-05-01", "flights": [{"n": i, "from": "SFO", "to": "JFK"} for i in range(30)]})
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": "airline agent"}, {"role": "user", "content": "check my booking"}]
+    booking = json.dumps(
+        {
+            "reservation_id": "R1",
+            "insurance": "yes",
+            "total_baggages": 2,
+            "nonfree_baggages": 1,
+            "created_at": "2024-05-01",
+            "flights": [{"n": i, "from": "SFO", "to": "JFK"} for i in range(30)],
+        }
+    )
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "airline agent"},
+        {"role": "user", "content": "check my booking"},
+    ]
     for i in range(12):
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "get", "arguments": "{}"}}]})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "get", "arguments": "{}"}}],
+            }
+        )
         msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": booking.replace("R1", f"R{i}")})
     body = {"model": "tiny", "messages": msgs, "max_tokens": 200}
     for window in (2500, 3000, 4000, 6000):
-        settings = {"window": window, "max_output": 1024, "low_water_ratio": 0.9, "keep_recent_groups": 1,
-                    "min_output_tokens": None, "safety_margin_tokens": 0, "dialect": "openai"}
+        settings = {
+            "window": window,
+            "max_output": 1024,
+            "low_water_ratio": 0.9,
+            "keep_recent_groups": 1,
+            "min_output_tokens": None,
+            "safety_margin_tokens": 0,
+            "dialect": "openai",
+        }
         result = _fit(body, settings)
         assert not isinstance(result, ContextWindowExceeded)
         newest = _turns(result.body)[-1]  # every field of the newest result (compact JSON at most)
-        assert newest["tool_call_id"] == "c11" and json.loads(newest["content"]) == json.loads(msgs[-1]["content"]), window
+        assert newest["tool_call_id"] == "c11" and json.loads(newest["content"]) == json.loads(msgs[-1]["content"]), (
+            window
+        )
 
 
 # -- prompt-cache breakpoints survive a cut (issue 10, item 2) -----------------------------------
@@ -516,7 +554,12 @@ def _growing(body: dict[str, Any]) -> list[dict[str, Any]]:
     msgs = _turns(body)
     key = "input" if "input" in body else "messages"
     starts = ("reasoning", "function_call")
-    cuts = [i for i, m in enumerate(msgs) if i > 0 and (m.get("role") == "assistant" or (m.get("type") in starts and msgs[i - 1].get("type") not in starts))]
+    cuts = [
+        i
+        for i, m in enumerate(msgs)
+        if i > 0
+        and (m.get("role") == "assistant" or (m.get("type") in starts and msgs[i - 1].get("type") not in starts))
+    ]
     return [{**body, key: msgs[:i]} for i in cuts + [len(msgs)]]
 
 
@@ -549,7 +592,9 @@ def test_the_newest_turns_are_sent_as_they_came_while_older_history_can_make_roo
 
     body, settings = case
     result = _fit(body, settings)
-    if isinstance(result, ContextWindowExceeded) or "truncate_recent_tool_results" in [a.kind for a in result.report.actions]:
+    if isinstance(result, ContextWindowExceeded) or "truncate_recent_tool_results" in [
+        a.kind for a in result.report.actions
+    ]:
         return
     d = by_name(settings["dialect"])
     groups = group_messages(d, _turns(body))
@@ -578,7 +623,11 @@ def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
     except on turns whose report marks a new cut; and new cuts come once per band of growth (the
     quantum, `cut_quantum_ratio` of the room), plus one, not once per turn."""
     body, settings = case
-    probe = Engine(PolicySet(defaults=Policy()), deployments={"tiny": Deployment("tiny", UNDERLYING[settings["dialect"]], {"max_input_tokens": 10**7})}, model_map={})
+    probe = Engine(
+        PolicySet(defaults=Policy()),
+        deployments={"tiny": Deployment("tiny", UNDERLYING[settings["dialect"]], {"max_input_tokens": 10**7})},
+        model_map={},
+    )
     full = probe.fit(body, dialect=settings["dialect"]).report.input_tokens_before
     settings["window"] = int(full * settings["share"]) + settings["max_output"]
     engine = _engine(settings)
@@ -657,8 +706,13 @@ def test_a_last_message_of_tool_results_and_text_is_cut_before_it_is_refused(cas
         counter, _ = engine.counter_for("tiny", engine.policy_for("tiny"))
         need = counter.body(by_name("anthropic"), least)
         report = result.report
-        assert need + report.max_tokens + report.safety_margin_tokens > report.context_window or report.max_input_tokens < need, (need, report.room)
+        assert (
+            need + report.max_tokens + report.safety_margin_tokens > report.context_window
+            or report.max_input_tokens < need
+        ), (need, report.room)
         return
     sent = _turns(result.body)[-1]
     assert isinstance(sent["content"], list), (sent, result.report.actions)
-    assert [b for b in sent["content"] if b.get("type") == "text"] == [b for b in body["messages"][-1]["content"] if b.get("type") == "text"]
+    assert [b for b in sent["content"] if b.get("type") == "text"] == [
+        b for b in body["messages"][-1]["content"] if b.get("type") == "text"
+    ]

@@ -23,9 +23,15 @@ from guard.fit.engine import Engine
 CLAUDE = "anthropic/claude-sonnet-4-5"
 
 
-def _engine(max_output: int, *, model: str = CLAUDE, window: int = 200_000, teams: dict | None = None, **policy: Any) -> Engine:
-    deployments = {"claude-cap": Deployment("claude-cap", model, {"max_input_tokens": window, "max_output_tokens": max_output})}
-    return Engine(PolicySet(defaults=Policy(**policy), teams=teams or {}), deployments=deployments, model_map=litellm.model_cost)
+def _engine(
+    max_output: int, *, model: str = CLAUDE, window: int = 200_000, teams: dict | None = None, **policy: Any
+) -> Engine:
+    deployments = {
+        "claude-cap": Deployment("claude-cap", model, {"max_input_tokens": window, "max_output_tokens": max_output})
+    }
+    return Engine(
+        PolicySet(defaults=Policy(**policy), teams=teams or {}), deployments=deployments, model_map=litellm.model_cost
+    )
 
 
 def _cc_body(**extra: Any) -> dict[str, Any]:
@@ -92,7 +98,9 @@ def test_a_cap_with_no_room_for_thinking_is_refused_with_the_cap_named():
 
 def test_the_policy_may_turn_thinking_off_instead():
     engine = _engine(64000, max_output_tokens=1024, thinking_without_room="disable")
-    fitted = engine.fit(_cc_body(max_tokens=4096, thinking={"type": "enabled", "budget_tokens": 2000}), dialect="anthropic")
+    fitted = engine.fit(
+        _cc_body(max_tokens=4096, thinking={"type": "enabled", "budget_tokens": 2000}), dialect="anthropic"
+    )
     assert "thinking" not in fitted.body and fitted.body["max_tokens"] == 1024
     assert fitted.report.reasoning == [{"field": "thinking", "before": "enabled", "after": None}]
 
@@ -111,7 +119,12 @@ def test_the_clamp_step_never_goes_below_a_valid_budget():
 @pytest.mark.parametrize("cap", [1100, 2048, 3000, 5000, 9000, 20000])
 def test_reasoning_effort_on_the_chat_route_is_valid_after_litellms_own_mapping(effort, cap):
     engine = _engine(cap)
-    body = {"model": "claude-cap", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 32000, "reasoning_effort": effort}
+    body = {
+        "model": "claude-cap",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 32000,
+        "reasoning_effort": effort,
+    }
     fitted = engine.fit(body, dialect="openai")
     sent = litellm_anthropic_params(fitted.body)
     assert sent["max_tokens"] == cap
@@ -128,20 +141,30 @@ def test_reasoning_effort_under_a_cap_below_any_budget_is_refused():
 
 
 def test_chat_thinking_param_through_litellm_mapping():
-    body = {"model": "claude-cap", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 32000,
-            "thinking": {"type": "enabled", "budget_tokens": 31999}}
+    body = {
+        "model": "claude-cap",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 32000,
+        "thinking": {"type": "enabled", "budget_tokens": 31999},
+    }
     sent = litellm_anthropic_params(_engine(8192).fit(body, dialect="openai").body)
     assert sent["max_tokens"] == 8192 and anthropic_valid(8192, sent["thinking"])
 
 
 def test_gemini_thinking_budget_stays_inside_max_output_tokens():
     engine = _engine(4000, model="gemini/gemini-2.5-pro", window=1_000_000)
-    body = {"model": "claude-cap", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 30000,
-            "thinking": {"type": "enabled", "budget_tokens": 20000}}
+    body = {
+        "model": "claude-cap",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 30000,
+        "thinking": {"type": "enabled", "budget_tokens": 20000},
+    }
     fitted = engine.fit(body, dialect="openai")
     params = litellm.VertexGeminiConfig().map_openai_params(
-        non_default_params={k: fitted.body[k] for k in ("max_tokens", "thinking")}, optional_params={},
-        model="gemini-2.5-pro", drop_params=False,
+        non_default_params={k: fitted.body[k] for k in ("max_tokens", "thinking")},
+        optional_params={},
+        model="gemini-2.5-pro",
+        drop_params=False,
     )
     assert params["max_output_tokens"] == 4000
     assert params["thinkingConfig"]["thinkingBudget"] < 4000

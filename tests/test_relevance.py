@@ -62,7 +62,11 @@ def test_a_new_turn_does_not_reorder_the_cut_of_the_older_history():
     strong = "rollback key orion deployment: the orion rollback key is K-42 " * 3
     turn = json.loads(json.dumps(body))
     turn["messages"] += [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "n1", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "n1", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "n1", "content": strong},
     ]
     total = engine(100_000).fit(body).report.input_tokens_before
@@ -92,7 +96,11 @@ def test_band_edges_are_the_low_water_mark_then_whole_bands():
     from guard.fit.history import History
 
     history = History(counts=(600, 300, 200, 300, 300, 40))  # cumulative 600, 900, 1100, 1400, 1700, 1740
-    assert history.band_edges(target=1000, band=350) == (1, 2, 4)  # <= 1,000, <= 1,350, <= 1,700 (1,740 is within its band)
+    assert history.band_edges(target=1000, band=350) == (
+        1,
+        2,
+        4,
+    )  # <= 1,000, <= 1,350, <= 1,700 (1,740 is within its band)
     assert History(counts=(100, 200)).band_edges(target=1000, band=350) == (1,)  # below the mark: one band, everything
 
 
@@ -101,7 +109,10 @@ _doc = st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12).map(" ".join)
 
 
 @settings(max_examples=200, deadline=None)
-@given(docs=st.lists(_doc, min_size=1, max_size=12), query=st.lists(st.sampled_from(_WORDS[:6]), min_size=1, max_size=4).map(" ".join))
+@given(
+    docs=st.lists(_doc, min_size=1, max_size=12),
+    query=st.lists(st.sampled_from(_WORDS[:6]), min_size=1, max_size=4).map(" ".join),
+)
 def test_scores_are_bm25s_scores(docs, query):
     """The guard scores from memoised term counts; the numbers are those of a bm25s index built on
     the same documents (every doc here shares a term with the query, so no length is estimated)."""
@@ -177,8 +188,10 @@ def test_a_question_about_a_cut_fact_swaps_the_cut_but_a_tool_output_sent_as_use
     """Issue 34: a text-based agent sends each tool's output as a user message; one that shares many
     terms with the history (25-73 in real loops, half of them in cut results) is not a question about
     a cut fact, so it does not re-cut a carried prefix (a prompt-cache break) the way a question does."""
-    before = ["the rollback key for the helix deployment is Q123-4567",
-              *(f"tests/test_mod{i}.py::test_case_{i} PASSED in module_{i} with fixture_{i}" for i in range(20))]
+    before = [
+        "the rollback key for the helix deployment is Q123-4567",
+        *(f"tests/test_mod{i}.py::test_case_{i} PASSED in module_{i} with fixture_{i}" for i in range(20)),
+    ]
     after = ["def main(): pass"]
     assert relevance.lost_terms("what is the rollback key for helix?", before, after)
     output = "\n".join(f"tests/test_mod{i}.py::test_case_{i} PASSED" for i in range(20))

@@ -89,24 +89,38 @@ def test_counts_every_kind_of_item_and_the_pinned_parts():
     assert counter.message(RESPONSES, output) == 3 + n("result text")
     reasoning = {"type": "reasoning", "id": "rs", "encrypted_content": "gAAAA" * 50, "summary": []}
     assert counter.message(RESPONSES, reasoning) >= n("gAAAA" * 50)  # opaque: counted as its JSON, never less
-    image = {"role": "user", "content": [{"type": "input_image", "image_url": "https://x.invalid/a.png", "detail": "low"}]}
+    image = {
+        "role": "user",
+        "content": [{"type": "input_image", "image_url": "https://x.invalid/a.png", "detail": "low"}],
+    }
     assert counter.message(RESPONSES, image) == 3 + n("user") + 85  # low detail: OpenAI's flat 85
     unknown = {"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}
     assert counter.message(RESPONSES, unknown) > counter.message(RESPONSES, image)  # size unseen: the formula's largest
     pdf = base64.b64encode(b"%PDF-1.4 /Type /Page /Type /Page").decode()
-    doc = {"role": "user", "content": [{"type": "input_file", "filename": "a.pdf", "file_data": f"data:application/pdf;base64,{pdf}"}]}
+    doc = {
+        "role": "user",
+        "content": [{"type": "input_file", "filename": "a.pdf", "file_data": f"data:application/pdf;base64,{pdf}"}],
+    }
     assert counter.message(RESPONSES, doc) >= 2 * 1500
-    body = {"instructions": "be brief", "input": [], "tools": [{"type": "web_search"}],
-            "text": {"format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}}}}
+    body = {
+        "instructions": "be brief",
+        "input": [],
+        "tools": [{"type": "web_search"}],
+        "text": {"format": {"type": "json_schema", "name": "a", "schema": {"type": "object"}}},
+    }
     bare = counter.fixed(RESPONSES, {"input": []})
     assert counter.fixed(RESPONSES, body) >= bare + n("be brief") + n(json.dumps({"type": "web_search"})) + 10
 
 
 def test_bad_items_are_clear_errors():
     engine = _engine()
-    for bad, where in (({"input": 5}, "'input'"), ({"input": [3]}, "input[0]"), ({"input": [{"type": 7}]}, "input[0].type"),
-                       ({"input": [{"role": None, "content": "x"}]}, "input[0].role"),
-                       ({"input": [{"type": "function_call_output", "call_id": "c", "output": 5}]}, "input[0].output")):
+    for bad, where in (
+        ({"input": 5}, "'input'"),
+        ({"input": [3]}, "input[0]"),
+        ({"input": [{"type": 7}]}, "input[0].type"),
+        ({"input": [{"role": None, "content": "x"}]}, "input[0].role"),
+        ({"input": [{"type": "function_call_output", "call_id": "c", "output": 5}]}, "input[0].output"),
+    ):
         with pytest.raises(BadRequest, match=where.replace("[", r"\[").replace("]", r"\]")):
             engine.fit({"model": "small", **bad}, dialect="responses")
 
@@ -135,13 +149,19 @@ def test_a_string_input_too_long_is_refused_with_the_numbers():
 
 
 def test_provider_held_state_is_reported_and_counted_as_a_lower_bound():
-    fitted = _engine().fit({"model": "small", "input": "and then?", "previous_response_id": "resp_1", "conversation": "conv_1"})
+    fitted = _engine().fit(
+        {"model": "small", "input": "and then?", "previous_response_id": "resp_1", "conversation": "conv_1"}
+    )
     assert fitted.report.unseen_state == ["previous_response_id", "conversation"]
     assert _engine().fit({"model": "small", "input": "hi"}).report.unseen_state == []
 
 
 def test_provider_side_context_managers_are_named():
-    body = {"input": [], "context_management": [{"type": "compaction", "compact_threshold": 2000}], "truncation": "auto"}
+    body = {
+        "input": [],
+        "context_management": [{"type": "compaction", "compact_threshold": 2000}],
+        "truncation": "auto",
+    }
     assert coexistence.detect(body) == ["openai_context_management", "openai_truncation_auto"]
     assert coexistence.detect({"messages": [], "truncation": "auto"}) == []
 

@@ -98,7 +98,11 @@ def test_hostile_texts_cannot_unpin_anything_when_compacting_either(case):
     # exactly the summaries the guard made are marked as its summaries: a hostile text that
     # mimics one stays inside the client's own message
     d = by_name(settings["dialect"])
-    made = [m for m in result.body["messages"] if "x_id" not in m and any(t.startswith("[context-guard: summary") for t in content_texts(m.get("content")))]
+    made = [
+        m
+        for m in result.body["messages"]
+        if "x_id" not in m and any(t.startswith("[context-guard: summary") for t in content_texts(m.get("content")))
+    ]
     assert len(made) <= 1
     assert not any(d.is_system(m) for m in result.body["messages"] if "x_id" not in m)
 
@@ -133,24 +137,45 @@ def _guard(summarizer_answer: Any = None, on_error: str = "open") -> ContextGuar
     policies = load_policy_set({"defaults": {"on_error": on_error}, "models": {"gpt-4o": {"context_window": 6000}}})
     deployments = {
         "m": Deployment("m", "gpt-4o", {"max_input_tokens": 6000, "max_output_tokens": 1000}),
-        "summarizer": Deployment("summarizer", "openai/gpt-4o-mini", {"max_input_tokens": 128_000, "max_output_tokens": 4096}),
+        "summarizer": Deployment(
+            "summarizer", "openai/gpt-4o-mini", {"max_input_tokens": 128_000, "max_output_tokens": 4096}
+        ),
     }
     engine = Engine(policies, deployments=deployments, model_map=None)
     if summarizer_answer is None:
         return ContextGuard(engine=engine)
     cache = SummaryCache(CacheSettings(memory_entries=0), shared=_Redis())
-    return ContextGuard(engine=engine, summarizer=Summarizing({"model": "summarizer"}, _Call(summarizer_answer)), cache=cache)
+    return ContextGuard(
+        engine=engine, summarizer=Summarizing({"model": "summarizer"}, _Call(summarizer_answer)), cache=cache
+    )
 
 
 def _agent(turns: int, dialect: str = "openai") -> dict[str, Any]:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": f"system {CANARY}"}, {"role": "user", "content": f"task {CANARY}"}]
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": f"system {CANARY}"},
+        {"role": "user", "content": f"task {CANARY}"},
+    ]
     for i in range(turns):
         args = json.dumps({"path": f"src/{CANARY}_{i}.py"})
-        msgs.append({"role": "assistant", "content": f"step {CANARY}", "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": args}}]})
-        result = json.dumps({"results": [{"id": i, "text": f"{CANARY} " + "lorem ipsum " * 80, "metadata": {CANARY: [0.1] * 20}}]}, indent=2)
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f"step {CANARY}",
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": args}}],
+            }
+        )
+        result = json.dumps(
+            {"results": [{"id": i, "text": f"{CANARY} " + "lorem ipsum " * 80, "metadata": {CANARY: [0.1] * 20}}]},
+            indent=2,
+        )
         msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": result})
     msgs.append({"role": "user", "content": f"what now {CANARY}?"})
-    tools = [{"type": "function", "function": {"name": "read", "description": f"reads {CANARY}", "parameters": {"type": "object"}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "read", "description": f"reads {CANARY}", "parameters": {"type": "object"}},
+        }
+    ]
     body = {"model": "m", "messages": msgs, "tools": tools, "metadata": {"user_api_key_team_id": "t", "note": CANARY}}
     if dialect == "anthropic":
         from bench.traces import to_anthropic
@@ -175,15 +200,33 @@ def _scenarios() -> list[tuple[str, Any]]:
     def miss(guard: ContextGuard, body: dict[str, Any]) -> Any:
         fitted = guard.fit_kwargs(body)
         error = litellm.ContextWindowExceededError(message=f"too long: {CANARY}", model="m", llm_provider="openai")
-        return guard.log_failure_event({"exception": error, "litellm_call_id": "x", "litellm_params": {"metadata": fitted["metadata"]}}, None, None, None)
+        return guard.log_failure_event(
+            {"exception": error, "litellm_call_id": "x", "litellm_params": {"metadata": fitted["metadata"]}},
+            None,
+            None,
+            None,
+        )
 
     return [
         ("fits unchanged", lambda: hook(_guard(), _agent(1))),
         ("fitted", lambda: hook(_guard(), _agent(30))),
         ("fitted, anthropic", lambda: hook(_guard(), _agent(30, "anthropic"), "anthropic_messages")),
-        ("rejected", lambda: hook(_guard(), {"model": "m", "messages": [{"role": "user", "content": f"{CANARY} " + "word " * 9000}]})),
-        ("bad request", lambda: hook(_guard(), {"model": "m", "messages": [{"role": "user", "content": 5, "name": CANARY}, CANARY]})),
-        ("unknown model", lambda: hook(_guard(), {"model": "m-unknown", "messages": [{"role": "user", "content": CANARY}]})),
+        (
+            "rejected",
+            lambda: hook(
+                _guard(), {"model": "m", "messages": [{"role": "user", "content": f"{CANARY} " + "word " * 9000}]}
+            ),
+        ),
+        (
+            "bad request",
+            lambda: hook(
+                _guard(), {"model": "m", "messages": [{"role": "user", "content": 5, "name": CANARY}, CANARY]}
+            ),
+        ),
+        (
+            "unknown model",
+            lambda: hook(_guard(), {"model": "m-unknown", "messages": [{"role": "user", "content": CANARY}]}),
+        ),
         ("guard bug, fail open", lambda: bug(_guard(), _agent(30))),
         ("guard bug, fail closed", lambda: bug(_guard(on_error="closed"), _agent(30))),
         ("summarized, Redis failing", lambda: hook(_guard(f"summary of {CANARY}"), _agent(60))),
@@ -201,7 +244,9 @@ def test_no_log_record_of_the_guard_carries_request_text(name, scenario, caplog)
         except Exception as e:  # rejections and bad requests are raised to the client: that is their job
             assert CANARY not in str(e), f"{name}: the error shown to the client quotes the request"
     ours = [r for r in caplog.records if r.name.startswith(("context_guard", "guard"))]
-    assert ours or name in ("bad request", "unknown model"), f"{name}: the guard logged nothing (is the logger name right?)"
+    assert ours or name in ("bad request", "unknown model"), (
+        f"{name}: the guard logged nothing (is the logger name right?)"
+    )
     for record in ours:
         text = record.getMessage() + (logging.Formatter().formatException(record.exc_info) if record.exc_info else "")
         assert CANARY not in text, f"{name}: {record.name} logged request text"

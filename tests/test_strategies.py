@@ -34,7 +34,13 @@ def engine(window: int, **policy: Any) -> Engine:
 def agent(results: list[str], last_user: str = "what now?") -> dict[str, Any]:
     msgs: list[dict[str, Any]] = [{"role": "system", "content": "sys"}, {"role": "user", "content": "start"}]
     for i, r in enumerate(results):
-        msgs.append({"role": "assistant", "content": None, "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}}]})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
+            }
+        )
         msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": r})
     msgs.append({"role": "user", "content": last_user})
     return {"model": "m", "messages": msgs, "max_tokens": 100}
@@ -60,7 +66,10 @@ def test_compact_json_alone_can_fit_and_keeps_data():
 
 
 def test_drop_metadata_keeps_citation_keys():
-    docs = [{"title": f"t{i}", "url": f"u{i}", "text": words(20, i), "metadata": {"url": f"u{i}", "embedding": [0.5] * 40}} for i in range(5)]
+    docs = [
+        {"title": f"t{i}", "url": f"u{i}", "text": words(20, i), "metadata": {"url": f"u{i}", "embedding": [0.5] * 40}}
+        for i in range(5)
+    ]
     body = agent([json.dumps({"results": docs}), "small", "small2", "small3"])
     total = engine(100_000).fit(body).report.input_tokens_before
     fitted = engine(total - 200, strategies=only("drop_metadata"), keep_recent_groups=1).fit(body)
@@ -74,7 +83,10 @@ def test_metadata_goes_from_the_settled_history_once_over_the_room_even_if_compa
     is over its room: the settled older results lose their bulky keys on the first turn over it,
     not on whichever later turn compaction stops being enough (that turn would re-send, uncached,
     everything from the oldest result on). A turn that adds less than a band keeps the prefix."""
-    docs = [{"title": f"t{i}", "text": words(20, i), "metadata": {"url": f"u{i}", "embedding": [0.25] * 30}} for i in range(3)]
+    docs = [
+        {"title": f"t{i}", "text": words(20, i), "metadata": {"url": f"u{i}", "embedding": [0.25] * 30}}
+        for i in range(3)
+    ]
     results = [json.dumps({"results": docs}, indent=2) for _ in range(8)] + ["r1", "r2"]
     body = agent(results)
     total = engine(100_000).fit(body).report.input_tokens_before
@@ -86,7 +98,11 @@ def test_metadata_goes_from_the_settled_history_once_over_the_room_even_if_compa
     assert oldest["results"][0]["metadata"] == {"url": "u0"}  # the embedding went, the citation stayed
     grown = json.loads(json.dumps(body))
     grown["messages"] += [
-        {"role": "assistant", "content": None, "tool_calls": [{"id": "x", "type": "function", "function": {"name": "t", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "x", "type": "function", "function": {"name": "t", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "x", "content": "r3"},
     ]
     again = engine(window, keep_recent_groups=2).fit(grown)
@@ -110,7 +126,9 @@ def test_dedupe_never_edits_the_newest_turns():
     with pytest.raises(ContextWindowExceeded):  # the only copy it could mark is in the newest turn
         engine(total - 100, strategies=only("dedupe"), keep_recent_groups=2).fit(body)
     fitted = engine(total - 100, strategies=only("dedupe"), keep_recent_groups=1).fit(body)
-    assert [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"][2].startswith("[context-guard: duplicate")
+    assert [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"][2].startswith(
+        "[context-guard: duplicate"
+    )
 
 
 def test_dedupe_removes_items_seen_earlier():
@@ -130,7 +148,11 @@ def test_truncation_is_oldest_first_and_spares_the_newest_turns():
     body = agent([words(800, i) for i in range(4)])
     total = engine(100_000).fit(body).report.input_tokens_before
     fitted = engine(
-        total - 600, strategies=only("truncate_tool_results"), keep_recent_groups=2, low_water_ratio=1.0, cut_quantum_ratio=0.05
+        total - 600,
+        strategies=only("truncate_tool_results"),
+        keep_recent_groups=2,
+        low_water_ratio=1.0,
+        cut_quantum_ratio=0.05,
     ).fit(body)
     tools = [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"]
     assert "tokens trimmed]" in tools[0]
@@ -267,7 +289,9 @@ def test_a_big_tool_result_next_to_a_text_block_is_cut_like_any_other():
         if text_block:
             results.append({"type": "text", "text": "<system-reminder>keep going</system-reminder>"})
         return {
-            "model": "m", "max_tokens": 1000, "system": "sys",
+            "model": "m",
+            "max_tokens": 1000,
+            "system": "sys",
             "messages": [
                 {"role": "user", "content": "read the log"},
                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
@@ -302,7 +326,9 @@ def test_truncated_results_take_sizes_from_a_ladder():
     total = engine(100_000).fit(body).report.input_tokens_before
     cuts = set()
     for need in range(100, 260, 30):
-        fitted = engine(total - need, strategies=only("truncate_tool_results"), keep_recent_groups=1, cut_quantum_ratio=0.01).fit(body)
+        fitted = engine(
+            total - need, strategies=only("truncate_tool_results"), keep_recent_groups=1, cut_quantum_ratio=0.01
+        ).fit(body)
         cuts.add(fitted.body["messages"][3]["content"])
     assert len(cuts) == 1
 
@@ -314,9 +340,15 @@ def test_a_result_that_is_most_of_the_room_keeps_what_the_mark_needs_not_the_nex
     body = agent([words(3000, 1), "r1", "r2", "r3"])
     total = engine(100_000).fit(body).report.input_tokens_before
     for need in range(700, 1300, 100):
-        fitted = engine(total - need, strategies=only("truncate_tool_results"), keep_recent_groups=1, cut_quantum_ratio=0.01).fit(body)
+        fitted = engine(
+            total - need, strategies=only("truncate_tool_results"), keep_recent_groups=1, cut_quantum_ratio=0.01
+        ).fit(body)
         report = fitted.report
-        assert report.fits and report.input_tokens_after >= 0.6 * report.room, (need, report.input_tokens_after, report.room)
+        assert report.fits and report.input_tokens_after >= 0.6 * report.room, (
+            need,
+            report.input_tokens_after,
+            report.room,
+        )
 
 
 def test_a_duplicate_whose_first_copy_was_dropped_is_sent_again():
@@ -331,13 +363,24 @@ def test_a_duplicate_whose_first_copy_was_dropped_is_sent_again():
         if restored:  # so the later copy is sent whole, not left pointing at nothing
             assert tools["c4"] == same and "first_copy_cut_no_room_to_restore" not in reasons
         else:  # no room for it: the report says so
-            assert tools["c4"].startswith("[context-guard: duplicate") and "first_copy_cut_no_room_to_restore" in reasons
+            assert (
+                tools["c4"].startswith("[context-guard: duplicate") and "first_copy_cut_no_room_to_restore" in reasons
+            )
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(st.tuples(st.integers(5, 300), st.booleans()), min_size=2, max_size=12),
-    st.sampled_from(["compact_json", "drop_metadata", "dedupe", "truncate_tool_results", "drop_oldest_turns", "truncate_recent_tool_results"]),
+    st.sampled_from(
+        [
+            "compact_json",
+            "drop_metadata",
+            "dedupe",
+            "truncate_tool_results",
+            "drop_oldest_turns",
+            "truncate_recent_tool_results",
+        ]
+    ),
     st.integers(0, 3000),
 )
 def test_a_strategy_returns_what_it_did_and_never_writes_to_the_context_it_reads(results, name, stop_at):
@@ -354,7 +397,9 @@ def test_a_strategy_returns_what_it_did_and_never_writes_to_the_context_it_reads
     policy = e.policy_for("m")
     counter, _ = e.counter_for("m", policy)
     texts = [
-        json.dumps({"rows": [{"id": j, "text": words(n, j), "metadata": {"raw": words(n // 2)}} for j in range(3)]}, indent=2)
+        json.dumps(
+            {"rows": [{"id": j, "text": words(n, j), "metadata": {"raw": words(n // 2)}} for j in range(3)]}, indent=2
+        )
         if as_json
         else words(n, i)
         for i, (n, as_json) in enumerate(results)

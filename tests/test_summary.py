@@ -21,11 +21,22 @@ def raw(text: str) -> int:
 def test_openai_transcript_flattens_tool_calls_and_results():
     msgs = [
         {"role": "user", "content": "fix the import in src/app.py"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"src/app.py"}'}}
-        ]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path":"src/app.py"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "import foo_utils"},
-        {"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "x"}}]},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "x"}}],
+        },
     ]
     lines = summary.transcript(OPENAI, msgs)
     assert lines[0] == "[user] fix the import in src/app.py"
@@ -47,11 +58,19 @@ def test_resent_messages_get_the_same_line_and_differing_ones_do_not():
 
 def test_anthropic_transcript_flattens_blocks():
     msgs = [
-        {"role": "assistant", "content": [
-            {"type": "text", "text": "reading"},
-            {"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "ERR-42"}},
-        ]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ERR-42 at line 7"}]}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "reading"},
+                {"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "ERR-42"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ERR-42 at line 7"}]}
+            ],
+        },
     ]
     lines = summary.transcript(ANTHROPIC, msgs)
     assert lines[0] == '[assistant] reading\n(calls tool grep with {"pattern":"ERR-42"})'

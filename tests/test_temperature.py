@@ -30,7 +30,10 @@ def test_judge_cold_only_after_the_ttl_and_never_for_a_first_sighting():
 
 
 def test_ttl_is_the_policys_else_an_hour_where_anthropic_is_asked_for_it_else_five_minutes():
-    long = {"system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}], "messages": []}
+    long = {
+        "system": [{"type": "text", "text": "s", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+        "messages": [],
+    }
     assert ttl_seconds(None, "anthropic", long) == 3600
     assert ttl_seconds(None, "anthropic", {"messages": []}) == 300
     assert ttl_seconds(None, "openai", long) == 300  # OpenAI has no such field
@@ -40,7 +43,10 @@ def test_ttl_is_the_policys_else_an_hour_where_anthropic_is_asked_for_it_else_fi
 def test_the_fingerprint_is_the_conversation_not_the_turn():
     chat = by_name("openai")
     first = {"model": "m", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]}
-    later = {**first, "messages": first["messages"] + [{"role": "assistant", "content": "a"}, {"role": "user", "content": "more"}]}
+    later = {
+        **first,
+        "messages": first["messages"] + [{"role": "assistant", "content": "a"}, {"role": "user", "content": "more"}],
+    }
     other = {**first, "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "another task"}]}
     assert fingerprint(chat, first, "m") == fingerprint(chat, later, "m")
     assert fingerprint(chat, first, "m") != fingerprint(chat, other, "m")
@@ -68,8 +74,12 @@ class Clock:
 
 def _engine(window: int, clock: Clock, **settings) -> Engine:
     policy = Policy(default_max_tokens=256, safety_margin_tokens=0, safety_margin_ratio=0.0, **settings)
-    return Engine(PolicySet(defaults=policy), deployments={"small": Deployment("small", "gpt-4o", {"max_input_tokens": window})},
-                  model_map={}, sources=Sources(clock=clock))
+    return Engine(
+        PolicySet(defaults=policy),
+        deployments={"small": Deployment("small", "gpt-4o", {"max_input_tokens": window})},
+        model_map={},
+        sources=Sources(clock=clock),
+    )
 
 
 def _turns(body, start):

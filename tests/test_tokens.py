@@ -54,7 +54,9 @@ def test_tool_result_counted_as_serialized(counter):
     pretty = json.dumps({"a": [1, 2, 3], "b": {"c": "d"}}, indent=2)
     compact = json.dumps({"a": [1, 2, 3], "b": {"c": "d"}}, separators=(",", ":"))
     msg = lambda c: {"role": "tool", "tool_call_id": "x", "content": c}  # noqa: E731
-    assert counter.message(OPENAI, msg(pretty)) - counter.message(OPENAI, msg(compact)) == enc(pretty) - enc(compact) > 0
+    assert (
+        counter.message(OPENAI, msg(pretty)) - counter.message(OPENAI, msg(compact)) == enc(pretty) - enc(compact) > 0
+    )
 
 
 def test_tool_schemas_are_counted(counter):
@@ -68,7 +70,10 @@ def test_anthropic_blocks_system_and_tool_prompt(counter):
         "system": "Be brief.",
         "messages": [
             {"role": "user", "content": "read it"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "x"}}]},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {"path": "x"}}],
+            },
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "file body here"}]},
         ],
         "tools": [{"name": "read", "input_schema": {"type": "object"}}],
@@ -86,7 +91,9 @@ def test_a_pinned_prompt_in_blocks_is_counted_once(counter):
     """A system prompt (Anthropic) or instructions (Responses) sent as a list costs what its text
     costs, not that plus its JSON."""
     text = "You are a careful assistant who checks every claim. " * 20
-    assert counter.fixed(ANTHROPIC, {"system": [{"type": "text", "text": text}]}) == counter.fixed(ANTHROPIC, {"system": text})
+    assert counter.fixed(ANTHROPIC, {"system": [{"type": "text", "text": text}]}) == counter.fixed(
+        ANTHROPIC, {"system": text}
+    )
     listed = counter.fixed(RESPONSES, {"instructions": [{"type": "message", "role": "developer", "content": text}]})
     assert listed - counter.fixed(RESPONSES, {"instructions": text}) == enc("developer")
 
@@ -116,7 +123,14 @@ def test_a_large_batch_is_counted_on_two_threads_with_a_twin_encoder(monkeypatch
     import guard.core.tokens
 
     monkeypatch.setattr(guard.core.encodings, "_twins", {})
-    msgs = [{"role": "tool", "tool_call_id": f"c{i}", "content": json.dumps({"i": i, "rows": ["word %d" % j for j in range(400)]})} for i in range(60)]
+    msgs = [
+        {
+            "role": "tool",
+            "tool_call_id": f"c{i}",
+            "content": json.dumps({"i": i, "rows": ["word %d" % j for j in range(400)]}),
+        }
+        for i in range(60)
+    ]
     assert sum(len(m["content"]) for m in msgs) > guard.core.tokens._PARALLEL_CHARS
     split = TokenCounter(O200K).messages(OPENAI, msgs)
     twin = guard.core.encodings._twins[id(O200K)][1]  # built by the counting thread, for it
@@ -175,18 +189,29 @@ def test_long_runs_are_split_and_never_under_counted(counter):
 
 def test_pdf_documents_cost_per_page(counter):
     pdf = b"%PDF-1.4 /Type /Pages /Type /Page /Type /Page /Type /Page"
-    block = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(pdf).decode()}}
+    block = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": base64.b64encode(pdf).decode()},
+    }
     empty = counter.message(ANTHROPIC, {"role": "user", "content": []})
     assert counter.message(ANTHROPIC, {"role": "user", "content": [block]}) - empty == 3 * 3000
 
 
 def test_cache_keys_cover_every_counted_field(counter):
     def call(args, name="f", cid="1"):
-        return {"role": "assistant", "content": None, "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}]}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": cid, "type": "function", "function": {"name": name, "arguments": args}}],
+        }
 
     assert counter.message(OPENAI, call('{"a": 1}')) != counter.message(OPENAI, call('{"a": 1, "b": [1, 2, 3]}'))
-    assert counter.message(OPENAI, call("{}", name="short")) != counter.message(OPENAI, call("{}", name="a_much_longer_function_name"))
-    assert counter.message(OPENAI, call("{}", cid="1")) == counter.message(OPENAI, call("{}", cid="2"))  # ids are not sent as tokens
+    assert counter.message(OPENAI, call("{}", name="short")) != counter.message(
+        OPENAI, call("{}", name="a_much_longer_function_name")
+    )
+    assert counter.message(OPENAI, call("{}", cid="1")) == counter.message(
+        OPENAI, call("{}", cid="2")
+    )  # ids are not sent as tokens
     parts = lambda t: {"role": "user", "content": [{"type": "text", "text": t}]}  # noqa: E731
     assert counter.message(OPENAI, parts("one")) != counter.message(OPENAI, parts("one two three four"))
     blocks = lambda t: {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": t}]}  # noqa: E731
@@ -219,4 +244,6 @@ def test_each_dialects_blocks_count_by_their_own_rule_in_any_body(counter):
     for block in odd:
         assert count_parts(counter, [block]) == (raw(compact_json(block)), 0)
     # an Anthropic block inside a chat body counts as it would in an Anthropic one
-    assert counter.message(OPENAI, {"role": "user", "content": [use]}) > counter.message(OPENAI, {"role": "user", "content": ""})
+    assert counter.message(OPENAI, {"role": "user", "content": [use]}) > counter.message(
+        OPENAI, {"role": "user", "content": ""}
+    )

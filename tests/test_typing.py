@@ -22,9 +22,21 @@ def _mypy(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
     src = tmp_path / "example.py"
     src.write_text(code)
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path / ".mypy_cache"),
-         "--no-error-summary", str(src)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(ROOT / "pyproject.toml"),
+            "--cache-dir",
+            str(tmp_path / ".mypy_cache"),
+            "--no-error-summary",
+            str(src),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 

@@ -51,16 +51,23 @@ def announce(model: str, limits: ModelLimits, policy: Policy) -> Announced:
     budget, _ = make_budget(
         limits, policy, limits.max_output_tokens
     )  # the whole output cap reserved (clamped to the policy's)
-    return Announced(model=model, window=limits.context_window, max_output=budget.reserved_output,
-                     margin=budget.margin, input_limit=max(0, budget.room))
+    return Announced(
+        model=model,
+        window=limits.context_window,
+        max_output=budget.reserved_output,
+        margin=budget.margin,
+        input_limit=max(0, budget.room),
+    )
 
 
 def lines(announced: Announced, agent: str, *, base_url: str | None = None) -> list[str]:
     """The settings that tell `agent` the guard's limits: shell `export` lines for Claude Code,
     config.toml lines for Codex. Comments say where each number comes from."""
     a = announced
-    head = (f"window {a.window:,}, output cap {a.max_output:,}, safety margin {a.margin:,}: "
-            f"input up to {a.input_limit:,} with the whole output reserved")
+    head = (
+        f"window {a.window:,}, output cap {a.max_output:,}, safety margin {a.margin:,}: "
+        f"input up to {a.input_limit:,} with the whole output reserved"
+    )
     if agent == "claude-code":
         out = [f"# context-guard: {a.model}: {head}"]
         if base_url:
@@ -81,17 +88,19 @@ def lines(announced: Announced, agent: str, *, base_url: str | None = None) -> l
             out.append(f"export CLAUDE_CODE_MAX_CONTEXT_TOKENS={a.agent_window}")
         return out
     if agent == "codex":
-        out = [f"# context-guard: {a.model}: {head}",
-               f'model = "{a.model}"',
-               'model_provider = "context-guard"',
-               f"model_context_window = {a.agent_window}",
-               f"model_auto_compact_token_limit = {a.auto_compact}",
-               f"model_max_output_tokens = {a.max_output}",
-               "",
-               "[model_providers.context-guard]",
-               'name = "LiteLLM proxy with context-guard"',
-               f'base_url = "{(base_url or "http://127.0.0.1:4000").rstrip("/")}/v1"',
-               'env_key = "LITELLM_API_KEY"',
-               'wire_api = "responses"']
+        out = [
+            f"# context-guard: {a.model}: {head}",
+            f'model = "{a.model}"',
+            'model_provider = "context-guard"',
+            f"model_context_window = {a.agent_window}",
+            f"model_auto_compact_token_limit = {a.auto_compact}",
+            f"model_max_output_tokens = {a.max_output}",
+            "",
+            "[model_providers.context-guard]",
+            'name = "LiteLLM proxy with context-guard"',
+            f'base_url = "{(base_url or "http://127.0.0.1:4000").rstrip("/")}/v1"',
+            'env_key = "LITELLM_API_KEY"',
+            'wire_api = "responses"',
+        ]
         return out
     raise ValueError(f"unknown agent {agent!r}: one of {', '.join(AGENTS)}")

@@ -35,7 +35,13 @@ Family = Literal["openai", "anthropic", "gemini", "mistral", "qwen", "deepseek",
 WindowRule = Literal["shared", "separate"]
 
 DEFAULT_FACTORS: dict[str, float] = {
-    "openai": 1.0, "anthropic": 1.25, "gemini": 1.15, "mistral": 1.45, "qwen": 1.50, "deepseek": 1.35, "other": 1.20,
+    "openai": 1.0,
+    "anthropic": 1.25,
+    "gemini": 1.15,
+    "mistral": 1.45,
+    "qwen": 1.50,
+    "deepseek": 1.35,
+    "other": 1.20,
 }
 _MISTRAL = ("mistral", "mixtral", "codestral", "ministral", "magistral", "devstral", "pixtral")
 _CL100K_OPENAI = ("gpt-4-", "gpt-4", "gpt-3.5", "gpt-35")

@@ -64,9 +64,7 @@ class Policy(BaseModel):
     )
     safety_margin_tokens: int = Field(512, ge=0, description="margin kept free (the larger of this and the ratio)")
     safety_margin_ratio: float = Field(0.01, ge=0.0, lt=0.5, description="fraction of the limit")
-    low_water_ratio: float = Field(
-        1.0, gt=0.0, le=1.0, description="a cut lands at most at this fraction of the room"
-    )
+    low_water_ratio: float = Field(1.0, gt=0.0, le=1.0, description="a cut lands at most at this fraction of the room")
     cut_quantum_ratio: float = Field(
         0.35,
         gt=0.0,
@@ -97,7 +95,9 @@ class Policy(BaseModel):
         1.1, ge=1.0, description="a counting miss raises the factor to this times the one that missed"
     )
     calibration_tail: float = Field(
-        0.5, ge=0.0, le=10.0,
+        0.5,
+        ge=0.0,
+        le=10.0,
         description="a learned factor adds this times the gap between its quantile and the 90th percentile",
     )
     calibration_headroom: float = Field(0.03, ge=0.0, le=1.0, description="and is then multiplied by 1 + this")

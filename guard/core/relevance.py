@@ -165,7 +165,10 @@ QUESTION_TERMS = 16  # a message with more terms the history holds is not a ques
 
 
 def lost_terms(
-    query: str, before: Sequence[str], after: Sequence[str], share: float = LOST_SHARE,
+    query: str,
+    before: Sequence[str],
+    after: Sequence[str],
+    share: float = LOST_SHARE,
     question_terms: int = QUESTION_TERMS,
 ) -> bool:
     """Whether the query asks about what a cut removed: of its terms that some text of `before`

@@ -227,6 +227,7 @@ class TokenCounter:
     def _count_all(self, dialect: Dialect, misses: list[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
         """Count cache misses; a large batch is split over two threads (tiktoken's encoder releases
         the GIL, so a cold 300k-token request is counted on two cores)."""
+
         def run(part: Iterable[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
             return [(position, self._count(dialect, m, key)) for position, m, key in part]
 

@@ -78,7 +78,23 @@ def group_messages(dialect: Dialect, messages: Sequence[Message]) -> list[int]:
 
 
 __all__ = [
-    "ANTHROPIC", "DIALECTS", "MARKER_PREFIX", "OPENAI", "RESPONSES", "TEXT_PARTS", "Content", "Dialect", "Message",
-    "by_name", "cache_breakpoint", "compact_json", "content_texts", "detect", "group_messages", "last_breakpoints",
-    "map_texts", "replace_text", "text_of",
+    "ANTHROPIC",
+    "DIALECTS",
+    "MARKER_PREFIX",
+    "OPENAI",
+    "RESPONSES",
+    "TEXT_PARTS",
+    "Content",
+    "Dialect",
+    "Message",
+    "by_name",
+    "cache_breakpoint",
+    "compact_json",
+    "content_texts",
+    "detect",
+    "group_messages",
+    "last_breakpoints",
+    "map_texts",
+    "replace_text",
+    "text_of",
 ]

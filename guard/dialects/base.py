@@ -159,8 +159,6 @@ class Dialect:
         raise NotImplementedError
 
 
-
-
 # -- content blocks --------------------------------------------------------------------------
 def count_content(counter: TokenCounter, value: Any) -> tuple[int, int]:
     """(text, image) tokens of a content value: a string, or a list of parts or blocks (any

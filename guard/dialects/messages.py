@@ -61,9 +61,7 @@ class Messages(Dialect):
         if msg.get("role") != "user":
             return []
         return [
-            str(b.get("tool_use_id"))
-            for b in blocks(msg)
-            if isinstance(b, Mapping) and b.get("type") == "tool_result"
+            str(b.get("tool_use_id")) for b in blocks(msg) if isinstance(b, Mapping) and b.get("type") == "tool_result"
         ]
 
     def tool_results(self, msg: Message) -> list[tuple[int | None, Content]]:
@@ -146,8 +144,14 @@ def _tool_result(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, 
     return TOOL_CALL_FRAMING, 0
 
 
-counts_blocks({
-    "text": text_block, "image": image_block, "tool_use": _tool_use, "tool_result": _tool_result,
-    "thinking": field_block("thinking"), "redacted_thinking": field_block("data"),
-    "document": lambda counter, block: (document_tokens(counter, block), 0),
-})
+counts_blocks(
+    {
+        "text": text_block,
+        "image": image_block,
+        "tool_use": _tool_use,
+        "tool_result": _tool_result,
+        "thinking": field_block("thinking"),
+        "redacted_thinking": field_block("data"),
+        "document": lambda counter, block: (document_tokens(counter, block), 0),
+    }
+)

@@ -26,7 +26,11 @@ from guard.fit.temperature import Anchor, Temperature
 
 
 def carried(
-    req: Counted, budget: Budget, ctx: Context, temperature: Temperature | None = None, summarizing: bool = False,
+    req: Counted,
+    budget: Budget,
+    ctx: Context,
+    temperature: Temperature | None = None,
+    summarizing: bool = False,
 ) -> Generator[Any, Any, tuple[Conversation, Context, int, Anchor | None] | None]:
     """The cut this request carries, kept byte for byte while it fits.
 
@@ -113,8 +117,15 @@ class _SizeKeys:
     content, the request's fixed tokens and budget, the policy and whether it summarizes. Each
     message's hash and the policy's JSON are worked out once per request, on first use."""
 
-    def __init__(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], fixed: int, budget: Budget,
-                 policy: Policy, summarizing: bool) -> None:
+    def __init__(
+        self,
+        dialect: Dialect,
+        messages: Sequence[Mapping[str, Any]],
+        fixed: int,
+        budget: Budget,
+        policy: Policy,
+        summarizing: bool,
+    ) -> None:
         self.dialect, self.messages = dialect, messages
         self.rest = (fixed, budget.room, budget.band, summarizing)
         self.policy = policy
@@ -241,8 +252,14 @@ class _Cuts:
             update={"strategies": [s for s in self.policy.strategies if BY_NAME[s].kind != "newest"]}
         )
         marks = Marks(
-            stop_at=mark, floor=mark - band, target=budget.target, room=min(budget.room, mark), band=band,
-            ceiling=mark, every_overflow=mark >= budget.room, least=room_bar(budget),
+            stop_at=mark,
+            floor=mark - band,
+            target=budget.target,
+            room=min(budget.room, mark),
+            band=band,
+            ceiling=mark,
+            every_overflow=mark >= budget.room,
+            least=room_bar(budget),
         )
         part = Context(counter=ctx.counter, policy=policy, marks=marks)
         part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)

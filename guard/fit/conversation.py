@@ -45,7 +45,12 @@ class Conversation:
 
     @classmethod
     def build(
-        cls, dialect: Dialect, messages: Sequence[Message], counts: Sequence[int], fixed: int, keeping: Keeping,
+        cls,
+        dialect: Dialect,
+        messages: Sequence[Message],
+        counts: Sequence[int],
+        fixed: int,
+        keeping: Keeping,
     ) -> Conversation:
         """The conversation of a request's messages, with what `keeping` pins and keeps recent."""
         groups = group_messages(dialect, messages)
@@ -140,8 +145,6 @@ class Conversation:
                 continue
             for slot, content in self.dialect.tool_results(msg):
                 yield i, slot, content
-
-
 
 
 @dataclass(frozen=True)

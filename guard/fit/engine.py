@@ -50,38 +50,16 @@ class _Deprecated:
         return Engine.from_guard_config(load_config(path), **kwargs)
 
 
-class Engine(_Deprecated):
-    """The pure core in one object: resolves a request's model, policy, limits and token counter,
-    and fits it (`fit`) or hands out the planner generator (`plan`) for a shell that summarizes.
-    Never imports LiteLLM; safe to share across threads."""
+class _Resolving(_Deprecated):
+    """What an engine resolves for a model name: the real model, its policy, limits, calibration key
+    and counter (see `Engine`)."""
 
-    def __init__(
-        self, policies: PolicySet | None = None, *, deployments: Mapping[str, Deployment] | None = None,
-        model_map: Mapping[str, Any] | None = None, resolver: Resolver | Literal["litellm"] | None = "litellm",
-        sources: Sources | None = None, **moved: Any,
-    ) -> None:
-        """`resolver`: limits of a model name the map does not hold exactly. By default LiteLLM's
-        own `get_model_info` when LiteLLM is installed (imported on the first such name only, so
-        `Engine()` resolves what the hooks and the CLI resolve; the core imports nothing of
-        LiteLLM's until then); None: the raw map and the policy alone. `sources`: see `Sources`
-        (its fields as keywords of their own: deprecated since 0.3.0)."""
-        sources = _moved_sources(sources, moved)
-        self.policies = policies or PolicySet()
-        self.deployments = dict(deployments or {})
-        self._model_map = model_map
-        self.resolver: Resolver | None = (
-            (litellm_resolver if litellm_available() else None) if resolver == "litellm" else resolver
-        )
-        # the shell's record of what providers reported per deployment: (recent ratios, miss floor)
-        self.learned = sources.learned
-        self.counters = Counters(sources.encoding_loader)
-        self.conversations = sources.conversations if sources.conversations is not None else SeenLog()
-        self.clock = sources.clock
-        self.memos = Memos()  # the pure helpers' memos, current while this engine plans or counts
-
-    @classmethod
-    def from_guard_config(cls, config: GuardConfig, **kwargs: Any) -> Engine:
-        return cls(config.policies, deployments=config.deployments, **kwargs)
+    policies: PolicySet
+    deployments: dict[str, Deployment]
+    resolver: Resolver | None
+    learned: Callable[[str], tuple[list[float], float | None]] | None
+    counters: Counters
+    _model_map: Mapping[str, Any] | None
 
     @property
     def model_map(self) -> Mapping[str, Any]:
@@ -124,7 +102,6 @@ class Engine(_Deprecated):
         taught = (lambda: learned(key)) if learned is not None and key is not None else None
         return self.counters.get(underlying or self.underlying(model), policy, taught)
 
-    # -- fitting ----------------------------------------------------------------------------
     def _counting(
         self, name: str, policy: Policy, deployment: Deployment | None
     ) -> tuple[str, str, tuple[TokenCounter, bool, calibration.Factor]]:
@@ -134,9 +111,59 @@ class Engine(_Deprecated):
         key = self.calibration_key(name, deployment)
         return real, key, self.counter_and_factor(name, policy, real, key)
 
+    def _adaptive_thinking(self, model: str) -> bool:
+        """Whether LiteLLM maps reasoning_effort to adaptive thinking (no budget) for this model."""
+        entry = lookup(self.model_map, model)
+        return bool(entry and entry.get("supports_adaptive_thinking"))
+
+
+class Engine(_Resolving):
+    """The pure core in one object: resolves a request's model, policy, limits and token counter,
+    and fits it (`fit`) or hands out the planner generator (`plan`) for a shell that summarizes.
+    Never imports LiteLLM; safe to share across threads."""
+
+    def __init__(
+        self,
+        policies: PolicySet | None = None,
+        *,
+        deployments: Mapping[str, Deployment] | None = None,
+        model_map: Mapping[str, Any] | None = None,
+        resolver: Resolver | Literal["litellm"] | None = "litellm",
+        sources: Sources | None = None,
+        **moved: Any,
+    ) -> None:
+        """`resolver`: limits of a model name the map does not hold exactly. By default LiteLLM's
+        own `get_model_info` when LiteLLM is installed (imported on the first such name only, so
+        `Engine()` resolves what the hooks and the CLI resolve; the core imports nothing of
+        LiteLLM's until then); None: the raw map and the policy alone. `sources`: see `Sources`
+        (its fields as keywords of their own: deprecated since 0.3.0)."""
+        sources = _moved_sources(sources, moved)
+        self.policies = policies or PolicySet()
+        self.deployments = dict(deployments or {})
+        self._model_map = model_map
+        self.resolver: Resolver | None = (
+            (litellm_resolver if litellm_available() else None) if resolver == "litellm" else resolver
+        )
+        # the shell's record of what providers reported per deployment: (recent ratios, miss floor)
+        self.learned = sources.learned
+        self.counters = Counters(sources.encoding_loader)
+        self.conversations = sources.conversations if sources.conversations is not None else SeenLog()
+        self.clock = sources.clock
+        self.memos = Memos()  # the pure helpers' memos, current while this engine plans or counts
+
+    @classmethod
+    def from_guard_config(cls, config: GuardConfig, **kwargs: Any) -> Engine:
+        return cls(config.policies, deployments=config.deployments, **kwargs)
+
     def plan(
-        self, body: Mapping[str, Any], *, model: str | None = None, dialect: Dialect | str | None = None,
-        policy: Policy | None = None, deployment: Deployment | None = None, can_summarize: bool = False,
+        self,
+        body: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        dialect: Dialect | str | None = None,
+        policy: Policy | None = None,
+        deployment: Deployment | None = None,
+        can_summarize: bool = False,
         **moved: Any,
     ) -> Plan:
         """`plan_for` a `FitRequest` of these fields (`temperature=`, `conversation=`: deprecated
@@ -175,7 +202,11 @@ class Engine(_Deprecated):
         return fingerprint(_dialect(body, dialect), body, model)
 
     def count(
-        self, body: Mapping[str, Any], *, model: str | None = None, dialect: Dialect | str | None = None,
+        self,
+        body: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        dialect: Dialect | str | None = None,
         policy: Policy | None = None,
     ) -> int:
         """The input tokens the guard counts for a body (calibrated, as `fit` reports them in
@@ -186,14 +217,14 @@ class Engine(_Deprecated):
         with using(self.memos):
             return counter.body(d, body)
 
-    def _adaptive_thinking(self, model: str) -> bool:
-        """Whether LiteLLM maps reasoning_effort to adaptive thinking (no budget) for this model."""
-        entry = lookup(self.model_map, model)
-        return bool(entry and entry.get("supports_adaptive_thinking"))
-
     def fit(
-        self, body: Mapping[str, Any], *, model: str | None = None, dialect: Dialect | str | None = None,
-        policy: Policy | None = None, deployment: Deployment | None = None,
+        self,
+        body: Mapping[str, Any],
+        *,
+        model: str | None = None,
+        dialect: Dialect | str | None = None,
+        policy: Policy | None = None,
+        deployment: Deployment | None = None,
         summarize: Callable[[SummaryRequest], str | None] | None = None,
     ) -> Fitted:
         """Fit a body, or raise ContextWindowExceeded (with the report on the exception)."""

@@ -45,14 +45,21 @@ Plan = Generator["SummaryRequest | CachedSummaries", Any, Fitted]
 
 
 def plan(
-    body: Mapping[str, Any], resolved: Resolved, *, can_summarize: bool = False, temperature: Temperature | None = None,
+    body: Mapping[str, Any],
+    resolved: Resolved,
+    *,
+    can_summarize: bool = False,
+    temperature: Temperature | None = None,
 ) -> Plan:
     """The fit of `body` with what was `resolved` for it. `temperature`: what the shell knows of the
     conversation's provider cache (see guard.fit.temperature); None: nothing (the stateless band grid)."""
     policy = resolved.policy
     req = Counted.of(body, resolved)
     terms = reasoning.Terms(
-        resolved.family, resolved.limits.model, req.requested, policy.thinking_without_room,
+        resolved.family,
+        resolved.limits.model,
+        req.requested,
+        policy.thinking_without_room,
         resolved.adaptive_thinking,
     )
     budget = req.budget
@@ -87,7 +94,11 @@ def _context(req: Counted, policy: Policy, counter: TokenCounter) -> Context:
 
 
 def _over_room(
-    req: Counted, budget: Budget, ctx: Context, temperature: Temperature | None, summarizing: bool,
+    req: Counted,
+    budget: Budget,
+    ctx: Context,
+    temperature: Temperature | None,
+    summarizing: bool,
 ) -> Generator[Any, Any, tuple[Conversation, Context, int | None, Anchor | None]]:
     """A request over its room: the band's carried cut where one fits (with a summarizer, its prefix
     summarized: see `carried`), else the strategies on the whole request."""
@@ -102,15 +113,25 @@ def _over_room(
 
 
 def _finished(
-    req: Counted, budget: Budget, conv: Conversation | Unchanged, report: Report, updates: Mapping[str, Any],
+    req: Counted,
+    budget: Budget,
+    conv: Conversation | Unchanged,
+    report: Report,
+    updates: Mapping[str, Any],
     cut_from: int | None,
 ) -> Fitted:
     """The body to send, every output limit it carries set to the reserved output; or, when the
     input is still over the room, the context-window error."""
     if not report.fits:
         shortfall = Shortfall(
-            report.model, report.window_rule, report.max_input_tokens, conv.total, budget.reserved_output,
-            budget.margin, trimmed=conv.total < req.before, fixed_tokens=conv.fixed,
+            report.model,
+            report.window_rule,
+            report.max_input_tokens,
+            conv.total,
+            budget.reserved_output,
+            budget.margin,
+            trimmed=conv.total < req.before,
+            fixed_tokens=conv.fixed,
         )
         raise ContextWindowExceeded(shortfall, report)
     out = dict(req.body)
@@ -132,12 +153,7 @@ def _clamp_output(budget: Budget, total: int, policy: Policy, ctx: Context, reas
     floor = policy.min_output_tokens
     if floor is not None:
         floor = max(floor, reasoning_floor)
-    if (
-        not policy.allows(CLAMP)
-        or floor is None
-        or budget.limits.rule != "shared"
-        or budget.reserved_output <= floor
-    ):
+    if not policy.allows(CLAMP) or floor is None or budget.limits.rule != "shared" or budget.reserved_output <= floor:
         return budget
     needed = budget.limits.max_input_tokens - budget.margin - total  # output that would fit as is
     new = max(floor, min(budget.reserved_output, needed))
@@ -165,5 +181,12 @@ def run(p: Plan, summarize: Callable[[SummaryRequest], str | None] | None = None
 
 
 __all__ = [
-    "SUMMARY_MARK", "CachedSummaries", "Fitted", "Plan", "SummaryAnswer", "SummaryRequest", "plan", "run",
+    "SUMMARY_MARK",
+    "CachedSummaries",
+    "Fitted",
+    "Plan",
+    "SummaryAnswer",
+    "SummaryRequest",
+    "plan",
+    "run",
 ]

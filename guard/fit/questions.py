@@ -15,7 +15,10 @@ from guard.fit.history import History
 
 
 def history_of(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], counts: tuple[int, ...], bm25: bool,
+    dialect: Dialect,
+    messages: tuple[Mapping[str, Any], ...],
+    counts: tuple[int, ...],
+    bm25: bool,
     question: str | None = None,
 ) -> History:
     """The history a fit reads: its transcript rendered on first use and, with BM25 relevance, what
@@ -34,8 +37,12 @@ def history_of(
 
 
 def relevant_origins(
-    dialect: Dialect, messages: tuple[Mapping[str, Any], ...], transcript: Callable[[], list[str]],
-    summarized: frozenset[int], edges: tuple[int, ...], query: str | None = None,
+    dialect: Dialect,
+    messages: tuple[Mapping[str, Any], ...],
+    transcript: Callable[[], list[str]],
+    summarized: frozenset[int],
+    edges: tuple[int, ...],
+    query: str | None = None,
 ) -> frozenset[int]:
     """Indices of the messages (not system, not the last user turn or its copies, not summarized,
     not after the last of `edges`) the last user message is about. Each band of the history (between two
@@ -83,6 +90,9 @@ def cuts_into(cut: Conversation, part: Context, question: str, tail: Sequence[st
     if part.history.transcript is None:
         return False
     lines = part.history.transcript()
-    kept = [lines[o] if msg is part.history.messages[o] else summary.transcript(cut.dialect, (msg,))[0]
-            for o, msg in zip(cut.origin, cut.messages) if o >= 0]
+    kept = [
+        lines[o] if msg is part.history.messages[o] else summary.transcript(cut.dialect, (msg,))[0]
+        for o, msg in zip(cut.origin, cut.messages)
+        if o >= 0
+    ]
     return relevance.lost_terms(question, lines, [*kept, *tail])

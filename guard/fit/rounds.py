@@ -44,7 +44,11 @@ def fit(
 
 
 def rounds(
-    conv: Conversation, ctx: Context, policy: Policy, can_summarize: bool, spans: list[list[int]] | None = None,
+    conv: Conversation,
+    ctx: Context,
+    policy: Policy,
+    can_summarize: bool,
+    spans: list[list[int]] | None = None,
     proceed: Callable[[Conversation, int], bool] | None = None,
 ) -> Generator[Any, Any, Conversation]:
     """Run the strategies in order until the stop mark. Round 1 counts lossless rewrites by estimate;
@@ -74,9 +78,8 @@ def rounds(
                     known = len(ctx.summarized.known)
                     conv = yield from summarize(conv, ctx, spans or [])
                     if len(ctx.summarized.known) > known and checkpoint is not None:
-                        # a new summary: redo every step with the largest known summary in place
-                        # first, exactly as the next fit of this request (which finds it cached)
-                        # will; spans only grow, so this ends
+                        # a new summary: redo every step with the largest known summary in place first,
+                        # as the next fit of this request (which finds it cached) will; spans only grow
                         ctx = _from_checkpoint(base, ctx)
                         conv, i = apply_largest(checkpoint, ctx, spans or []), 0
                 elif estimate:
@@ -86,8 +89,7 @@ def rounds(
                 conv = conv if estimate else _to_room(name, conv, ctx)
                 continue
             if kind == "lossy" and estimate:
-                # lossy cuts are measured on exact counts: estimates decide nothing that stays,
-                # so the same history is cut the same way whichever round gets there
+                # lossy cuts on exact counts: estimates decide nothing that stays (the same cut in either round)
                 conv = conv.settled(ctx)
                 if ctx.done(conv):
                     break
@@ -143,8 +145,10 @@ def _stands(conv: Conversation, again: Context, ctx: Context, fitted: Conversati
     from moving with the history, which cannot happen there): where dropping first would leave
     less than the room bar and the first pass more, the first pass stands."""
     newest_cut = {a.kind for a in again.actions} & _NEWEST - {a.kind for a in ctx.actions}
-    fuller = ctx.ceiling is not None and conv.total < ctx.least and (
-        fitted is None or (ctx.done(fitted) and fitted.total > conv.total)
+    fuller = (
+        ctx.ceiling is not None
+        and conv.total < ctx.least
+        and (fitted is None or (ctx.done(fitted) and fitted.total > conv.total))
     )
     return again.done(conv) and conv.total <= ctx.room and not newest_cut and not fuller
 
@@ -172,7 +176,10 @@ def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[C
 
 
 def _drop_first(
-    start: Conversation, ctx: Context, policy: Policy, skipped: list[Skipped],
+    start: Conversation,
+    ctx: Context,
+    policy: Policy,
+    skipped: list[Skipped],
     proceed: Callable[[Conversation, int], bool] | None = None,
 ) -> tuple[Conversation, Context]:
     """`start` cut with the drop decided before any truncation, and the context that cut it (a
@@ -229,8 +236,11 @@ def _orphans_restored(conv: Conversation, ctx: Context, originals: tuple[Mapping
             ctx.skipped.append(Skipped(MARKS_COPIES, "first_copy_cut_no_room_to_restore"))
             continue
         old = conv.counts[j]
-        conv = replace(conv, messages=(*conv.messages[:j], restored, *conv.messages[j + 1 :]),
-                       counts=(*conv.counts[:j], count, *conv.counts[j + 1 :]))
+        conv = replace(
+            conv,
+            messages=(*conv.messages[:j], restored, *conv.messages[j + 1 :]),
+            counts=(*conv.counts[:j], count, *conv.counts[j + 1 :]),
+        )
         ctx.adjust(MARKS_COPIES, old - count, -1)  # that duplicate is sent after all
     return conv
 

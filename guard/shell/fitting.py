@@ -156,8 +156,15 @@ async def fit(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt
     if attempt.fresh:
         md.pop(STATE_KEY, None)  # the proxy's first pass: a client cannot plant a report
     one = _Pass(
-        where, attempt.alias or str(data.get("model")), records.call_id(data), md_key, md, route, deployment,
-        attempt.reject, chain,
+        where,
+        attempt.alias or str(data.get("model")),
+        records.call_id(data),
+        md_key,
+        md,
+        route,
+        deployment,
+        attempt.reject,
+        chain,
     )
     try:
         fitted = await _fitted(cg, data, one, identity)
@@ -270,9 +277,7 @@ def _verdicts(
     return out
 
 
-def whole_elsewhere(
-    cg: Services, data: dict[str, Any], route: Route, attempt: Attempt, policy: Policy
-) -> str | None:
+def whole_elsewhere(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt, policy: Policy) -> str | None:
     """The first fallback group (of `attempt.chain`) that takes the body whole, if the attempt's
     deployment (or its model group, `attempt.alias`) cannot."""
     identity, name, chain = attempt.identity, str(attempt.alias), attempt.chain or []

@@ -21,6 +21,7 @@ from guard.state import telemetry
 if TYPE_CHECKING:
     from guard.shell.services import Services
 
+
 async def succeeded(cg: Services, kwargs: Any, response: Any) -> None:
     """What the provider's prompt cache did for a guarded request (streaming included: LiteLLM
     logs the assembled response), and its input count against the guard's, from its usage."""

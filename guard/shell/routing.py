@@ -53,10 +53,14 @@ def from_entries(entries: Sequence[Any], group: str) -> list[Deployment]:
         info = entry.get("model_info") or {}
         real = params.get("model") if isinstance(params, Mapping) else None
         base = params.get("api_base") if isinstance(params, Mapping) else None
-        out.append(Deployment(
-            group, real if isinstance(real, str) else group, dict(info) if isinstance(info, Mapping) else {},
-            base if isinstance(base, str) else "",
-        ))
+        out.append(
+            Deployment(
+                group,
+                real if isinstance(real, str) else group,
+                dict(info) if isinstance(info, Mapping) else {},
+                base if isinstance(base, str) else "",
+            )
+        )
     return out
 
 

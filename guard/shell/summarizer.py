@@ -146,6 +146,7 @@ class Summarizer:
         merge = False
         while True:
             overhead = self._overhead(counter, max_tokens, merge)
+
             def tokens(text: str) -> int:  # as the budget counts them: calibrated for estimated families
                 return cast("int", math.ceil(counter.raw(text) * counter.factor))
 

@@ -76,7 +76,12 @@ def wrap(cg: Services, fn: Callable[..., Any], *, router: Any = None, route: Rou
 
 
 def _fitted_call(
-    cg: Services, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, router: Any = None,
+    cg: Services,
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    router: Any = None,
     route: Route = routes.CHAT,
 ) -> Any:
     """`fn(*args, **kwargs)` with the request fitted first and the report on its response."""

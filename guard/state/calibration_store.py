@@ -129,7 +129,7 @@ class CalibrationStore:
         answer = await self.cache._ask("calibration", _scan(store, PREFIX + "*"))
         for name in answer if isinstance(answer, list) else []:
             text = name.decode() if isinstance(name, bytes) else str(name)
-            found.add(text[len(PREFIX):].rsplit(":", 1)[0])
+            found.add(text[len(PREFIX) :].rsplit(":", 1)[0])
         return sorted(found)
 
     # -- internals ----------------------------------------------------------------------------

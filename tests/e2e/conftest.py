@@ -20,8 +20,14 @@ LITELLM = Path(sys.executable).parent / "litellm"
 # "gpt-4o-undersized" is configured in the proxy with an 8k window the upstream does not honour:
 # the guard's count is right but its limits are wrong, so the provider refuses (a counting miss)
 WINDOWS = {
-    "gpt-4o-8k": 8192, "gpt-4o-32k": 32768, "gpt-4o-2k": 2048, "claude-8k": 8192, "gpt-4o-undersized": 3000,
-    "gpt-4o-16k": 16384, "gpt-4o-131k": 131072, "claude-cap": 200_000,
+    "gpt-4o-8k": 8192,
+    "gpt-4o-32k": 32768,
+    "gpt-4o-2k": 2048,
+    "claude-8k": 8192,
+    "gpt-4o-undersized": 3000,
+    "gpt-4o-16k": 16384,
+    "gpt-4o-131k": 131072,
+    "claude-cap": 200_000,
 }
 
 
@@ -88,7 +94,10 @@ class Proxy:
 
 
 def start_proxy(
-    config_text: str, workdir: Path, env_extra: dict[str, str] | None = None, prefix: list[str] | None = None,
+    config_text: str,
+    workdir: Path,
+    env_extra: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
     args: list[str] | None = None,
 ) -> tuple[subprocess.Popen, str, Path]:
     cfg = workdir / "proxy_config.yaml"
@@ -103,8 +112,21 @@ def start_proxy(
         **(env_extra or {}),
     }
     proc = subprocess.Popen(
-        [*(prefix or []), str(LITELLM), "--config", str(cfg), "--port", str(port), "--host", "127.0.0.1", *(args or [])],
-        cwd=workdir, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT,
+        [
+            *(prefix or []),
+            str(LITELLM),
+            "--config",
+            str(cfg),
+            "--port",
+            str(port),
+            "--host",
+            "127.0.0.1",
+            *(args or []),
+        ],
+        cwd=workdir,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 240  # two workers on a loaded 2-core machine took over 120 s once

@@ -34,12 +34,30 @@ class Redis:
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(self.workdir)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.time() + 10
         while time.time() < deadline:
-            if subprocess.run(["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
+            if (
+                subprocess.run(
+                    ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True
+                ).stdout.strip()
+                == "PONG"
+            ):
                 return
             time.sleep(0.1)
         raise RuntimeError("redis-server did not start")
@@ -52,13 +70,20 @@ class Redis:
             self.proc = None
 
     def keys(self) -> list[str]:
-        out = subprocess.run(["redis-cli", "-p", str(self.port), "--scan", "--pattern", "context-guard:*"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["redis-cli", "-p", str(self.port), "--scan", "--pattern", "context-guard:*"],
+            capture_output=True,
+            text=True,
+        )
         return out.stdout.split()
 
 
 @contextmanager
 def proxy_with_redis(
-    workdir: Path, config: Callable[[int, int], str], windows: dict[str, int], scales: dict[str, float] | None = None,
+    workdir: Path,
+    config: Callable[[int, int], str],
+    windows: dict[str, int],
+    scales: dict[str, float] | None = None,
 ) -> Iterator[tuple[str, Upstream, Redis]]:
     """A strict upstream, a real redis-server and a two-worker proxy whose config is
     `config(upstream_port, redis_port)`: (proxy URL, upstream, redis), all stopped afterwards."""

@@ -19,8 +19,12 @@ def rust_serves_messages(switch: str | None = None) -> bool:
         from litellm.rust_bridge.configuration import Rollout
     except ImportError:
         return False
-    return any(rule.route is Route.MESSAGES and rule.rollout is Rollout.RUST_OPT_IN
-               and (rule.providers is None or "anthropic" in rule.providers) for rule in RULES)
+    return any(
+        rule.route is Route.MESSAGES
+        and rule.rollout is Rollout.RUST_OPT_IN
+        and (rule.providers is None or "anthropic" in rule.providers)
+        for rule in RULES
+    )
 
 
 def assert_served_by(headers: dict[str, str] | None, route: str, switch: str | None = None) -> None:
@@ -28,4 +32,5 @@ def assert_served_by(headers: dict[str, str] | None, route: str, switch: str | N
     must carry its `x-litellm-rust` mark."""
     if rust_serves_messages(switch):
         assert (headers or {}).get("x-litellm-rust") == "true", (
-            f"LITELLM_RUST is on but {route} was not served by LiteLLM's Rust core: the Rust path went untested")
+            f"LITELLM_RUST is on but {route} was not served by LiteLLM's Rust core: the Rust path went untested"
+        )

@@ -50,8 +50,12 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, 
 
 def send(url: str, messages: list[dict[str, Any]]) -> httpx.Response:
     # a new connection each time: the kernel spreads the requests over both workers
-    return httpx.post(url + "/chat/completions", json={"model": "loop", "messages": messages, "tools": TOOLS},
-                      headers={"authorization": "Bearer sk-master", "connection": "close"}, timeout=120)
+    return httpx.post(
+        url + "/chat/completions",
+        json={"model": "loop", "messages": messages, "tools": TOOLS},
+        headers={"authorization": "Bearer sk-master", "connection": "close"},
+        timeout=120,
+    )
 
 
 BODY = coding_trace(turns=120, seed=5)
@@ -80,7 +84,9 @@ def test_a_cold_conversation_is_anchored_and_every_worker_carries_the_anchor(set
         assert r.headers["x-context-guard-cache-temperature"] == "warm;anchored"
         carried += r.headers["x-context-guard-cut"] == anchored_cut
     assert carried >= 5  # both workers carried the anchor the cold turn set
-    sent = [json.dumps(req["body"]["messages"]) for req in upstream.requests if req["path"].endswith("/chat/completions")]
+    sent = [
+        json.dumps(req["body"]["messages"]) for req in upstream.requests if req["path"].endswith("/chat/completions")
+    ]
     # while the anchor holds, each prompt starts with the previous one, byte for byte
     same = sum(later.startswith(earlier[:-1]) for earlier, later in zip(sent, sent[1:]))
     assert same >= carried - 1

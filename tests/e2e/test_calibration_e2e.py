@@ -60,7 +60,9 @@ context_guard:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any, Redis]]:
-    with proxy_with_redis(tmp_path_factory.mktemp("calibration"), config, {m: WINDOW for m in SCALES}, scales=SCALES) as running:
+    with proxy_with_redis(
+        tmp_path_factory.mktemp("calibration"), config, {m: WINDOW for m in SCALES}, scales=SCALES
+    ) as running:
         yield running
 
 
@@ -72,7 +74,12 @@ def turns() -> list[list[dict[str, Any]]]:
 def send(url: str, model: str, messages: list[dict[str, Any]]) -> httpx.Response:
     body = {"model": model, "messages": messages}
     # a new connection each time: the kernel spreads the requests over both workers
-    return httpx.post(url + "/chat/completions", json=body, headers={"authorization": "Bearer sk-master", "connection": "close"}, timeout=120)
+    return httpx.post(
+        url + "/chat/completions",
+        json=body,
+        headers={"authorization": "Bearer sk-master", "connection": "close"},
+        timeout=120,
+    )
 
 
 def test_each_deployment_learns_its_count_and_then_fits_exactly(setup):
@@ -88,7 +95,7 @@ def test_each_deployment_learns_its_count_and_then_fits_exactly(setup):
         time.sleep(2.5)  # the observations (success callbacks) land; each worker re-reads within 2 s
         upstream.requests.clear()
         sources, factors, used, exact = [], [], [], []
-        for t in all_turns[len(small):]:
+        for t in all_turns[len(small) :]:
             r = send(url, model, t)
             assert r.status_code == 200, r.text  # never over the window at the provider
             h = r.headers
@@ -98,12 +105,19 @@ def test_each_deployment_learns_its_count_and_then_fits_exactly(setup):
             real_in = upstream.requests[-1]["input_tokens"]
             # compaction and metadata removal give every message one form once over the room (the
             # cache's sake): alone they may land lower, losing nothing but bulky keys
-            lossy = {a.split("=")[0] for a in h["x-context-guard-actions"].split(";")} - {"none", "compact_json", "drop_metadata", "clamp_output"}
+            lossy = {a.split("=")[0] for a in h["x-context-guard-actions"].split(";")} - {
+                "none",
+                "compact_json",
+                "drop_metadata",
+                "clamp_output",
+            }
             if lossy:  # a turn the guard had to cut
                 used.append(real_in / (WINDOW - OUT))
             guard_in = WINDOW - OUT - MARGIN - int(h["x-context-guard-room-left"])  # the guard's count of what it sent
             exact.append(real_in / guard_in)
-        refused = upstream.stats["refused_too_long"].get(f"openai/{real}", 0) + upstream.stats["refused_too_long"].get(real, 0)
+        refused = upstream.stats["refused_too_long"].get(f"openai/{real}", 0) + upstream.stats["refused_too_long"].get(
+            real, 0
+        )
         assert refused == 0
         assert set(sources) == {"learned"}, sources
         assert max(factors) - min(factors) <= 0.03, factors  # both workers count with one factor

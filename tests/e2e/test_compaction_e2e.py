@@ -74,7 +74,9 @@ def cluster(upstream: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 def _send(url: str, key: str, n: int) -> tuple[Any, dict[str, str]]:
     client = openai.OpenAI(base_url=url, api_key=key, max_retries=0, timeout=120)
-    raw = client.chat.completions.with_raw_response.create(model="agent", messages=json.loads(json.dumps(TRACE["messages"][:n])))
+    raw = client.chat.completions.with_raw_response.create(
+        model="agent", messages=json.loads(json.dumps(TRACE["messages"][:n]))
+    )
     return raw.parse(), dict(raw.headers)
 
 

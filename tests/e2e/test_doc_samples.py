@@ -21,15 +21,20 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
-SAMPLES = [(doc, i, text) for doc in DOCS
-           for i, text in enumerate(re.findall(r"```python\n(.*?)```", (ROOT / doc).read_text(encoding="utf-8"), re.S))]
+SAMPLES = [
+    (doc, i, text)
+    for doc in DOCS
+    for i, text in enumerate(re.findall(r"```python\n(.*?)```", (ROOT / doc).read_text(encoding="utf-8"), re.S))
+]
 
 
 def _conversation() -> list[dict]:
     msgs = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "fix the tests"}]
     for i in range(40):
         msgs.append({"role": "assistant", "content": f"step {i}: " + "reading src/module.py and running pytest. " * 30})
-        msgs.append({"role": "user", "content": f"result {i}: " + "FAILED tests/test_x.py::test_y - AssertionError " * 12})
+        msgs.append(
+            {"role": "user", "content": f"result {i}: " + "FAILED tests/test_x.py::test_y - AssertionError " * 12}
+        )
     msgs.append({"role": "user", "content": "what next?"})
     return msgs
 

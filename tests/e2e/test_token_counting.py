@@ -43,7 +43,9 @@ def test_anthropic_count_tokens_is_the_guards_count(proxy):
     client = anthropic.Anthropic(base_url=proxy.url, api_key="sk-master", max_retries=0, timeout=60)
     answered = client.messages.count_tokens(**body).input_tokens
     assert answered == _engine(proxy).count(body, dialect="anthropic")
-    assert proxy.received == [] or all("count_tokens" not in r["path"] for r in proxy.received)  # never reaches the provider
+    assert proxy.received == [] or all(
+        "count_tokens" not in r["path"] for r in proxy.received
+    )  # never reaches the provider
 
 
 def test_responses_input_tokens_is_the_guards_count(proxy):
@@ -68,6 +70,7 @@ def test_counting_needs_a_key_and_a_body_it_can_read(proxy):
 def test_model_info_carries_the_limits_the_guard_enforces_for_the_caller(proxy):
     """`/model/info` entries carry `model_info.context_guard`, per caller: team-a's output cap of
     128 (tests/e2e/conftest.py) shows for its key and not for the admin's."""
+
     def limits(key: str) -> dict[str, dict]:
         r = httpx.get(proxy.url + "/model/info", headers={"authorization": f"Bearer {key}"}, timeout=60)
         assert r.status_code == 200, r.text
@@ -80,11 +83,18 @@ def test_model_info_carries_the_limits_the_guard_enforces_for_the_caller(proxy):
 
         policy = engine.policy_for(name)
         a = announce(name, engine.limits_for(name, policy), policy)
-        assert admin[name] == {"context_window": a.window, "max_output_tokens": a.max_output, "safety_margin_tokens": a.margin,
-                               "max_input_tokens": a.input_limit, "agent_context_window": a.agent_window,
-                               "auto_compact_tokens": a.auto_compact}
+        assert admin[name] == {
+            "context_window": a.window,
+            "max_output_tokens": a.max_output,
+            "safety_margin_tokens": a.margin,
+            "max_input_tokens": a.input_limit,
+            "agent_context_window": a.agent_window,
+            "auto_compact_tokens": a.auto_compact,
+        }
         assert admin[name]["context_window"] == 8192 and admin[name]["max_output_tokens"] == 2048
-        assert team[name]["max_output_tokens"] == 128 and team[name]["max_input_tokens"] > admin[name]["max_input_tokens"]
+        assert (
+            team[name]["max_output_tokens"] == 128 and team[name]["max_input_tokens"] > admin[name]["max_input_tokens"]
+        )
 
 
 def test_v1_models_carries_them_too(proxy):

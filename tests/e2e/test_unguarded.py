@@ -53,8 +53,11 @@ context_guard:
 @pytest.fixture(scope="module", params=["python", "rust"])
 def uproxy(request, upstream, tmp_path_factory) -> Iterator[Proxy]:
     workdir = tmp_path_factory.mktemp(f"unguarded-{request.param}")
-    env = {"ANTHROPIC_API_BASE": f"http://127.0.0.1:{upstream.port}", "ANTHROPIC_API_KEY": "dummy",
-           "LITELLM_RUST": str(request.param == "rust")}
+    env = {
+        "ANTHROPIC_API_BASE": f"http://127.0.0.1:{upstream.port}",
+        "ANTHROPIC_API_KEY": "dummy",
+        "LITELLM_RUST": str(request.param == "rust"),
+    }
     proc, url, log = start_proxy(_config(upstream.port), workdir, env)
     p = Proxy(url, upstream, log, workdir / "events.jsonl")
     p.rust = env["LITELLM_RUST"]  # type: ignore[attr-defined]
@@ -105,7 +108,8 @@ def test_the_fitted_routes_are_never_counted_as_unguarded(uproxy):
     oa.responses.create(model="small", max_output_tokens=16, input=[{"role": "user", "content": "responses"}])
     an = anthropic.Anthropic(base_url=uproxy.url, api_key="sk-master", max_retries=0, timeout=60)
     raw = an.messages.with_raw_response.create(
-        model="claude-small", max_tokens=16, messages=[{"role": "user", "content": "messages"}])
+        model="claude-small", max_tokens=16, messages=[{"role": "user", "content": "messages"}]
+    )
     assert raw.headers.get("x-context-guard-outcome"), "the guard did not report on /v1/messages"
     assert_served_by(dict(raw.headers), "the proxy's /v1/messages", switch=uproxy.rust)  # where there is a core
     assert metric(uproxy, UNGUARDED) == before

@@ -236,7 +236,11 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
             responses = self.path.rstrip("/").endswith("/responses")
             model = str(body.get("model", ""))
             n = state.count(model, body)
-            out = body.get("max_output_tokens") if responses else body.get("max_completion_tokens") or body.get("max_tokens")
+            out = (
+                body.get("max_output_tokens")
+                if responses
+                else body.get("max_completion_tokens") or body.get("max_tokens")
+            )
             window = state.window(model)
             summary_call = is_summary_call(body)
             with state.lock:
@@ -257,21 +261,48 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
             if thinking_error:  # Anthropic's rule for extended thinking
                 with state.lock:
                     state.stats["refused_thinking"] = state.stats.get("refused_thinking", 0) + 1
-                return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": thinking_error}})
+                return self._send(
+                    400, {"type": "error", "error": {"type": "invalid_request_error", "message": thinking_error}}
+                )
             invalid = responses_invalid(body) if responses else None
             if invalid:
                 with state.lock:
                     state.stats["refused_invalid"] = state.stats.get("refused_invalid", 0) + 1
-                return self._send(400, {"error": {"message": invalid, "type": "invalid_request_error", "param": "input", "code": None}})
+                return self._send(
+                    400,
+                    {"error": {"message": invalid, "type": "invalid_request_error", "param": "input", "code": None}},
+                )
             if n + (out or 0) > window:
                 if responses:
                     msg = "Your input exceeds the context window of this model. Please adjust your input and try again."
-                    return self._send(400, {"error": {"message": msg, "type": "invalid_request_error", "param": "input", "code": "context_length_exceeded"}})
+                    return self._send(
+                        400,
+                        {
+                            "error": {
+                                "message": msg,
+                                "type": "invalid_request_error",
+                                "param": "input",
+                                "code": "context_length_exceeded",
+                            }
+                        },
+                    )
                 if anthropic:
                     msg = f"prompt is too long: {n} tokens + {out} > {window} maximum"
-                    return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": msg}})
+                    return self._send(
+                        400, {"type": "error", "error": {"type": "invalid_request_error", "message": msg}}
+                    )
                 msg = f"This model's maximum context length is {window} tokens. However, you requested {n + (out or 0)} tokens ({n} in the messages, {out} in the completion)."
-                return self._send(400, {"error": {"message": msg, "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+                return self._send(
+                    400,
+                    {
+                        "error": {
+                            "message": msg,
+                            "type": "invalid_request_error",
+                            "param": "messages",
+                            "code": "context_length_exceeded",
+                        }
+                    },
+                )
             text = f"ok: {n} input tokens"
             if is_summary_call(body):
                 digest = hashlib.sha256(_dump(body.get("messages")).encode()).hexdigest()[:12]
@@ -281,55 +312,133 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
             if anthropic and body.get("stream"):
                 msg_id = "msg_" + uuid.uuid4().hex[:12]
                 events = [
-                    ("message_start", {"type": "message_start", "message": {"id": msg_id, "type": "message", "role": "assistant", "model": body.get("model"), "content": [], "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": n, "output_tokens": 1}}}),
-                    ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-                    ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+                    (
+                        "message_start",
+                        {
+                            "type": "message_start",
+                            "message": {
+                                "id": msg_id,
+                                "type": "message",
+                                "role": "assistant",
+                                "model": body.get("model"),
+                                "content": [],
+                                "stop_reason": None,
+                                "stop_sequence": None,
+                                "usage": {"input_tokens": n, "output_tokens": 1},
+                            },
+                        },
+                    ),
+                    (
+                        "content_block_start",
+                        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                    ),
+                    (
+                        "content_block_delta",
+                        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}},
+                    ),
                     ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                    ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 5}}),
+                    (
+                        "message_delta",
+                        {
+                            "type": "message_delta",
+                            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                            "usage": {"output_tokens": 5},
+                        },
+                    ),
                     ("message_stop", {"type": "message_stop"}),
                 ]
                 data = "".join(f"event: {name}\ndata: {json.dumps(payload)}\n\n" for name, payload in events).encode()
                 return self._send(200, data, "text/event-stream")
             if anthropic:
-                return self._send(200, {
-                    "id": "msg_" + uuid.uuid4().hex[:12], "type": "message", "role": "assistant", "model": body.get("model"),
-                    "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                    # Anthropic reports cache reads apart from input_tokens
-                    "usage": {"input_tokens": n - cached_tokens(n), "cache_read_input_tokens": cached_tokens(n),
-                              "cache_creation_input_tokens": 0, "output_tokens": 5},
-                })
+                return self._send(
+                    200,
+                    {
+                        "id": "msg_" + uuid.uuid4().hex[:12],
+                        "type": "message",
+                        "role": "assistant",
+                        "model": body.get("model"),
+                        "content": [{"type": "text", "text": text}],
+                        "stop_reason": "end_turn",
+                        "stop_sequence": None,
+                        # Anthropic reports cache reads apart from input_tokens
+                        "usage": {
+                            "input_tokens": n - cached_tokens(n),
+                            "cache_read_input_tokens": cached_tokens(n),
+                            "cache_creation_input_tokens": 0,
+                            "output_tokens": 5,
+                        },
+                    },
+                )
             if body.get("stream"):
-                chunk = {"id": "c1", "object": "chat.completion.chunk", "created": int(time.time()), "model": body.get("model"),
-                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}]}
+                chunk = {
+                    "id": "c1",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": body.get("model"),
+                    "choices": [{"index": 0, "delta": {"role": "assistant", "content": text}, "finish_reason": None}],
+                }
                 end = {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
                 data = f"data: {json.dumps(chunk)}\n\ndata: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode()
                 return self._send(200, data, "text/event-stream")
-            return self._send(200, {
-                "id": "chatcmpl-" + uuid.uuid4().hex[:12], "object": "chat.completion", "created": int(time.time()),
-                "model": body.get("model"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                # a provider's prompt-cache report: every whole 1,024-token block but the last is "cached"
-                "usage": {"prompt_tokens": n, "completion_tokens": 5, "total_tokens": n + 5,
-                          "prompt_tokens_details": {"cached_tokens": cached_tokens(n)}},
-            })
+            return self._send(
+                200,
+                {
+                    "id": "chatcmpl-" + uuid.uuid4().hex[:12],
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model"),
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    ],
+                    # a provider's prompt-cache report: every whole 1,024-token block but the last is "cached"
+                    "usage": {
+                        "prompt_tokens": n,
+                        "completion_tokens": 5,
+                        "total_tokens": n + 5,
+                        "prompt_tokens_details": {"cached_tokens": cached_tokens(n)},
+                    },
+                },
+            )
 
         def _responses(self, body: dict[str, Any], text: str, n: int) -> None:
             """A Responses API answer: one output_text message; as server-sent events if streamed."""
             rid, mid = "resp_" + uuid.uuid4().hex[:12], "msg_" + uuid.uuid4().hex[:12]
             part = {"type": "output_text", "text": text, "annotations": []}
             message = {"id": mid, "type": "message", "status": "completed", "role": "assistant", "content": [part]}
-            usage = {"input_tokens": n, "input_tokens_details": {"cached_tokens": cached_tokens(n)},
-                     "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": n + 5}
+            usage = {
+                "input_tokens": n,
+                "input_tokens_details": {"cached_tokens": cached_tokens(n)},
+                "output_tokens": 5,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": n + 5,
+            }
 
             def response(status: str) -> dict[str, Any]:
                 done = status == "completed"
                 return {
-                    "id": rid, "object": "response", "created_at": int(time.time()), "status": status, "error": None,
-                    "incomplete_details": None, "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
-                    "model": body.get("model"), "output": [message] if done else [], "parallel_tool_calls": True,
-                    "previous_response_id": body.get("previous_response_id"), "reasoning": {"effort": None, "summary": None},
-                    "store": False, "temperature": 1.0, "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [],
-                    "top_p": 1.0, "truncation": "disabled", "usage": usage if done else None, "user": None, "metadata": {},
+                    "id": rid,
+                    "object": "response",
+                    "created_at": int(time.time()),
+                    "status": status,
+                    "error": None,
+                    "incomplete_details": None,
+                    "instructions": body.get("instructions"),
+                    "max_output_tokens": body.get("max_output_tokens"),
+                    "model": body.get("model"),
+                    "output": [message] if done else [],
+                    "parallel_tool_calls": True,
+                    "previous_response_id": body.get("previous_response_id"),
+                    "reasoning": {"effort": None, "summary": None},
+                    "store": False,
+                    "temperature": 1.0,
+                    "text": {"format": {"type": "text"}},
+                    "tool_choice": "auto",
+                    "tools": [],
+                    "top_p": 1.0,
+                    "truncation": "disabled",
+                    "usage": usage if done else None,
+                    "user": None,
+                    "metadata": {},
                 }
 
             if not body.get("stream"):
@@ -338,7 +447,11 @@ def make_handler(state: Upstream) -> type[BaseHTTPRequestHandler]:
             events = [
                 {"type": "response.created", "response": response("in_progress")},
                 {"type": "response.in_progress", "response": response("in_progress")},
-                {"type": "response.output_item.added", "output_index": 0, "item": {**message, "status": "in_progress", "content": []}},
+                {
+                    "type": "response.output_item.added",
+                    "output_index": 0,
+                    "item": {**message, "status": "in_progress", "content": []},
+                },
                 {"type": "response.content_part.added", **where, "part": {**part, "text": ""}},
                 {"type": "response.output_text.delta", **where, "delta": text, "logprobs": []},
                 {"type": "response.output_text.done", **where, "text": text, "logprobs": []},

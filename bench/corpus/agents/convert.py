@@ -81,20 +81,32 @@ def openhands(run: dict[str, Any], fallback: dict[str, Any] | None = None) -> di
                 continue
             seen.add(response["id"])
             msg = response["choices"][0]["message"]
-            calls = [{"id": c["id"], "type": "function",
-                      "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
-                     for c in msg.get("tool_calls") or []]
+            calls = [
+                {
+                    "id": c["id"],
+                    "type": "function",
+                    "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+                }
+                for c in msg.get("tool_calls") or []
+            ]
             out: dict[str, Any] = {"role": "assistant", "content": _text(msg.get("content")) or None}
             if calls:
                 out["tool_calls"] = calls
             messages.append(out)
         elif e.get("observation") and meta["tool_call_id"] not in answered:
             answered.add(meta["tool_call_id"])
-            messages.append({"role": "tool", "tool_call_id": meta["tool_call_id"],
-                             "content": truncate(e.get("content") or "", limit)})
+            messages.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": meta["tool_call_id"],
+                    "content": truncate(e.get("content") or "", limit),
+                }
+            )
     # a call the run never answered (the iteration limit): the loop ends before it
-    while messages and messages[-1]["role"] == "assistant" and any(
-        c["id"] not in answered for c in messages[-1].get("tool_calls") or []
+    while (
+        messages
+        and messages[-1]["role"] == "assistant"
+        and any(c["id"] not in answered for c in messages[-1].get("tool_calls") or [])
     ):
         messages.pop()
     model = str(config.get("model") or "gpt-4o").split("/")[-1]
@@ -108,16 +120,25 @@ def sweagent(traj: dict[str, Any]) -> dict[str, Any]:
         if role == "assistant":
             out: dict[str, Any] = {"role": "assistant", "content": _text(m.get("content")) or None}
             if m.get("tool_calls"):
-                out["tool_calls"] = [{"id": c["id"], "type": "function",
-                                      "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
-                                     for c in m["tool_calls"]]
+                out["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+                    }
+                    for c in m["tool_calls"]
+                ]
             messages.append(out)
         elif role == "tool":
             for call_id in m.get("tool_call_ids") or [m.get("tool_call_id")]:
                 messages.append({"role": "tool", "tool_call_id": call_id, "content": _text(m.get("content"))})
         else:
             messages.append({"role": role, "content": _text(m.get("content"))})
-    config = json.loads(traj["replay_config"]) if isinstance(traj.get("replay_config"), str) else traj.get("replay_config") or {}
+    config = (
+        json.loads(traj["replay_config"])
+        if isinstance(traj.get("replay_config"), str)
+        else traj.get("replay_config") or {}
+    )
     model = (config.get("agent", {}).get("model", {}) or {}).get("name") or "claude-3-7-sonnet-20250219"
     return {"model": str(model).split("/")[-1], "tools": _schemas_of_calls(messages), "messages": messages}
 
@@ -132,37 +153,67 @@ def _schemas_of_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             except ValueError:
                 args = {}
             keys.setdefault(c["function"]["name"], {}).update(dict.fromkeys(args if isinstance(args, dict) else {}))
-    return [{"type": "function", "function": {"name": name, "description": f"the agent's {name} tool",
-             "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}}}}
-            for name, props in keys.items()]
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"the agent's {name} tool",
+                "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
+            },
+        }
+        for name, props in keys.items()
+    ]
 
 
 def moatless(traj: dict[str, Any]) -> dict[str, Any]:
-    steps = [n["completions"]["build_action"] for n in traj["nodes"]
-             if (n.get("completions") or {}).get("build_action", {}).get("input")]
+    steps = [
+        n["completions"]["build_action"]
+        for n in traj["nodes"]
+        if (n.get("completions") or {}).get("build_action", {}).get("input")
+    ]
     last = steps[-1]
     messages = [dict(m) for m in last["input"]]
     response = last["response"]
-    messages.append({"role": "assistant", "content": [
-        {k: v for k, v in block.items() if k in ("type", "text", "id", "name", "input")} for block in response["content"]
-    ]})
+    messages.append(
+        {
+            "role": "assistant",
+            "content": [
+                {k: v for k, v in block.items() if k in ("type", "text", "id", "name", "input")}
+                for block in response["content"]
+            ],
+        }
+    )
     # answer the last tool use the run made, as its next observation would (the loop's final turn)
     used = [b["id"] for b in messages[-1]["content"] if b.get("type") == "tool_use"]
     if used:
-        messages.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": "Done."} for i in used]})
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": "Done."} for i in used]}
+        )
     inputs: dict[str, dict[str, None]] = {}
     for m in messages:
         for b in m["content"] if isinstance(m["content"], list) else []:
             if b.get("type") == "tool_use":
                 inputs.setdefault(b["name"], {}).update(dict.fromkeys(b.get("input") or {}))
-    tools = [{"name": name, "description": f"the agent's {name} action",
-              "input_schema": {"type": "object", "properties": {k: {"type": "string"} for k in props}}}
-             for name, props in inputs.items()]
-    return {"model": last.get("model") or "claude-3-5-sonnet-20241022", "system": traj["agent"]["system_prompt"],
-            "tools": tools, "messages": messages}
+    tools = [
+        {
+            "name": name,
+            "description": f"the agent's {name} action",
+            "input_schema": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
+        }
+        for name, props in inputs.items()
+    ]
+    return {
+        "model": last.get("model") or "claude-3-5-sonnet-20241022",
+        "system": traj["agent"]["system_prompt"],
+        "tools": tools,
+        "messages": messages,
+    }
 
 
-def tau2(sim: dict[str, Any], domain: str, info: dict[str, Any], tools: dict[str, Any], prompts: dict[str, Any]) -> dict[str, Any]:
+def tau2(
+    sim: dict[str, Any], domain: str, info: dict[str, Any], tools: dict[str, Any], prompts: dict[str, Any]
+) -> dict[str, Any]:
     policy = info["environment_info"]["policy"]
     system = prompts["SYSTEM_PROMPT"].format(agent_instruction=prompts["AGENT_INSTRUCTION"], domain_policy=policy)
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
@@ -171,9 +222,14 @@ def tau2(sim: dict[str, Any], domain: str, info: dict[str, Any], tools: dict[str
         if m["role"] == "assistant":
             out: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
             if m.get("tool_calls"):
-                out["tool_calls"] = [{"id": c["id"], "type": "function",
-                                      "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])}}
-                                     for c in m["tool_calls"]]
+                out["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                    }
+                    for c in m["tool_calls"]
+                ]
                 agent_calls.update(c["id"] for c in m["tool_calls"])
             messages.append(out)
         elif m["role"] == "tool":
@@ -216,7 +272,9 @@ def main() -> None:
             for line in text.splitlines():
                 run = json.loads(line)
                 if args.pick is None or run["instance_id"] in args.pick:
-                    _write(args.out, f"{args.prefix}openhands__{run['instance_id']}", openhands(run, fallback), str(path))
+                    _write(
+                        args.out, f"{args.prefix}openhands__{run['instance_id']}", openhands(run, fallback), str(path)
+                    )
         elif args.family == "sweagent":
             traj = json.loads(text)
             _write(args.out, f"{args.prefix}sweagent__{path.name.split('.traj')[0]}", sweagent(traj), str(path))
@@ -230,7 +288,12 @@ def main() -> None:
             domain = data["info"]["environment_info"]["domain_name"]
             for sim in data["simulations"]:
                 if args.pick is None or str(sim["task_id"]) in args.pick:
-                    _write(args.out, f"{args.prefix}tau2__{domain}_{sim['task_id']}", tau2(sim, domain, data["info"], tools, prompts), str(path))
+                    _write(
+                        args.out,
+                        f"{args.prefix}tau2__{domain}_{sim['task_id']}",
+                        tau2(sim, domain, data["info"], tools, prompts),
+                        str(path),
+                    )
 
 
 if __name__ == "__main__":

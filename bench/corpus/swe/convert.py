@@ -17,10 +17,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-BASH = {"type": "function", "function": {
-    "name": "bash", "description": "Execute a bash command",
-    "parameters": {"type": "object", "properties": {"command": {"type": "string", "description": "The bash command to execute"}},
-                   "required": ["command"]}}}
+BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Execute a bash command",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The bash command to execute"}},
+            "required": ["command"],
+        },
+    },
+}
 
 
 def _text(content: Any) -> str:
@@ -41,9 +49,14 @@ def convert(raw: dict[str, Any]) -> dict[str, Any]:
         elif role == "assistant":
             msg: dict[str, Any] = {"role": "assistant", "content": _text(m.get("content")) or None}
             if m.get("tool_calls"):
-                msg["tool_calls"] = [{"id": c["id"], "type": "function",
-                                      "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
-                                     for c in m["tool_calls"]]
+                msg["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+                    }
+                    for c in m["tool_calls"]
+                ]
             out.append(msg)
         elif role == "tool":
             out.append({"role": "tool", "tool_call_id": m["tool_call_id"], "content": _text(m.get("content"))})

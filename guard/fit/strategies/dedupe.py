@@ -94,13 +94,15 @@ def dedupe(conv: Conversation, ctx: Context) -> Outcome:
         seen_before: Callable[[Any], bool] = lambda item: first_item.get(item, where) < where  # noqa: E731
         return map_texts(result.content, lambda text: _drop_seen_items(text, seen_before))
 
-    return ctx.outcome(ctx.settled_first(
-        conv,
-        conv.tool_slots(recent=False),
-        lambda c, slots: rewrite_tool_results(
-            conv, c, Rewrite("dedupe", lambda result: transform(c, result), lossless=True), slots
-        ),
-    ))
+    return ctx.outcome(
+        ctx.settled_first(
+            conv,
+            conv.tool_slots(recent=False),
+            lambda c, slots: rewrite_tool_results(
+                conv, c, Rewrite("dedupe", lambda result: transform(c, result), lossless=True), slots
+            ),
+        )
+    )
 
 
 def _drop_seen_items(text: str, seen_before: Callable[[Any], bool]) -> str:

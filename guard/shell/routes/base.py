@@ -90,8 +90,11 @@ class Route:
         routes answer errors from the exception without the headers hook)."""
         headers = telemetry.headers({**e.report.to_dict(), **(extra or {})})
         refusal: Exception = _proxy_exception_type()(
-            message=self.refusal_text(e) + suffix, type="invalid_request_error", param=self.dialect.messages_key,
-            code=400, headers=headers,
+            message=self.refusal_text(e) + suffix,
+            type="invalid_request_error",
+            param=self.dialect.messages_key,
+            code=400,
+            headers=headers,
         )
         return refusal
 
