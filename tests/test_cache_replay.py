@@ -179,11 +179,12 @@ def test_another_familys_loop_costs_what_the_best_oldest_first_cuts_cost(name, b
     """Issue 34's bars on the overflowing turns (cache reads at 0.1x): cached share within 0.05 of
     the best oldest-first whole-turn cuts knowing the future, bill within 0.05 of theirs and at most
     the untrimmed loop's (measured: 0.98 against 0.94 and 0.78 against 0.74, as before cuts were
-    kept while they fit)."""
+    kept while they fit), and the room bar on every cut turn (the Moatless run's first cut left
+    0.59 of the room while its result's text landed under the ladder's rung; 0.64 since)."""
     base = replay(name, body, None)
     run = replay(name, body, window_policy(body, 0.5))
     r = row(name, base, run, body)
     assert r["rejected"] == 0 and r["unmarked"] == 0
     assert r["hit"] >= r["hit_best_cut"] - 0.05
     assert r["bill_over"] <= r["best_bill_over"] + 0.05 and r["bill_over"] <= 1.0
-    assert r["room_min"] >= 0.58 and r["room_median"] >= 0.7
+    assert r["room_min"] >= 0.6 and r["room_median"] >= 0.7

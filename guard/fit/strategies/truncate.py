@@ -48,7 +48,8 @@ def _truncate(
             upper = math.ceil(result.message_tokens / factor)
         keep = upper - math.ceil(result.over / factor)
         laddered = rung(keep, floor)
-        if exact or (ctx.ceiling is not None and ctx.stop_at - (keep - laddered) * factor < ctx.least):
+        # (a cut lands at `jsontext.CLOSE` of what it keeps where the text's structure steps coarsely)
+        if exact or (ctx.ceiling is not None and ctx.stop_at - (keep - jsontext.CLOSE * laddered) * factor < ctx.least):
             # the last resort must land; and a carried cut's prefix (made once, to an explicit mark,
             # then carried byte for byte: guard.fit.carried) keeps what its mark needs where the
             # ladder's step would take it under the room bar (a result of half the room cut to the
