@@ -48,19 +48,25 @@ def _truncate(
             upper = math.ceil(result.message_tokens / factor)
         keep = upper - math.ceil(result.over / factor)
         laddered = rung(keep, floor)
-        # (a cut lands at `jsontext.CLOSE` of what it keeps where the text's structure steps coarsely)
-        if exact or (ctx.ceiling is not None and ctx.stop_at - (keep - jsontext.CLOSE * laddered) * factor < ctx.least):
-            # the last resort must land; and a carried cut's prefix (made once, to an explicit mark,
-            # then carried byte for byte: guard.fit.carried) keeps what its mark needs where the
-            # ladder's step would take it under the room bar (a result of half the room cut to the
-            # next rung down leaves 0.56 of the room where the bar is 0.6)
-            keep = max(floor, keep)
+        cut: str | None = None
+        if exact:
+            keep = max(floor, keep)  # the last resort must land
+        elif ctx.ceiling is not None and ctx.stop_at - (keep - jsontext.CLOSE * laddered) * factor < ctx.least:
+            # a carried cut's prefix (made once, to an explicit mark, then carried byte for byte:
+            # guard.fit.carried) keeps what its mark needs where the ladder's step takes it under
+            # the room bar (a result of half the room cut to the next rung down left 0.56 of the
+            # room; a text whose structure steps coarsely lands at `jsontext.CLOSE` of the rung)
+            cut = jsontext.shrink(text, laddered, ctx.counter.raw, upper)
+            if ctx.stop_at - (keep - ctx.counter.raw(cut)) * factor < ctx.least:
+                keep, cut = max(floor, keep), None
+            else:
+                keep = laddered
         else:
             keep = laddered
         only_text = isinstance(content, str) or len(texts) == len(content)
         if upper <= keep and only_text:
             return content
-        new = replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
+        new = replace_text(content, cut if cut is not None else jsontext.shrink(text, keep, ctx.counter.raw, upper))
         if exact:
             # the last resort must land: the scaled count of the whole message can round a token or
             # two past what the text's own count promised, so cut that much more (at most twice)
