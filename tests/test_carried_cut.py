@@ -151,3 +151,35 @@ def test_a_text_based_agent_whose_every_turn_is_a_user_message_keeps_its_cuts():
     r = row("text", base, run, body)
     assert r["unmarked"] == 0 and r["rejected"] == 0
     assert r["breaks"] <= 8 and r["anthropic"] <= 1.1
+
+
+def test_a_carried_prefix_is_fitted_once_per_engine_and_sent_the_same(monkeypatch):
+    """A cut carried turn after turn: its prefix is fitted on the turn that made it, and each later
+    turn reuses that fit (the fast path); a fresh engine (a new worker) fits it again and sends the
+    same bytes and the same report."""
+    from guard.fit import carried
+
+    fits: list[tuple[int, int]] = []
+    real = carried._Cuts._fit_prefix
+
+    def counting(self, m, mark, question):
+        fits.append((m, mark))
+        return (yield from real(self, m, mark, question))
+
+    monkeypatch.setattr(carried._Cuts, "_fit_prefix", counting)
+    body = coding_trace(turns=120, seed=5)
+    warm = _engine(20_000)
+    carried_turns = 0
+    for end in range(60, len(body["messages"]) + 1, 2):
+        request = {**body, "messages": body["messages"][:end]}
+        fits.clear()
+        fitted = warm.fit(request, model="small")
+        if fitted.report.cut is None or fitted.report.cut_from is None or fitted.report.cut_from == end:
+            continue
+        carried_turns += 1
+        assert fits == [], (end, fits)  # a turn carrying a cut fits nothing again
+        fresh = _engine(20_000).fit(request, model="small")
+        assert json.dumps(fresh.body) == json.dumps(fitted.body)
+        same = {k: v for k, v in fitted.report.to_dict().items() if k != "idle_seconds"}  # (a new engine saw no turn)
+        assert {k: v for k, v in fresh.report.to_dict().items() if k != "idle_seconds"} == same
+    assert carried_turns >= 20

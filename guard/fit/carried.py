@@ -238,6 +238,23 @@ class _Cuts:
         return sum(n for n, pinned, recent in zip(sent, built.pinned, built.recent) if pinned or recent)
 
     def _prefix(self, m: int, mark: int, question: str | None) -> Generator[Any, Any, tuple[Conversation, Context]]:
+        """`_fit_prefix`, made once per engine while the prefix, its mark, the budget, the policy,
+        the question and the counter stay the same (a cut carried turn after turn: each later turn
+        then costs the replay and the messages added since, not a fit). With a summarizer, made
+        each time (its summaries come from the summary cache)."""
+        if self.summarizing:
+            return (yield from self._fit_prefix(m, mark, question))
+        counter = self.ctx.counter
+        encoding = getattr(counter.encoding, "name", id(counter.encoding))
+        key = (self.keys(m, mark), question, tuple(self.ctx.actions), counter.factor, encoding, counter.image_formula)
+        prefixes = memo.current().prefix_cuts
+        made = prefixes.get(key)
+        if made is None:
+            made = prefixes.put(key, (yield from self._fit_prefix(m, mark, question)))
+        cut, part = made
+        return cut, replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
+
+    def _fit_prefix(self, m: int, mark: int, question: str | None) -> Generator[Any, Any, tuple[Conversation, Context]]:
         """The first `m` messages fitted to `mark`, their lossy steps ranking by `question`; when
         summarizing, summarized as any request is (its spans, and so its cached summary, stay the
         same all band). The summaries earlier prefixes of this request got (`known`, by span: a
