@@ -183,3 +183,21 @@ def test_a_carried_prefix_is_fitted_once_per_engine_and_sent_the_same(monkeypatc
         same = {k: v for k, v in fitted.report.to_dict().items() if k != "idle_seconds"}  # (a new engine saw no turn)
         assert {k: v for k, v in fresh.report.to_dict().items() if k != "idle_seconds"} == same
     assert carried_turns >= 20
+
+
+def test_a_key_collision_never_sends_another_conversations_prefix(monkeypatch):
+    """The fast path's memo is keyed by hashes; a hit must hold the very messages of this prefix."""
+    from guard.fit import carried
+
+    monkeypatch.setattr(carried._SizeKeys, "__call__", lambda self, m, mark: ("collide", m, mark))
+    engine = _engine(20_000)
+    a = coding_trace(turns=120, seed=5)
+    b = json.loads(json.dumps(a))  # the same conversation but for one old result's secret
+    old = next(i for i, m in enumerate(b["messages"]) if m["role"] == "tool" and i > 4)
+    a["messages"][old] = {**a["messages"][old], "content": "the vault code is 1111\n" + a["messages"][old]["content"]}
+    b["messages"][old] = {**b["messages"][old], "content": "the vault code is 2222\n" + b["messages"][old]["content"]}
+    for body in (a, b):
+        for end in range(80, len(body["messages"]) + 1, 10):
+            fitted = engine.fit({**body, "messages": body["messages"][:end]}, model="small")
+            alone = _engine(20_000).fit({**body, "messages": body["messages"][:end]}, model="small")
+            assert json.dumps(fitted.body["messages"]) == json.dumps(alone.body["messages"])

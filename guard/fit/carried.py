@@ -247,11 +247,13 @@ class _Cuts:
         counter = self.ctx.counter
         encoding = getattr(counter.encoding, "name", id(counter.encoding))
         key = (self.keys(m, mark), question, tuple(self.ctx.actions), counter.factor, encoding, counter.image_formula)
-        prefixes = memo.current().prefix_cuts
+        prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
         made = prefixes.get(key)
-        if made is None:
-            made = prefixes.put(key, (yield from self._fit_prefix(m, mark, question)))
-        cut, part = made
+        # (the key holds the messages' hashes: a hit is taken only for these very messages, so a
+        # hash collision can never send another conversation's text)
+        if made is None or made[0] != prefix:
+            made = prefixes.put(key, (prefix, *(yield from self._fit_prefix(m, mark, question))))
+        _, cut, part = made
         return cut, replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
 
     def _fit_prefix(self, m: int, mark: int, question: str | None) -> Generator[Any, Any, tuple[Conversation, Context]]:
