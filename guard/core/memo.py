@@ -96,9 +96,10 @@ class Memos:
         self.line_digests: Memo[str, bytes] = Memo(16_000_000, sized=True)  # characters
         # (history prefix, mark, budget, policy) -> tokens of that prefix's cut (guard.fit.carried)
         self.cut_sizes: Memo[tuple[Any, ...], int | None] = Memo(4096)
-        # (history prefix, mark, budget, policy, question, counter) -> that prefix fitted to the mark,
-        # as a carried cut sends it on every turn it fits (guard.fit.carried; no summarizer)
-        self.prefix_cuts: Memo[tuple[Any, ...], Any] = Memo(256)
+        # (history prefix, mark, budget, policy, question, counter) -> the prefix and its fit to the
+        # mark, as a carried cut sends it on every turn it fits (guard.fit.carried; no summarizer).
+        # Bounded by the prefixes' size (4 characters a token): 32M, none over 500k kept
+        self.prefix_cuts: Memo[tuple[Any, ...], Any] = Memo(32_000_000, sized=True)
 
     def clear(self) -> None:
         for memo in vars(self).values():

@@ -252,7 +252,8 @@ class _Cuts:
         # (the key holds the messages' hashes: a hit is taken only for these very messages, so a
         # hash collision can never send another conversation's text)
         if made is None or made[0] != prefix:
-            made = prefixes.put(key, (prefix, *(yield from self._fit_prefix(m, mark, question))))
+            made = (prefix, *(yield from self._fit_prefix(m, mark, question)))
+            prefixes.put(key, made, 4 * sum(self.counts[:m]))
         _, cut, part = made
         return cut, replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
 
