@@ -2,7 +2,7 @@
 `Engine.fit` and prints the modules the body (or what the fit made of it) enters, in order, and how
 many times that path climbs back to a higher layer; exits 1 over `--most` climbs.
 
-    python scripts/climbs.py            # or: --most 12, --path (every module entered, with its layer)
+    python scripts/climbs.py            # or: --most 13, --path (every module entered, with its layer)
 
 Measured as the code runs, not from its text: every call into a function of `guard/` is watched
 (`sys.setprofile`), and a call counts when one of its arguments is the body or an object the walk

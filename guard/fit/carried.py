@@ -150,9 +150,8 @@ class _Cuts:
         dialect, messages, policy = req.dialect, req.messages, ctx.policy
         self.dialect, self.messages, self.counts, self.fixed = dialect, messages, req.counts, req.fixed
         self.budget, self.policy, self.ctx, self.summarizing = budget, policy, ctx, summarizing
-        # the history is replayed on the messages as they go once the request is over its room,
-        # JSON compacted where that saves tokens, counted exactly (each form's count is memoized,
-        # so a turn counts its new messages' forms only). Pure functions of each message.
+        # replayed on the messages as they go over the room: compacted where that saves tokens,
+        # counted exactly (each form's count memoized: a turn counts its new messages' forms only)
         self.forms = [compacted(dialect, msg) for msg in messages] if policy.allows("compact_json") else list(messages)
         self.sent = list(req.counts)
         changed = [i for i, (form, msg) in enumerate(zip(self.forms, messages)) if form is not msg]
@@ -238,10 +237,10 @@ class _Cuts:
         return sum(n for n, pinned, recent in zip(sent, built.pinned, built.recent) if pinned or recent)
 
     def _prefix(self, m: int, mark: int, question: str | None) -> Generator[Any, Any, tuple[Conversation, Context]]:
-        """`_fit_prefix`, made once per engine while the prefix, its mark, the budget, the policy,
-        the question and the counter stay the same (a cut carried turn after turn: each later turn
-        then costs the replay and the messages added since, not a fit). With a summarizer, made
-        each time (its summaries come from the summary cache)."""
+        """`_fit_prefix`, made once per engine while the prefix, mark, budget, policy, question and
+        counter stay the same (a carried cut's later turns cost the replay and the messages added
+        since); with a summarizer, each time. A hit is taken for these very messages only (the key
+        holds their hashes: a collision never sends another conversation's text)."""
         if self.summarizing:
             return (yield from self._fit_prefix(m, mark, question))
         counter = self.ctx.counter
@@ -249,8 +248,6 @@ class _Cuts:
         key = (self.keys(m, mark), question, tuple(self.ctx.actions), counter.factor, encoding, counter.image_formula)
         prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
         made = prefixes.get(key)
-        # (the key holds the messages' hashes: a hit is taken only for these very messages, so a
-        # hash collision can never send another conversation's text)
         if made is None or made[0] != prefix:
             made = (prefix, *(yield from self._fit_prefix(m, mark, question)))
             prefixes.put(key, made, 4 * sum(self.counts[:m]))

@@ -101,7 +101,7 @@ def build_report(req: Counted, resolved: Resolved, fit: Fit) -> Report:
     calibration = resolved.calibration
     changed = conv.messages != sent
     idle = None if temperature is None or temperature.idle_seconds is None else round(temperature.idle_seconds, 3)
-    fits = budget.fits(conv.total)
+    fits = conv.total <= budget.room  # (`Budget.fits`, on the budget's own sizes)
     report = Report(
         model=limits.model,
         dialect=dialect.name,

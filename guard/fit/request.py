@@ -54,15 +54,16 @@ class Counted:
     def of(cls, body: Mapping[str, Any], resolved: Resolved) -> Counted:
         """The body's messages and fixed tokens counted, its output read and budgeted."""
         dialect, counter = resolved.dialect, resolved.counter
+        # what the dialect reads of the body, all at once; then the budget, then the counts
         messages = dialect.messages(body)
         key = dialect.output_key(body, resolved.limits.model)
+        unseen = tuple(dialect.unseen_state(body))
+        pinned = [k for k in dialect.system_keys if k in body]  # a pinned prompt outside the turns
         requested = requested_output(body, key)
         budget, source = make_budget(resolved.limits, resolved.policy, requested)
         counts = counter.messages(dialect, messages)
         fixed = counter.fixed(dialect, body)
-        pinned = [key for key in dialect.system_keys if key in body]
         system = sum(counter.fixed(dialect, {k: body[k]}) for k in pinned) - len(pinned) * counter.fixed(dialect, {})
-        unseen = tuple(dialect.unseen_state(body))
         return cls(body, dialect, tuple(messages), tuple(counts), fixed, key, requested, budget, source, system, unseen)
 
     @property
