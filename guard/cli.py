@@ -137,11 +137,9 @@ def calibration_main(args: argparse.Namespace) -> int:
         policy = engine.policy_for(name)
         key = engine.calibration_key(name, deployment)
         _, exact, factor = engine.counter_and_factor(name, policy, deployment.model, key)
-        ratios = store.lookup(key)[0] if store is not None else []
+        ratios, missed = store.lookup(key) if store is not None else ([], None)
         bounded = [r for r in (calibration.bounded(x, policy.calibration_settings()) for x in ratios) if r is not None]
-        missed = store.lookup(key)[1] if store is not None else None
-        row = _calibration_row(name, key, policy, (exact, factor), bounded)
-        rows.append({**row, "missed": missed})
+        rows.append(_calibration_row(name, key, policy, (exact, factor), (bounded, missed)))
     if args.json:
         for row in rows:
             print(json.dumps(row))
@@ -156,11 +154,13 @@ def calibration_main(args: argparse.Namespace) -> int:
 
 
 def _calibration_row(
-    name: str, key: str, policy: Policy, counting: tuple[bool, Any], bounded: list[float]
+    name: str, key: str, policy: Policy, counting: tuple[bool, Any], seen: tuple[list[float], float | None]
 ) -> dict[str, Any]:
-    """One deployment's calibration: its key and mode, whether its count is exact, its factor and
-    the quantiles of the ratios observed (`bounded`); the caller adds what it missed by."""
+    """One deployment's calibration: its key and mode, whether its count is exact (`counting`: and
+    its factor), the quantiles of the ratios its provider answered and the factor a counting miss
+    set (`seen`)."""
     exact, factor = counting
+    bounded, missed = seen
     from guard.core import calibration
 
     quantiles = {f"p{int(q * 100)}": round(calibration.quantile(bounded, q), 3) for q in (0.5, 0.9, 0.99) if bounded}
@@ -173,7 +173,7 @@ def _calibration_row(
         "source": "exact" if exact else factor.source,
         "observations": len(bounded),
         "ratio": quantiles,
-        "missed": None,
+        "missed": missed,
     }
 
 

@@ -243,9 +243,8 @@ class _Cuts:
         holds their hashes: a collision never sends another conversation's text)."""
         if self.summarizing:
             return (yield from self._fit_prefix(m, mark, question))
-        counter = self.ctx.counter
-        encoding = getattr(counter.encoding, "name", id(counter.encoding))
-        key = (self.keys(m, mark), question, tuple(self.ctx.actions), counter.factor, encoding, counter.image_formula)
+        # (the counter itself: an engine keeps one per encoding, factor and image formula)
+        key = (self.keys(m, mark), question, tuple(self.ctx.actions), self.ctx.counter)
         prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
         made = prefixes.get(key)
         if made is None or made[0] != prefix:

@@ -4,6 +4,7 @@ request asks, and whether a cut removed what a question asks about."""
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -23,12 +24,10 @@ def history_of(
 ) -> History:
     """The history a fit reads: its transcript rendered on first use and, with BM25 relevance, what
     `question` (by default the last user message) is about."""
-    rendered: list[list[str]] = []
 
+    @functools.cache
     def transcript() -> list[str]:
-        if not rendered:
-            rendered.append(summary.transcript(dialect, messages))
-        return rendered[0]
+        return summary.transcript(dialect, messages)
 
     def scores(summarized: frozenset[int], edges: tuple[int, ...]) -> frozenset[int]:
         return relevant_origins(dialect, messages, transcript, summarized, edges, query=question)
