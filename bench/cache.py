@@ -69,7 +69,7 @@ from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.dialects import detect  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
-from guard.fit.replay import turn_starts  # noqa: E402
+from guard.fit.replay import head_length, turn_starts  # noqa: E402
 from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
@@ -151,6 +151,9 @@ class Turn:
     new_cut: bool  # its report's cut fingerprint differs from the previous turn's
     room_used: float | None  # input / room on cut turns
     broken: bool = False  # the same fingerprint, yet the previous prompt is not a prefix (a bug)
+    # a carried cut dropped: the previous turn was cut, and its prompt plus what the client added
+    # since (JSON compacted, as every overflow sends it) fit the room, yet this turn does not start with it
+    needless: bool = False
 
 
 @dataclass
@@ -234,6 +237,7 @@ def replay(
     out = Replay(name)
     previous: list[str] = []
     last_cut: str | None = None
+    last: tuple[list[Any], list[Any]] | None = None  # the previous turn's messages as asked and as sent
     for t, request in enumerate(requests(body)):
         idle = STEP_SECONDS + (gaps[1] if gaps and t and t % gaps[0] == 0 else 0.0)
         now[0] += idle
@@ -267,8 +271,18 @@ def replay(
         fingerprint = report.cut if report is not None else None
         new_cut = fingerprint != last_cut
         broken = bool(previous) and not new_cut and same < len(previous)
-        out.turns.append(Turn(sent, cached, cut, new_cut, room, broken))
-        previous, last_cut = keys, fingerprint
+        asked = list(dialect.messages(request))
+        needless = False
+        if last is not None and out.turns[-1].cut and same < len(previous) and idle <= PROVIDER_TTL:
+            # a broken prefix: would the previous prompt plus what was added since (JSON compacted,
+            # as every overflow sends it) have fit the room? (only where the client appended)
+            was_asked, was_sent = last
+            if asked[: len(was_asked)] == was_asked:
+                added = [compacted(dialect, m) for m in asked[len(was_asked) :]]
+                carry = fixed + sum(counter.messages(dialect, was_sent)) + sum(counter.messages(dialect, added))
+                needless = carry <= report.room
+        out.turns.append(Turn(sent, cached, cut, new_cut, room, broken, needless))
+        previous, last_cut, last = keys, fingerprint, (asked, messages)
     return out
 
 
@@ -286,7 +300,8 @@ def engine_for(body: Mapping[str, Any], policy: Policy | None, clock: Callable[[
 
 def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Policy:
     """The default policy with a window of `ratio` times the loop's full input (plus its output);
-    for a loop marked `x_squeeze: history`, the pinned prompt plus `ratio` of the rest."""
+    for a loop marked `x_squeeze: history`, the pinned prompt plus `ratio` of the rest (`head`: the
+    messages up to the first user turn pinned too)."""
     engine = Engine(
         load_policy_set(
             {"models": {body["model"]: {"context_window": 10_000_000, "default_context_window": 10_000_000}}}
@@ -297,8 +312,11 @@ def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Pol
     counts = counter.messages(dialect, dialect.messages(body))
     full = counter.fixed(dialect, body) + sum(counts)
     room = int(full * ratio)
-    if body.get("x_squeeze") == "history":  # the pinned prompt whole, `ratio` of the history
-        pinned = full - sum(n for m, n in zip(dialect.messages(body), counts) if not dialect.is_system(m))
+    if body.get("x_squeeze") in ("history", "head"):  # the pinned prompt whole, `ratio` of the history
+        messages = dialect.messages(body)
+        pinned = full - sum(n for m, n in zip(messages, counts) if not dialect.is_system(m))
+        if body["x_squeeze"] == "head":  # and what leads the history up to its first user turn
+            pinned += sum(counts[: head_length(dialect, messages)])
         room = pinned + int((full - pinned) * ratio)
     window = max(room + OUTPUT + 512, math.ceil((room + OUTPUT) / 0.99))  # the default margin on top
     # (default_context_window: models LiteLLM's map no longer lists, such as the retired Claude 3.5 and 3.7)
@@ -467,6 +485,7 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
         "breaks": run.breaks,
         "new_cuts": sum(t.new_cut for t in run.turns),
         "unmarked": sum(t.broken for t in run.turns),
+        "needless": sum(t.needless for t in run.turns),
         "base_breaks": base.breaks,
         "anthropic": run.cost("anthropic") / base.cost("anthropic"),
         "anthropic_ideal": ideal(base, run, "anthropic") if len(base.turns) == len(run.turns) else None,
@@ -541,6 +560,7 @@ def table(rows: list[dict[str, Any]], title: str) -> str:
         "breaks",
         "new_cuts",
         "unmarked",
+        "needless",
         "anthropic",
         "anthropic_ideal",
         "hit_bound",

@@ -525,7 +525,9 @@ def swe_runs() -> list[tuple[str, dict[str, Any]]]:
 AGENTS_CORPUS = Path(__file__).parent / "corpus" / "agents"
 # families whose pinned prompt (system prompt and tool schemas) is most of the loop: the bench
 # squeezes their history, not the pinned prompt, or every turn over the room would be refused
-PINNED_HEAVY = ("tau2",)
+# ("history": the system prompt and tool schemas pinned; "head": also what leads the history up to
+# its first user turn, SWE-agent 0.x's 4.6k-token demonstration)
+PINNED_HEAVY = {"tau2": "history", "taubench": "history", "sweagent0": "head"}
 
 
 def agent_runs() -> list[tuple[str, dict[str, Any]]]:
@@ -541,6 +543,6 @@ def agent_runs() -> list[tuple[str, dict[str, Any]]]:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             body = json.load(f)
         if family in PINNED_HEAVY:
-            body["x_squeeze"] = "history"
+            body["x_squeeze"] = PINNED_HEAVY[family]
         out.append((f"{family}/{instance}", body))
     return out

@@ -6,6 +6,7 @@ import copy
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,6 +18,7 @@ from guard.core.tokens import TokenCounter
 from guard.dialects import MARKER_PREFIX, by_name, cache_breakpoint, content_texts, group_messages
 from guard.fit.engine import Engine
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer
+from guard.fit.strategies.compact import compacted
 from guard.fit.strategies.drop import OMITTED_MARK
 from tests.strategies import CANARY, long_agent_loop, request_body
 
@@ -443,7 +445,10 @@ def test_the_share_of_the_newest_turns_kept_whole_bounds_them_and_never_the_newe
 @given(request_body())
 def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
     """Issue 10, item 3: the last resort (cutting inside keep_recent_groups) runs only when nothing
-    else can make the request fit; the low-water mark is a target for older history only."""
+    else can make the request fit; the low-water mark is a target for older history only. One
+    exception, issue 34's: a past request of this history that could not fit without it (a result
+    larger than the room) was cut by it, and that cut is carried byte for byte while it fits; then
+    what the client added since goes whole."""
     body, settings = case
     engine = _engine(settings)
     policy = engine.policy_for("tiny")
@@ -456,7 +461,17 @@ def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
         return  # the newest turns had to give: nothing to check
     result = _fit(body, settings)
     assert not isinstance(result, ContextWindowExceeded)
-    assert "truncate_recent_tool_results" not in [a.kind for a in result.report.actions]
+    if "truncate_recent_tool_results" not in [a.kind for a in result.report.actions]:
+        return
+    turns, m = _turns(body), result.report.cut_from
+    assert m is not None and m < len(turns), "the request's own newest turns were cut"
+    past = {**body, ("input" if "input" in body else "messages"): turns[:m]}
+    with pytest.raises(ContextWindowExceeded):  # the past request it was made for needed it
+        _engine(settings).fit(past, dialect=settings["dialect"], policy=without)
+    dialect, sent = by_name(settings["dialect"]), _turns(result.body)
+    assert [compacted(dialect, t) for t in sent[len(sent) - (len(turns) - m) :]] == [
+        compacted(dialect, t) for t in turns[m:]
+    ]
 
 
 def test_the_airline_case_keeps_the_newest_tool_result_whole():

@@ -112,6 +112,31 @@ def _band_cut(cuts: _Cuts, budget: Budget) -> Generator[Any, Any, tuple[Conversa
     return (yield from cuts.at(m, fixed + sum(sent[:m]) - (total - quantized_stop(total, budget.target, budget.band))))
 
 
+def followed_by(cut: Conversation, tail: Sequence[Mapping[str, Any]], counts: Sequence[int], m: int) -> Conversation:
+    """The cut of a history's first `m` messages followed by the messages after them (`tail`, each
+    `counts` tokens), as sent: the newest turns, in no group a step may cut."""
+    rest = len(tail)
+    return replace(
+        cut,
+        messages=cut.messages + tuple(tail),
+        counts=cut.counts + tuple(counts),
+        groups=cut.groups + (-1,) * rest,
+        pinned=cut.pinned + (False,) * rest,
+        recent=cut.recent + (True,) * rest,
+        pending=cut.pending + (None,) * rest,
+        origin=cut.origin + tuple(range(m, m + rest)),
+    )
+
+
+def kept_whole(
+    dialect: Dialect, messages: Sequence[Mapping[str, Any]], sent: Sequence[int], fixed: int, keeping: Keeping
+) -> int:
+    """Tokens of `messages` (each `sent` tokens) that no step but the last resort cuts: pinned ones
+    and the newest turns."""
+    built = Conversation.build(dialect, messages, sent, fixed, keeping)
+    return sum(n for n, pinned, recent in zip(sent, built.pinned, built.recent) if pinned or recent)
+
+
 class _SizeKeys:
     """What the cut of a prefix of this request's history down to a mark depends on: the prefix's
     content, the request's fixed tokens and budget, the policy and whether it summarizes. Each
@@ -158,6 +183,7 @@ class _Cuts:
         for i, n in zip(changed, ctx.counter.messages(dialect, [self.forms[i] for i in changed])):
             self.sent[i] = min(self.sent[i], n)
         self.known: dict[int, tuple[str, str]] = {}
+        self.floors: dict[int, int] = {}
         self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
         self.keys = _SizeKeys(dialect, messages, req.fixed, budget, policy, summarizing)
 
@@ -187,10 +213,11 @@ class _Cuts:
         # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill
         # most of a small room): then no cut lasts a band, and the prefix is cut as deep as it can
         # go; that cut is carried while the request fits, and the request is fitted whole once it
-        # does not
-        floor = fixed + self._kept_whole(m)
-        deepest = floor > mark
-        mark = max(mark, floor)
+        # does not (where they are over the room itself, only the last resort fits it: `_floor`)
+        floor = self._floor(m)
+        inside = floor > self.budget.room
+        deepest = floor > mark and not inside
+        mark = mark if inside else max(mark, floor)
         question = query(dialect, messages[:m])
         cut, part = yield from self._prefix(m, mark, question)
         if part.history.relevance is not None:
@@ -212,29 +239,22 @@ class _Cuts:
             if n < counts[m + j]:
                 part.record("compact_json", counts[m + j] - n, 1)
                 tail[j] = self.forms[m + j]
-        rest = end - m
-        conv = replace(
-            cut,
-            messages=cut.messages + tuple(tail),
-            counts=cut.counts + tuple(tail_counts),
-            groups=cut.groups + (-1,) * rest,
-            pinned=cut.pinned + (False,) * rest,
-            recent=cut.recent + (True,) * rest,
-            pending=cut.pending + (None,) * rest,
-            origin=cut.origin + tuple(range(m, end)),
-        )
+        conv = followed_by(cut, tail, tail_counts, m)
         if conv.total > self.budget.room:
             return None
         return conv, part, m
 
-    def _kept_whole(self, m: int) -> int:
-        """Tokens of the first `m` messages no step but the last resort cuts: pinned ones and the
-        newest turns."""
-        sent = self.sent[:m]
-        built = Conversation.build(
-            self.dialect, self.messages[:m], sent, self.fixed, Keeping.of(self.policy, self.budget)
-        )
-        return sum(n for n, pinned, recent in zip(sent, built.pinned, built.recent) if pinned or recent)
+    def _floor(self, m: int) -> int:
+        """The fixed tokens and those of the first `m` messages that no step but the last resort
+        cuts (pinned ones and the newest turns), worked out once per prefix. Where that is over the
+        room (a result larger than the room), the prefix is cut inside its newest turns down to its
+        mark, once, and that cut is carried byte for byte like any other."""
+        if m not in self.floors:
+            keeping = Keeping.of(self.policy, self.budget)
+            self.floors[m] = self.fixed + kept_whole(
+                self.dialect, self.messages[:m], self.sent[:m], self.fixed, keeping
+            )
+        return self.floors[m]
 
     def _prefix(self, m: int, mark: int, question: str | None) -> Generator[Any, Any, tuple[Conversation, Context]]:
         """`_fit_prefix`, made once per engine while the prefix, mark, budget, policy, question and
@@ -262,11 +282,14 @@ class _Cuts:
         the request's summary calls are counted across tries."""
         dialect, messages, counts, budget, ctx = self.dialect, self.messages[:m], self.counts[:m], self.budget, self.ctx
         band = budget.band
-        # the last resort (cutting inside the newest turns) is for the request, not for its prefix:
-        # a prefix that needs it cannot be carried, and the request is fitted whole instead
-        policy = self.policy.model_copy(
-            update={"strategies": [s for s in self.policy.strategies if BY_NAME[s].kind != "newest"]}
-        )
+        # the last resort (cutting inside the newest turns) is for the request, not for its prefix,
+        # but where the prefix's newest turns alone are over the room (`_floor`): elsewhere a prefix
+        # that needs it cannot be carried, and the request is fitted whole instead
+        policy = self.policy
+        if self._floor(m) <= budget.room:
+            policy = policy.model_copy(
+                update={"strategies": [s for s in policy.strategies if BY_NAME[s].kind != "newest"]}
+            )
         marks = Marks(
             stop_at=mark,
             floor=mark - band,

@@ -56,6 +56,14 @@ class Conversation:
         groups = group_messages(dialect, messages)
         users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
         kept = {users[-1]} | ({users[0]} if keeping.first_user_turn else set()) if users else set()
+        if users and keeping.first_user_turn:
+            # what leads the task without calls or results (an agent's greeting) goes with it: dropping
+            # it saves nothing a marker would not take back, and it moves the cut before the task
+            kept.update(
+                i
+                for i in range(users[0])
+                if not dialect.tool_call_ids(messages[i]) and not dialect.tool_result_ids(messages[i])
+            )
         pinned = tuple(dialect.is_system(m) or i in kept for i, m in enumerate(messages))
         ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
         order = list(dict.fromkeys(reversed(ordinary)))[: keeping.recent_groups]

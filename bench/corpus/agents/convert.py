@@ -5,6 +5,13 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py sweagent RAW.traj [...]
     python bench/corpus/agents/convert.py moatless RAW/trajectory.json[.gz] [...]
     python bench/corpus/agents/convert.py tau2 RAW.json[.gz] --tools SCHEMAS.json --prompts PROMPTS.json [--pick ID ...]
+    python bench/corpus/agents/convert.py tau2 RAW.json --tools-source agent_tools.py --prompts-source llm_agent.py
+    python bench/corpus/agents/convert.py taubench gpt-4o-airline.json --tools SCHEMAS.json --pick TASK:TRIAL ...
+    python bench/corpus/agents/convert.py livemcp OUTPUT.json --tools-source server.py --pick TASK_ID ...
+    python bench/corpus/agents/convert.py spider2 RESULT.json --model claude-3-7-sonnet-20250219
+    python bench/corpus/agents/convert.py codex rollout-*.jsonl --model gpt-5.5
+    python bench/corpus/agents/convert.py claudecode session-*.jsonl
+    python bench/corpus/agents/convert.py sweagent0 INSTANCE.traj --model gpt-4-1106-preview
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -22,14 +29,29 @@ dropped. Per family (see README.md beside this file for sources and licences):
   schema of the input keys it was called with.
 - tau2: tau2-bench simulations (gpt-4.1, OpenAI function calling, parallel calls): the agent's
   view (the user simulator's own tool calls left out), system prompt and tool schemas from the
-  producing version's templates.
+  producing version's templates (or, with `--tools-source`/`--prompts-source`, read from the
+  producing version's Python source without running it: each `@is_tool` method's signature and
+  docstring, as tau2 builds its schemas). The user simulator's own tool calls (telecom: the
+  customer's phone) and their results are left out: the agent never sees them.
+- taubench: tau-bench (v1) `historical_trajectories/*.json` runs: `traj` is the exact OpenAI chat
+  list the agent sent (the domain's wiki as its system message); tool schemas from `--tools`.
+- livemcp: LiveMCPBench baseline outputs (an MCP client with two tools, `route` and
+  `execute-tool`, Claude Sonnet 4 through an OpenAI-compatible endpoint): `messages` is what was
+  sent, its tool calls stored as a Python repr (read with `ast.literal_eval`); schemas from the MCP
+  server's source (`--tools-source`).
+- spider2: Spider-Agent (spider-agent-tc) results: a text agent. Its tools are described in the
+  system prompt; the model writes `<tool_call><function=NAME><parameter=K>V</parameter>...` and
+  each result goes back as a user message. Rebuilt from the stored `conversation` the way its
+  MessageProcessor builds the prompt (the `work_dir` argument the runner injects left out).
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +257,7 @@ def tau2(
         elif m["role"] == "tool":
             if m["id"] in agent_calls:
                 messages.append({"role": "tool", "tool_call_id": m["id"], "content": m.get("content") or ""})
-        elif m["role"] == "user" and m.get("content"):
+        elif m["role"] == "user" and m.get("content") and not m.get("tool_calls"):
             messages.append({"role": "user", "content": m["content"]})
     while messages[-1]["role"] != "tool" and messages[-1]["role"] != "user":
         messages.pop()
@@ -243,21 +265,302 @@ def tau2(
     return {"model": str(model).split("/")[-1], "tools": tools[domain], "messages": messages}
 
 
+_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "list": "array", "dict": "object"}
+
+
+def _json_type(annotation: ast.expr | None) -> dict[str, Any]:
+    """A JSON schema type for a Python annotation (read as source, never evaluated)."""
+    text = ast.unparse(annotation) if annotation is not None else "str"
+    text = re.sub(r"^Optional\[(.*)\]$", r"\1", text)
+    text = text.split("|")[0].strip()
+    head = text.split("[")[0].lower()
+    return {"type": _TYPES.get(head, "object" if head in ("any", "mapping") else "string")}
+
+
+def _doc_args(doc: str) -> tuple[str, dict[str, str]]:
+    """A docstring's description (up to its Args section) and each argument's line."""
+    head, _, rest = doc.partition("Args:")
+    described: dict[str, str] = {}
+    for line in rest.split("Returns:")[0].split("Raises:")[0].splitlines():
+        name, sep, text = line.strip().partition(":")
+        if sep and name.isidentifier():
+            described[name] = text.strip()
+    return " ".join(head.split()), described
+
+
+def schemas_from_source(source: str, decorator: str = "is_tool") -> list[dict[str, Any]]:
+    """OpenAI function schemas of the methods a toolkit's source marks as tools (`@is_tool(...)`):
+    name, docstring and arguments (without `self`), read with `ast`, never run."""
+    tools = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        marks = [d.func if isinstance(d, ast.Call) else d for d in node.decorator_list]
+        if not any(isinstance(d, ast.Name) and d.id == decorator for d in marks):
+            continue
+        description, described = _doc_args(ast.get_docstring(node) or "")
+        args = [a for a in node.args.args if a.arg != "self"]
+        defaults = len(node.args.defaults)
+        properties = {a.arg: {**_json_type(a.annotation), "description": described.get(a.arg, a.arg)} for a in args}
+        required = [a.arg for a in args[: len(args) - defaults]]
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": node.name,
+                    "description": description,
+                    "parameters": {"type": "object", "properties": properties, "required": required},
+                },
+            }
+        )
+    return tools
+
+
+def prompts_from_source(source: str) -> dict[str, str]:
+    """The module-level string constants of a source file (tau2's SYSTEM_PROMPT, AGENT_INSTRUCTION)."""
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                # ("...""".strip(): the string before the call)
+                call = node.value
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "strip":
+                    value = ast.literal_eval(call.func.value).strip()
+                else:
+                    continue
+            if isinstance(value, str):
+                out[node.targets[0].id] = value
+    return out
+
+
+def taubench(run: dict[str, Any], tools: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    messages = []
+    for m in run["traj"]:
+        out = {k: m[k] for k in ("role", "content", "tool_calls", "tool_call_id", "name") if m.get(k) is not None}
+        if m["role"] == "assistant":
+            out.setdefault("content", None)
+            if out.get("tool_calls"):
+                out["tool_calls"] = [
+                    {"id": c["id"], "type": "function", "function": dict(c["function"])} for c in out["tool_calls"]
+                ]
+        messages.append(out)
+    while messages[-1]["role"] == "assistant":  # the loop ends on what the model last answered
+        messages.pop()
+    return {"model": model, "tools": tools, "messages": messages}
+
+
+def livemcp(task: dict[str, Any], tools: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    messages = []
+    for m in task["messages"]:
+        out: dict[str, Any] = {"role": m["role"], "content": m.get("content")}
+        calls = m.get("tool_calls")
+        if isinstance(calls, str):
+            calls = ast.literal_eval(calls)
+        if calls:
+            out["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {k: c["function"][k] for k in ("name", "arguments")}}
+                for c in calls
+            ]
+        if m.get("tool_call_id"):
+            out["tool_call_id"] = m["tool_call_id"]
+        messages.append(out)
+    while messages[-1]["role"] == "assistant":
+        messages.pop()
+    return {"model": model, "tools": tools, "messages": messages}
+
+
+def livemcp_tools(source: str) -> list[dict[str, Any]]:
+    """The two tools of LiveMCPBench's copilot MCP server, as FastMCP declares them (name and
+    description from `@server.tool(...)`, arguments from the function, `ctx` left out)."""
+    tools = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.AsyncFunctionDef):
+            continue
+        for d in node.decorator_list:
+            if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "tool":
+                kw = {k.arg: k.value for k in d.keywords}
+                name = ast.literal_eval(kw["name"]) if "name" in kw else node.name
+                description = ""
+                if "description" in kw:
+                    value = kw["description"]
+                    if isinstance(value, ast.Call):  # dedent("""...""") and the like
+                        value = value.args[0]
+                    description = ast.literal_eval(value)
+                args = [a for a in node.args.args if a.arg != "ctx"]
+                tools.append(
+                    {
+                        "type": "function",
+                        "function": {
+                            "name": name,
+                            "description": description,
+                            "parameters": {
+                                "type": "object",
+                                "properties": {a.arg: _json_type(a.annotation) for a in args},
+                                "required": [a.arg for a in args if "None" not in ast.unparse(a.annotation or a)],
+                            },
+                        },
+                    }
+                )
+    return tools
+
+
+def spider2(run: dict[str, Any], model: str) -> dict[str, Any]:
+    """The prompt Spider-Agent sent: each assistant turn its text and one `<tool_call>` block,
+    each result a user message."""
+    messages: list[dict[str, Any]] = []
+    for m in run["conversation"]:
+        if m["role"] in ("system", "user"):
+            messages.append({"role": m["role"], "content": m["content"]})
+        elif m["role"] == "assistant":
+            calls = m.get("tool_calls") or []
+            if isinstance(calls, str):
+                calls = ast.literal_eval(calls)
+            text = (m.get("content") or "").strip()
+            for c in calls[:1]:
+                params = "".join(
+                    f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in c["arguments"].items() if k != "work_dir"
+                )
+                text += f"\n\n<tool_call>\n<function={c['name']}>\n{params}</function>\n</tool_call>"
+            messages.append({"role": "assistant", "content": text.strip()})
+        elif m["role"] == "tool":
+            messages.append({"role": "user", "content": m["content"]})
+    while messages[-1]["role"] == "assistant":
+        messages.pop()
+    return {"model": model, "tools": [], "messages": messages}
+
+
+def codex(text: str, model: str) -> dict[str, Any]:
+    """A Responses API body from a Codex CLI rollout: its base instructions, and the `input` items
+    in order (messages, reasoning with encrypted content, function and custom tool calls and their
+    outputs, web searches); tool schemas from the calls (the rollout does not store them)."""
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    meta = next(line["payload"] for line in lines if line["type"] == "session_meta")
+    items = [dict(line["payload"]) for line in lines if line["type"] == "response_item"]
+    keys: dict[str, dict[str, None]] = {}
+    custom: dict[str, None] = {}
+    for item in items:
+        if item.get("type") == "function_call":
+            args = json.loads(item.get("arguments") or "{}")
+            keys.setdefault(item["name"], {}).update(dict.fromkeys(args if isinstance(args, dict) else {}))
+        elif item.get("type") == "custom_tool_call":
+            custom[item["name"]] = None
+    tools: list[dict[str, Any]] = [
+        {
+            "type": "function",
+            "name": name,
+            "description": f"the agent's {name} tool",
+            "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
+        }
+        for name, props in keys.items()
+    ]
+    tools += [{"type": "custom", "name": name, "description": f"the agent's {name} tool"} for name in custom]
+    if any(item.get("type") == "web_search_call" for item in items):
+        tools.append({"type": "web_search"})
+    while items and (items[-1].get("role") == "assistant" or items[-1].get("type") in ("reasoning", "function_call")):
+        items.pop()  # the loop ends where the client last sent
+    return {
+        "model": model,
+        "instructions": meta["base_instructions"]["text"],
+        "input": items,
+        "tools": tools,
+        "store": False,
+    }
+
+
+def claudecode(text: str) -> dict[str, Any]:
+    """An Anthropic /v1/messages body from a Claude Code session log: the main thread (sidechain
+    lines left out), one message per API response (its lines share `message.id`: thinking, text,
+    tool use), consecutive user lines (tool results, prompts) as one user message, as Claude Code
+    sends them. The session log holds neither the system prompt nor the tool schemas: a one-line
+    system prompt and object schemas of the inputs each tool was called with stand in for them."""
+    messages: list[dict[str, Any]] = []
+    last_id = None
+    model = None
+    for line in text.splitlines():
+        entry = json.loads(line) if line.strip() else {}
+        msg = entry.get("message")
+        if entry.get("type") not in ("user", "assistant") or entry.get("isSidechain") or not isinstance(msg, dict):
+            continue
+        content = msg.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+        keep = ("type", "text", "thinking", "signature", "id", "name", "input", "tool_use_id", "content", "is_error")
+        blocks = [{k: v for k, v in b.items() if k in keep} for b in blocks if isinstance(b, dict)]
+        if not blocks:
+            continue
+        role = msg.get("role")
+        model = msg.get("model") or model
+        same = role == "assistant" and msg.get("id") == last_id
+        if messages and messages[-1]["role"] == role and (same or role == "user"):
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+        last_id = msg.get("id") if role == "assistant" else None
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    inputs: dict[str, dict[str, None]] = {}
+    for m in messages:
+        for b in m["content"]:
+            if b.get("type") == "tool_use":
+                inputs.setdefault(b["name"], {}).update(dict.fromkeys(b.get("input") or {}))
+    tools = [
+        {
+            "name": name,
+            "description": f"the agent's {name} tool",
+            "input_schema": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
+        }
+        for name, props in inputs.items()
+    ]
+    return {
+        "model": model or "claude-sonnet-4-5-20250929",
+        "system": "You are Claude Code, Anthropic's official CLI for Claude.",
+        "tools": tools,
+        "messages": messages,
+    }
+
+
+def sweagent0(traj: dict[str, Any], model: str) -> dict[str, Any]:
+    """SWE-agent 0.x (text actions): its `history` is the chat it sent, demonstration included;
+    each observation a user message."""
+    messages = [{"role": m["role"], "content": m["content"]} for m in traj["history"]]
+    while messages[-1]["role"] == "assistant":
+        messages.pop()
+    return {"model": model, "messages": messages}
+
+
 def _write(out: Path, name: str, body: dict[str, Any], source: str) -> None:
     body = {**body, "x_source": source}
     target = out / f"{name}.json.gz"
     with gzip.GzipFile(target, "wb", mtime=0) as f:  # (mtime 0: the same bytes from the same input)
         f.write(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
-    print(target, len(body["messages"]), "messages")
+    print(target, len(body.get("messages") or body.get("input") or []), "messages")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("family", choices=["openhands", "sweagent", "moatless", "tau2"])
+    parser.add_argument(
+        "family",
+        choices=[
+            "openhands",
+            "sweagent",
+            "moatless",
+            "tau2",
+            "taubench",
+            "livemcp",
+            "spider2",
+            "codex",
+            "claudecode",
+            "sweagent0",
+        ],
+    )
     parser.add_argument("raw", nargs="+", type=Path)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
     parser.add_argument("--tools", type=Path)
     parser.add_argument("--prompts", type=Path)
+    parser.add_argument("--tools-source", type=Path, help="tau2, livemcp: the Python source declaring the tools")
+    parser.add_argument("--prompts-source", type=Path, help="tau2: the agent's Python source with its prompts")
+    parser.add_argument("--model", default=None, help="the model the run used, where the file does not say")
     parser.add_argument("--system-from", type=Path, help="openhands: a run whose system event the others lack")
     parser.add_argument("--pick", nargs="*", default=None, help="only these instance/simulation ids")
     parser.add_argument("--prefix", default="")
@@ -281,16 +584,50 @@ def main() -> None:
         elif args.family == "moatless":
             traj = json.loads(text)
             _write(args.out, f"{args.prefix}moatless__{path.parent.name}", moatless(traj), str(path))
+        elif args.family == "taubench":
+            tools = json.loads(args.tools.read_text())
+            domain = path.stem.rsplit("-", 1)[-1]
+            for run in json.loads(text):
+                tag = f"{run['task_id']}:{run['trial']}"
+                if args.pick is None or tag in args.pick:
+                    name = f"{args.prefix}taubench__{domain}_{run['task_id']}_{run['trial']}"
+                    _write(args.out, name, taubench(run, tools, args.model or "gpt-4o"), str(path))
+        elif args.family == "livemcp":
+            tools = livemcp_tools(args.tools_source.read_text())
+            for task in json.loads(text):
+                if args.pick is None or task["task_id"] in args.pick:
+                    name = f"{args.prefix}livemcp__{task['task_id'][:8]}"
+                    _write(args.out, name, livemcp(task, tools, args.model or "claude-sonnet-4-20250514"), str(path))
+        elif args.family == "codex":
+            session = path.stem.split("-")[-1][:8]
+            _write(args.out, f"{args.prefix}codex__{session}", codex(text, args.model or "gpt-5.5"), str(path))
+        elif args.family == "claudecode":
+            _write(args.out, f"{args.prefix}claudecode__{path.stem.split('-')[-1][:8]}", claudecode(text), str(path))
+        elif args.family == "sweagent0":
+            name = f"{args.prefix}sweagent0__{path.name.removesuffix('.traj')}"
+            _write(args.out, name, sweagent0(json.loads(text), args.model or "gpt-4-1106-preview"), str(path))
+        elif args.family == "spider2":
+            for run in json.loads(text):
+                name = f"{args.prefix}spider2__{run['instance_id']}"
+                _write(args.out, name, spider2(run, args.model or "claude-3-7-sonnet-20250219"), str(path))
         else:
             data = json.loads(text)
-            tools = json.loads(args.tools.read_text())
-            prompts = json.loads(args.prompts.read_text())
+            if args.tools_source:
+                tools = {
+                    data["info"]["environment_info"]["domain_name"]: schemas_from_source(args.tools_source.read_text())
+                }
+            else:
+                tools = json.loads(args.tools.read_text())
+            if args.prompts_source:
+                prompts = prompts_from_source(args.prompts_source.read_text())
+            else:
+                prompts = json.loads(args.prompts.read_text())
             domain = data["info"]["environment_info"]["domain_name"]
             for sim in data["simulations"]:
                 if args.pick is None or str(sim["task_id"]) in args.pick:
                     _write(
                         args.out,
-                        f"{args.prefix}tau2__{domain}_{sim['task_id']}",
+                        f"{args.prefix}tau2__{domain}_{re.sub(r'[^A-Za-z0-9]+', '_', str(sim['task_id'])).strip('_')[:48]}",
                         tau2(sim, domain, data["info"], tools, prompts),
                         str(path),
                     )
