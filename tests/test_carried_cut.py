@@ -57,13 +57,14 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
     size_of, asked = _sizes({9: 120, 13: 150, 17: 140})
     m, mark = _drive(last_cut(Past(chat, tuple(msgs[:19]), counts[:19], counts[:19], 0), budget, size_of))
     assert [a for a, _ in asked] == [9, 13, 17] and m == 17
-    # the mark: the bottom of the band below the room (130), where the cut leaves the room bar
-    assert mark == 130 and all(mk == 130 for _, mk in asked)
+    # the mark: halfway from the bottom of the band below the room (130) to the room bar (120),
+    # where the cut leaves the bar (no whole-turn cut lands between the two: 110, 160)
+    assert mark == 125 and all(mk == 125 for _, mk in asked)
 
-    # where it leaves less (whole turns of 50 land at 110 under 130): the smallest whole-turn cut
-    # at or over the bar instead (the task and three turns: 160)
+    # where it leaves less (whole turns of 50 land at 110 under 125 and 130): the smallest
+    # whole-turn cut at or over the bar instead (the task and three turns: 160)
     def low(m, mark):
-        return 110 if mark == 130 else 160
+        return 110 if mark < 160 else 160
         yield
 
     assert _drive(last_cut(Past(chat, tuple(msgs[:9]), counts[:9], counts[:9], 0), budget, low)) == (9, 160)

@@ -156,18 +156,30 @@ def head_length(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> int:
 
 
 def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
-    """The marks a new cut of the first `end` messages tries, in order: the bottom of the band below
-    the target (`Budget.floor`), deep enough to last a band of growth; then, for where that cut
-    leaves less than the room bar (turns that are a large share of the room), the smallest
-    whole-turn cut at or above the bar, if one fits the room. Whole-turn cuts keep the messages
-    that lead the history (system prompt and task, pinned) and the newest whole turns."""
+    """The marks a new cut of the first `end` messages tries, in order, each deep enough to last a
+    band of growth: a cut's cost is the cache write it causes, so the deeper it goes (never under
+    the room bar) the longer it lasts and the less it costs. First, where a whole-turn cut lands
+    between the room bar and the bottom of the band below the target (`Budget.floor`), the deepest
+    of them (its mark halfway to the next turn up, so a drop stops there, its marker included);
+    then halfway from the band's bottom to the bar (truncation fills to it where whole turns step
+    coarsely); then the band's bottom; then, for where those leave less than the bar (turns that
+    are a large share of the room), the smallest whole-turn cut over it, if one fits the room.
+    Whole-turn cuts keep the messages that lead the history (system prompt and task, pinned) and
+    the newest whole turns. (bench.cache, 60 loops at half their size: median bill 0.78 -> 0.765
+    against the band's bottom first, 10 rather than 16 loops over the best cuts' bill + 0.05.)"""
     bar, floor = room_bar(budget), budget.floor
     if bar > floor:  # (bands over 40% of the room reach below the bar)
         return (floor,)
     est, first = past.est, past.first
     head = past.fixed + est[first]
-    over = [n for n in (head + est[end] - est[s] for s in past.starts if first <= s < end) if floor < n <= budget.room]
-    return (floor, min(over)) if over else (floor,)
+    sizes = sorted(head + est[end] - est[s] for s in past.starts if first <= s < end)
+    deepest = [n for n in sizes if bar <= n < floor]
+    over = [n for n in sizes if floor < n <= budget.room]
+    marks = [(bar + floor) // 2, floor, *over[:1]]
+    if deepest:
+        up = min([n for n in sizes if n > deepest[0]] + [floor])
+        marks.insert(0, (deepest[0] + up) // 2)
+    return tuple(dict.fromkeys(marks))
 
 
 def crossing(
