@@ -45,8 +45,9 @@ def carried(
 
     A conversation whose provider cache is known to be cold is cut below the band instead and the
     cut anchored (see `guard.fit.temperature`); with a summarizer, the band grid of earlier
-    releases stays (`_band_cut`: a past cut's size would need the summaries that request got).
-    None when no carried cut fits (the request is then fitted whole)."""
+    releases stays (`_band_cut`: a past cut's size would need the summaries that request got, and
+    a summary lands just under its mark in quarter-band steps, so the deeper marks of `low_water`
+    leave it under the room bar). None when no carried cut fits (the request is then fitted whole)."""
     cuts = _Cuts(req, budget, ctx, summarizing)
     messages, counts, n = req.messages, req.counts, len(req.messages)
     anchor = temperature.anchor if temperature is not None else None
