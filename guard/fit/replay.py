@@ -159,10 +159,11 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     """The marks a new cut of the first `end` messages tries, in order, each deep enough to last a
     band of growth: a cut's cost is the cache write it causes, so the deeper it goes (never under
     the room bar) the longer it lasts and the less it costs. First, where a whole-turn cut lands
-    between the room bar and the bottom of the band below the target (`Budget.floor`), the deepest
-    of them (its mark halfway to the next turn up, so a drop stops there, its marker included);
-    then halfway from the band's bottom to the bar (truncation fills to it where whole turns step
-    coarsely); then the band's bottom; then, for where those leave less than the bar (turns that
+    between the bottom of the band below the target (`Budget.floor`) and a quarter band under it
+    (never under the room bar: with the default band, the bar), the deepest of them (its mark
+    halfway to the next turn up, so a drop stops there, its marker included); then halfway from the
+    band's bottom to there (truncation fills to it where whole turns step coarsely); then the band's
+    bottom; then, for where those leave less than the bar (turns that
     are a large share of the room), the smallest whole-turn cut over it, if one fits the room.
     Whole-turn cuts keep the messages that lead the history (system prompt and task, pinned) and
     the newest whole turns. (bench.cache, 60 loops at half their size: median bill 0.78 -> 0.765
@@ -173,9 +174,12 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     est, first = past.est, past.first
     head = past.fixed + est[first]
     sizes = sorted(head + est[end] - est[s] for s in past.starts if first <= s < end)
-    deepest = [n for n in sizes if bar <= n < floor]
+    # at most a quarter band below the band's bottom: a policy's small band (`cut_quantum_ratio`,
+    # to use more of the room) keeps its cuts near the room
+    bottom = max(bar, floor - budget.band // 4)
+    deepest = [n for n in sizes if bottom <= n < floor]
     over = [n for n in sizes if floor < n <= budget.room]
-    marks = [(bar + floor) // 2, floor, *over[:1]]
+    marks = [(bottom + floor) // 2, floor, *over[:1]]
     if deepest:
         up = min([n for n in sizes if n > deepest[0]] + [floor])
         marks.insert(0, (deepest[0] + up) // 2)
