@@ -86,11 +86,10 @@ def last_cut(past: Past, budget: Budget, size_of: SizeOf) -> Generator[Any, Any,
     A past request that fit its room was sent whole. The first that did not got a cut: to the room
     itself where compaction and the other rewrites every overflow gets were enough and left half a
     band free (`REWRITES_HEADROOM`; a mark of the room), else a new cut down to its low-water mark
-    (`low_water`). Every later request carried that
-    cut while the cut (`size_of`: its tokens, None if it could not be made) plus what was added
-    since still fit the room, and the first that did not got the next new cut. A pure function of
-    the history: the same on every turn, worker and replica, so a cut is kept byte for byte for
-    exactly as long as it fits (see `carried`)."""
+    (`low_water`). Every later request carried that cut while the cut (`size_of`: its tokens, None
+    if it could not be made) plus what was added since still fit the room, and the first that did
+    not got the next new cut. A pure function of the history: the same on every turn, worker and
+    replica, so a cut is kept byte for byte for exactly as long as it fits (see `carried`)."""
     est, whole, fixed, n = past.est, past.whole, past.fixed, len(past.messages)
     room = budget.room
     rewritten = room - math.ceil(budget.band * REWRITES_HEADROOM)  # the most the rewrites alone may leave
@@ -163,11 +162,11 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     (never under the room bar: with the default band, the bar), the deepest of them (its mark
     halfway to the next turn up, so a drop stops there, its marker included); then halfway from the
     band's bottom to there (truncation fills to it where whole turns step coarsely); then the band's
-    bottom; then, for where those leave less than the bar (turns that
-    are a large share of the room), the smallest whole-turn cut over it, if one fits the room.
-    Whole-turn cuts keep the messages that lead the history (system prompt and task, pinned) and
-    the newest whole turns. (bench.cache, 60 loops at half their size: median bill 0.78 -> 0.765
-    against the band's bottom first, 10 rather than 16 loops over the best cuts' bill + 0.05.)"""
+    bottom; then, for where those leave less than the bar (turns that are a large share of the
+    room), the smallest whole-turn cut over it, if one fits the room. Whole-turn cuts keep the
+    messages that lead the history (system prompt and task, pinned) and the newest whole turns.
+    (bench.cache, 60 loops at half their size: median bill 0.78 -> 0.765 against the band's bottom
+    first, 10 rather than 16 loops over the best cuts' bill + 0.05.)"""
     bar, floor = room_bar(budget), budget.floor
     if bar > floor:  # (bands over 40% of the room reach below the bar)
         return (floor,)
