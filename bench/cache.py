@@ -13,7 +13,9 @@ loop the bench prints:
   (an infinite window), which is the bar: hit >= 0.90;
 - breaks: turns whose prompt does not start with the whole previous prompt; new_cuts: turns whose
   report's `cut` fingerprint changed; unmarked: breaks on a turn with an unchanged fingerprint
-  (must be 0: a client may trust the fingerprint);
+  (must be 0: a client may trust the fingerprint); needless: breaks on a turn whose previous turn
+  was cut and whose previous prompt plus what the client added since (JSON compacted) still fit
+  the room (a carried cut dropped while it fit);
 - cost at Anthropic prices (cache read 0.1x, write 1.25x; a breakpoint at the end of every
   request, as Claude Code sets) and at OpenAI's (cached input 0.5x, or 0.1x for newer models),
   relative to the untrimmed loop: the guard sends fewer tokens, it must not cost more;
@@ -25,7 +27,10 @@ loop the bench prints:
 Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools), a
 real Claude Code subagent session of 128 tool calls that the `vibelens` package ships (Anthropic
 messages), seven real SWE-bench runs of mini-swe-agent with one bash tool (77-165 turns,
-bench/corpus/swe; the first also as Anthropic messages and Responses items), one-tool coding runs of 160 turns (`bench.traces.coding_trace`: chat, Anthropic,
+bench/corpus/swe; the first also as Anthropic messages and Responses items), 34 real loops of ten
+other agent families (bench/corpus/agents: OpenHands, SWE-agent 1.x and 0.x, Moatless Tools, tau2
+retail and telecom, tau-bench airline, an MCP client, Spider-Agent, Codex CLI, Claude Code), one-tool
+coding runs of 160 turns (`bench.traces.coding_trace`: chat, Anthropic,
 Responses, and a text-based agent whose outputs are user messages) and the synthetic
 coding-agent trace of `bench.traces`, as chat and as Anthropic messages (and one as a Responses
 API body, with reasoning items before its calls). hit_over and bill_over: the same over the
