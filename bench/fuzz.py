@@ -306,7 +306,9 @@ def _extremes(body: dict[str, Any]) -> list[str]:
 
 def _fits(engine: Engine, body: dict[str, Any], report: Any) -> None:
     counter, _ = engine.counter_for("fuzz", engine.policy_for("fuzz"))
-    fresh = TokenCounter(counter.encoding, factor=counter.factor, image_formula=counter.image_formula)
+    fresh = TokenCounter(
+        counter.encoding, factor=counter.factor, image_formula=counter.image_formula, tool_framing=counter.tool_framing
+    )
     recount = fresh.body(by_name(report["dialect"] if isinstance(report, dict) else report.dialect), body)
     after = report["input_tokens_after"] if isinstance(report, dict) else report.input_tokens_after
     if isinstance(report, dict):

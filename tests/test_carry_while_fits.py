@@ -49,7 +49,9 @@ def test_a_carried_cut_is_kept_while_it_fits_and_only_then_replaced(case):
     full_size = probe.fit(body, dialect=dialect).report.input_tokens_before
     engine = _engine(dialect, int(full_size * settings_["share"]) + settings_["max_output"], settings_)
     shared, _ = engine.counter_for("tiny", engine.policy_for("tiny"))
-    fresh = TokenCounter(shared.encoding, factor=shared.factor, image_formula=shared.image_formula)
+    fresh = TokenCounter(
+        shared.encoding, factor=shared.factor, image_formula=shared.image_formula, tool_framing=shared.tool_framing
+    )
     previous: tuple[dict[str, Any], dict[str, Any]] | None = None  # (the turn as sent by the client, as fitted)
     kept = replaced = 0
     for turn in _growing(body):

@@ -58,7 +58,9 @@ def _fit(body: dict[str, Any], settings: dict[str, Any]) -> Fitted | ContextWind
 def _fresh_count(engine: Engine, body: dict[str, Any], dialect: str) -> int:
     """An independent count: a new counter with an empty cache."""
     shared, _ = engine.counter_for("tiny", engine.policy_for("tiny"))
-    counter = TokenCounter(shared.encoding, factor=shared.factor, image_formula=shared.image_formula)
+    counter = TokenCounter(
+        shared.encoding, factor=shared.factor, image_formula=shared.image_formula, tool_framing=shared.tool_framing
+    )
     return counter.body(by_name(dialect), body)
 
 

@@ -1,4 +1,5 @@
-"""The token counters of one engine: one per (encoding, calibration factor, image formula), built
+"""The token counters of one engine: one per (encoding, calibration factor, image formula, tool
+framing), built
 on first use and shared across threads, with the factor each model family counts with."""
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ Learned = Callable[[], tuple[list[float], float | None]]
 
 
 class Counters:
-    """The counters an engine counts with, keyed by encoding, factor and image formula."""
+    """The counters an engine counts with, keyed by encoding, factor, image formula and tool framing."""
 
     def __init__(self, encoding_loader: Callable[[str], Encoding] = get_vocab) -> None:
         self._load_encoding = encoding_loader
-        self._counters: dict[tuple[str, float, str], TokenCounter] = {}
+        self._counters: dict[tuple[str, float, str, str], TokenCounter] = {}
         self._lock = threading.Lock()
 
     def get(
@@ -44,12 +45,17 @@ class Counters:
         if learned is not None and not exact_family:
             ratios, miss = learned()  # (static mode reads them for counting misses only)
         factor = calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, missed=miss)
-        key = (encoding, factor.value, prof.image_formula)
+        # the provider's own framing of tool schemas where the count is exact; JSON elsewhere
+        framing = prof.tool_framing if factor.value == 1.0 and exact_vocab is None and prof.exact else "json"
+        key = (encoding, factor.value, prof.image_formula, framing)
         with self._lock:
             counter = self._counters.get(key)
             if counter is None:
                 counter = TokenCounter(
-                    self._load_encoding(encoding), factor=factor.value, image_formula=prof.image_formula
+                    self._load_encoding(encoding),
+                    factor=factor.value,
+                    image_formula=prof.image_formula,
+                    tool_framing=framing,
                 )
                 self._counters[key] = counter
         return counter, (prof.exact or exact_vocab is not None) and factor.value == 1.0, factor

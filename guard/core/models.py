@@ -61,6 +61,13 @@ class ModelProfile:
     def default_factor(self) -> float:
         return DEFAULT_FACTORS[self.family]
 
+    @property
+    def tool_framing(self) -> str:
+        """How the provider frames tool schemas: "openai" (function tools rendered as a namespace,
+        `guard.core.toolschema`) or "json" (counted as their compact JSON, an over-count where the
+        provider's framing is unknown)."""
+        return "openai" if self.family == "openai" else "json"
+
 
 def bare_name(model: str) -> str:
     return model.rsplit("/", 1)[-1].lower()

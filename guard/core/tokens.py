@@ -148,7 +148,7 @@ def message_hash(dialect_name: str, msg: Mapping[str, Any]) -> int:
 
 
 class TokenCounter:
-    """Counts chat bodies with one encoding, calibration factor and image formula."""
+    """Counts chat bodies with one encoding, calibration factor, image formula and tool framing."""
 
     def __init__(
         self,
@@ -157,12 +157,14 @@ class TokenCounter:
         factor: float = 1.0,
         image_formula: str = "openai",
         cache_size: int = 200_000,
+        tool_framing: str = "json",
     ) -> None:
         if not factor > 0:
             raise ValueError("a calibration factor must be positive")
         self.encoding = encoding
         self.factor = factor
         self.image_formula = image_formula
+        self.tool_framing = tool_framing  # how the provider frames tool schemas (ModelProfile.tool_framing)
         self._cache: Memo[int, int] = Memo(cache_size)  # per message and per fixed part
         # a rewritten text is counted by the strategy that made it, then again inside its message
         self._raw_memo: Memo[str, int] = Memo(1024)

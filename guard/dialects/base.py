@@ -15,6 +15,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from guard.core import toolschema
 from guard.core.content import Content, Message, blocks, compact_json
 from guard.core.errors import BadRequest
 from guard.core.images import image_part_tokens
@@ -143,8 +144,7 @@ class Dialect:
         text = 0
         tools = body.get("tools")
         if isinstance(tools, list):
-            for tool in tools:
-                text += TOOL_SCHEMA_FRAMING + counter.raw(compact_json(tool))
+            text += count_tools(counter, tools)
         for key in self.fixed_keys:
             if key == "tools" or key in self.system_keys:  # a pinned prompt is counted by its dialect
                 continue
@@ -157,6 +157,20 @@ class Dialect:
         """The message as one transcript line for a summarizer: "[role] text", tool calls and
         results named, images as placeholders."""
         raise NotImplementedError
+
+
+def count_tools(counter: TokenCounter, tools: list[Any]) -> int:
+    """Tokens of a body's tool schemas: where the counter's provider frames function tools its own
+    way (OpenAI: a namespace, `guard.core.toolschema`), the rendering of them all plus its framing;
+    every other tool, and every tool where a schema holds a part the rendering cannot speak for,
+    its compact JSON and a framing allowance."""
+    functions = [f for f in map(toolschema.function_of, tools) if f is not None] if tools else []
+    rendered = toolschema.render_functions(functions) if counter.tool_framing == "openai" and functions else None
+    if rendered is None:
+        return sum(TOOL_SCHEMA_FRAMING + counter.raw(compact_json(tool)) for tool in tools)
+    others = [tool for tool in tools if toolschema.function_of(tool) is None]
+    json_part = sum(TOOL_SCHEMA_FRAMING + counter.raw(compact_json(tool)) for tool in others)
+    return toolschema.OPENAI_TOOLS_FRAMING + counter.raw(rendered) + json_part
 
 
 # -- content blocks --------------------------------------------------------------------------
