@@ -1,0 +1,244 @@
+"""What the guard costs a busy proxy worker: the stock LiteLLM proxy against the same proxy with the
+guard, same model list, LiteLLM's `mock_response` as the upstream (nothing hides the proxy's own
+time), closed-loop clients keeping the workers busy, so 1/throughput is what a request costs.
+
+    .venv/bin/python -m bench.overhead [--seconds 20] [--rounds 2] [--workers 1 2]
+
+Two workloads, each run alone, rounds alternating stock and guarded to spread machine noise:
+
+- fitting: 8 clients posting 20 agent conversations that fit (12 turns, ~3k tokens) into a 32k
+  window: the guard counts them, finds they fit and makes max_tokens explicit;
+- overflowing: 4 clients, each replaying the overflowing turns (33-95k tokens) of one real
+  SWE-bench agent loop (bench/corpus/swe) turn by turn into the same 32k window, in order: the
+  guard cuts each, carrying its cut while it fits. Each pass over a loop salts its task message,
+  so every pass is a new conversation (its cuts made anew); messages counted on an earlier pass
+  may hit the per-message count memo, as all but the newest do in a live loop.
+
+Per workload and proxy it prints requests/s, what a request costs a worker (workers / throughput),
+p50 and p99 latency, errors and the proxy's memory (resident, every worker) after the runs; then
+what the guard adds. With one worker the proxy runs on core 0 and the clients on core 1; with two,
+both share the machine. Bars (issue 36): one worker, the guard adds <= 1 ms a fitting request,
+<= 5 ms an overflowing turn, <= 100 MB, 0 errors; two workers serve >= 1.6x the overflowing turns
+one does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import httpx  # noqa: E402
+
+from bench.traces import agent_trace, swe_runs  # noqa: E402
+from tests.e2e.conftest import start_proxy, stop_proxy  # noqa: E402
+
+KEY = "sk-overhead-0123456789abcdef"
+WINDOW = 32_768
+SALT = "\u27e8run 0000\u27e9"  # replaced by each pass's number in the serialized body
+_PIN = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
+
+
+def config(guarded: bool) -> str:
+    callbacks = "  callbacks: guard.proxy.context_guard\n" if guarded else ""
+    return f"""
+model_list:
+  - model_name: agent
+    litellm_params: {{model: openai/gpt-4o, mock_response: "done", api_key: dummy}}
+    model_info: {{max_input_tokens: {WINDOW}, max_output_tokens: 4096}}
+litellm_settings:
+{callbacks}  num_retries: 0
+  request_timeout: 120
+general_settings:
+  master_key: {KEY}
+"""
+
+
+def fitting() -> list[list[str]]:
+    """One list of bodies, cycled by every client."""
+    bodies = [
+        {"model": "agent", "messages": agent_trace(turns=12, seed=s, scale=0.05)["messages"], "max_tokens": 256}
+        for s in range(20)
+    ]
+    return [[json.dumps(b) for b in bodies]]
+
+
+def overflowing(loops: int = 4) -> list[list[str]]:
+    """Per loop, its turns over the window (as the agent sent them, a salt marker in the task
+    message), serialized once."""
+    from bench.cache import requests
+    from guard.core.encodings import get_encoding
+    from guard.core.tokens import TokenCounter
+    from guard.dialects import OPENAI
+
+    counter = TokenCounter(get_encoding("o200k_base"))
+    out = []
+    for _, body in swe_runs()[:loops]:
+        turns = []
+        for request in requests(body):
+            messages = [dict(m) for m in request["messages"]]
+            task = next(i for i, m in enumerate(messages) if m.get("role") == "user")
+            messages[task]["content"] = f"{messages[task]['content']}\n{SALT}"
+            sent = {"model": "agent", "messages": messages, "max_tokens": 1024}
+            if counter.body(OPENAI, sent) > WINDOW:
+                turns.append(json.dumps(sent))
+        out.append(turns)
+    return out
+
+
+@dataclass
+class Run:
+    requests: int = 0
+    errors: int = 0
+    statuses: dict[int, int] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+async def drive(url: str, loops: list[list[str]], clients: int, seconds: float) -> Run:
+    """`clients` closed-loop clients for `seconds`, client k walking loop k % len(loops) in order
+    (a new salt each pass)."""
+    run = Run()
+    headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+    stop = time.monotonic() + seconds
+
+    async def client(http: httpx.AsyncClient, k: int) -> None:
+        bodies = loops[k % len(loops)]
+        i = (k // len(loops)) * 7  # clients sharing a list start apart
+        while time.monotonic() < stop:
+            payload = bodies[i % len(bodies)].replace(SALT, f"\u27e8run {k:02d}{i // len(bodies):02d}\u27e9")
+            i += 1
+            t = time.perf_counter()
+            try:
+                resp = await http.post(url + "/chat/completions", content=payload, headers=headers)
+                run.statuses[resp.status_code] = run.statuses.get(resp.status_code, 0) + 1
+            except Exception:  # a request not answered
+                run.errors += 1
+            run.latencies.append(time.perf_counter() - t)
+            run.requests += 1
+
+    start = time.monotonic()
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients + 2)) as http:
+        await asyncio.gather(*(client(http, k) for k in range(clients)))
+    run.seconds = time.monotonic() - start
+    return run
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process and all its descendants (a proxy's workers), in MB."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        todo += children.get(p, [])
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+        except OSError:
+            continue
+        total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return total / 1024
+
+
+WORKLOADS = {"fitting": (fitting, 8), "overflowing": (overflowing, 4)}
+
+
+def measure(workers: int, guarded: bool, loads: dict[str, list[list[str]]], seconds: float) -> dict[str, Any]:
+    work = Path(tempfile.mkdtemp(prefix="guard-overhead-"))
+    pin = ["taskset", "-c", "0"] if _PIN and workers == 1 else []
+    args = ["--num_workers", str(workers)] if workers > 1 else []
+    proc, url, _ = start_proxy(config(guarded), work, prefix=pin, args=args)
+    out: dict[str, Any] = {}
+    try:
+        for name, loops in loads.items():
+            clients = WORKLOADS[name][1] * workers
+            asyncio.run(drive(url, loops, clients, min(5.0, seconds / 3)))  # warm-up: imports, pools
+            out[name] = asyncio.run(drive(url, loops, clients, seconds))
+        out["rss_mb"] = rss_mb(proc.pid)
+    finally:
+        stop_proxy(proc)
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--only", choices=sorted(WORKLOADS), help="run one workload")
+    args = parser.parse_args(argv)
+    names = [args.only] if args.only else list(WORKLOADS)
+    loads = {name: WORKLOADS[name][0]() for name in names}
+    for name, loops in loads.items():
+        sizes = [len(b) for loop in loops for b in loop]
+        print(f"{name}: {sum(len(loop) for loop in loops)} bodies in {len(loops)} lists, {min(sizes):,}-{max(sizes):,} bytes")
+    if _PIN:
+        os.sched_setaffinity(0, {1})  # the clients on core 1 (a one-worker proxy is pinned to core 0)
+    results: dict[tuple[int, bool], list[dict[str, Any]]] = {}
+    for workers in args.workers:
+        if workers > 1 and _PIN:
+            os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
+        for _ in range(args.rounds):
+            for guarded in (False, True):
+                results.setdefault((workers, guarded), []).append(measure(workers, guarded, loads, args.seconds))
+    ok = True
+    print(f"\n{'workers':>7s} {'workload':12s} {'proxy':8s} {'req/s':>7s} {'ms/req':>7s} {'p50':>7s} {'p99':>7s} {'errors':>6s}  statuses")
+    cost: dict[tuple[int, bool, str], float] = {}
+    for (workers, guarded), runs in results.items():
+        for name in names:
+            rates = [r[name].requests / r[name].seconds for r in runs]
+            rate = statistics.median(rates)
+            lat = sorted(x for r in runs for x in r[name].latencies)
+            errors = sum(r[name].errors + sum(n for s, n in r[name].statuses.items() if s != 200) for r in runs)
+            statuses: dict[int, int] = {}
+            for r in runs:
+                for s, n in r[name].statuses.items():
+                    statuses[s] = statuses.get(s, 0) + n
+            cost[(workers, guarded, name)] = workers / rate * 1e3
+            ok &= errors == 0
+            print(
+                f"{workers:7d} {name:12s} {'guarded' if guarded else 'stock':8s} {rate:7.1f} {workers / rate * 1e3:7.2f} "
+                f"{lat[len(lat) // 2] * 1e3:7.1f} {lat[int(len(lat) * 0.99)] * 1e3:7.1f} {errors:6d}  {statuses}"
+            )
+    print()
+    for workers in args.workers:
+        stock, guarded = results[(workers, False)], results[(workers, True)]
+        mem = statistics.median(r["rss_mb"] for r in guarded) - statistics.median(r["rss_mb"] for r in stock)
+        print(f"{workers} worker(s): memory stock {statistics.median(r['rss_mb'] for r in stock):.0f} MB, guarded "
+              f"{statistics.median(r['rss_mb'] for r in guarded):.0f} MB (+{mem:.0f} MB)")
+        for name in names:
+            added = cost[(workers, True, name)] - cost[(workers, False, name)]
+            print(f"  {name}: the guard adds {added:+.2f} ms of a worker per request "
+                  f"({cost[(workers, False, name)]:.2f} -> {cost[(workers, True, name)]:.2f} ms)")
+            if workers == 1:
+                ok &= added <= (1.0 if name == "fitting" else 5.0)
+        if workers == 1:
+            ok &= mem <= 100
+    if 1 in args.workers and 2 in args.workers and "overflowing" in names:
+        scale = cost[(1, True, "overflowing")] / cost[(2, True, "overflowing")] * 2
+        print(f"two workers serve {scale:.2f}x the overflowing turns one does (bar >= 1.6x)")
+        ok &= scale >= 1.6
+    print("all bars met" if ok else "SOME BARS MISSED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
