@@ -190,11 +190,19 @@ class Replay:
 
 
 class Scripted:
-    """A summarizer that always answers the same text, with a cache keyed by the span's messages."""
+    """A summarizer that always answers the same text (~120 tokens), with a cache keyed by the
+    span's messages; with `fill`, a text of about that share of the request's `max_tokens` (a
+    model that writes up to the length it is asked for)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fill: float | None = None) -> None:
         self.cache: dict[str, str] = {}
         self.calls = 0
+        self.fill = fill
+
+    def text(self, request: SummaryRequest) -> str:
+        if self.fill is None:
+            return SUMMARY
+        return "Summary of the earlier work:" + " summary" * max(1, int(self.fill * request.max_tokens) - 6)
 
     @staticmethod
     def key(request: SummaryRequest) -> str:
@@ -204,8 +212,8 @@ class Scripted:
         if isinstance(request, CachedSummaries):
             return tuple(self.cache.get(self.key(r)) for r in request.requests)
         self.calls += 1
-        self.cache[self.key(request)] = SUMMARY
-        return SummaryAnswer(SUMMARY, source="llm", calls=1)
+        text = self.cache[self.key(request)] = self.text(request)
+        return SummaryAnswer(text, source="llm", calls=1)
 
 
 def fit(engine: Engine, body: dict[str, Any], summarizer: Scripted | None) -> Fitted:

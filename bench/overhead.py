@@ -189,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     loads = {name: WORKLOADS[name][0]() for name in names}
     for name, loops in loads.items():
         sizes = [len(b) for loop in loops for b in loop]
-        print(f"{name}: {sum(len(loop) for loop in loops)} bodies in {len(loops)} lists, {min(sizes):,}-{max(sizes):,} bytes")
+        print(
+            f"{name}: {sum(len(loop) for loop in loops)} bodies in {len(loops)} lists, {min(sizes):,}-{max(sizes):,} bytes"
+        )
     if _PIN:
         os.sched_setaffinity(0, {1})  # the clients on core 1 (a one-worker proxy is pinned to core 0)
     results: dict[tuple[int, bool], list[dict[str, Any]]] = {}
@@ -200,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             for guarded in (False, True):
                 results.setdefault((workers, guarded), []).append(measure(workers, guarded, loads, args.seconds))
     ok = True
-    print(f"\n{'workers':>7s} {'workload':12s} {'proxy':8s} {'req/s':>7s} {'ms/req':>7s} {'p50':>7s} {'p99':>7s} {'errors':>6s}  statuses")
+    print(
+        f"\n{'workers':>7s} {'workload':12s} {'proxy':8s} {'req/s':>7s} {'ms/req':>7s} {'p50':>7s} {'p99':>7s} {'errors':>6s}  statuses"
+    )
     cost: dict[tuple[int, bool, str], float] = {}
     for (workers, guarded), runs in results.items():
         for name in names:
@@ -222,12 +226,16 @@ def main(argv: list[str] | None = None) -> int:
     for workers in args.workers:
         stock, guarded = results[(workers, False)], results[(workers, True)]
         mem = statistics.median(r["rss_mb"] for r in guarded) - statistics.median(r["rss_mb"] for r in stock)
-        print(f"{workers} worker(s): memory stock {statistics.median(r['rss_mb'] for r in stock):.0f} MB, guarded "
-              f"{statistics.median(r['rss_mb'] for r in guarded):.0f} MB (+{mem:.0f} MB)")
+        print(
+            f"{workers} worker(s): memory stock {statistics.median(r['rss_mb'] for r in stock):.0f} MB, guarded "
+            f"{statistics.median(r['rss_mb'] for r in guarded):.0f} MB (+{mem:.0f} MB)"
+        )
         for name in names:
             added = cost[(workers, True, name)] - cost[(workers, False, name)]
-            print(f"  {name}: the guard adds {added:+.2f} ms of a worker per request "
-                  f"({cost[(workers, False, name)]:.2f} -> {cost[(workers, True, name)]:.2f} ms)")
+            print(
+                f"  {name}: the guard adds {added:+.2f} ms of a worker per request "
+                f"({cost[(workers, False, name)]:.2f} -> {cost[(workers, True, name)]:.2f} ms)"
+            )
             if workers == 1:
                 ok &= added <= (1.0 if name == "fitting" else 5.0)
         if workers == 1:

@@ -161,13 +161,13 @@ def test_a_carried_prefix_is_fitted_once_per_engine_and_sent_the_same(monkeypatc
     from guard.fit import carried
 
     fits: list[tuple[int, int]] = []
-    real = carried._Cuts._fit_prefix
+    real = carried._fit_prefix
 
-    def counting(self, m, mark, question):
+    def counting(cuts, m, mark, question, summaries=False):
         fits.append((m, mark))
-        return (yield from real(self, m, mark, question))
+        return (yield from real(cuts, m, mark, question, summaries))
 
-    monkeypatch.setattr(carried._Cuts, "_fit_prefix", counting)
+    monkeypatch.setattr(carried, "_fit_prefix", counting)
     body = coding_trace(turns=120, seed=5)
     warm = _engine(20_000)
     carried_turns = 0

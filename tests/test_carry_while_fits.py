@@ -43,6 +43,23 @@ def _engine(dialect: str, window: int, case: dict[str, Any]) -> Engine:
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(long_agent_loop())
 def test_a_carried_cut_is_kept_while_it_fits_and_only_then_replaced(case):
+    _check(case, None)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(long_agent_loop())
+def test_with_a_summarizer_a_carried_cut_and_its_summary_are_kept_while_they_fit(case):
+    """The same with a summarizer and its cache (a new cut's summary is asked for once, and every
+    turn that carries the cut finds it in the cache); its calls never outnumber the new cuts."""
+    from bench.cache import Scripted
+
+    summarizer = Scripted()
+    new_cuts = _check(case, summarizer)
+    assert summarizer.calls <= new_cuts
+
+
+def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
+    """Replay the loop turn by turn, checking the property; the number of turns that cut anew."""
     body, settings_ = case
     dialect = settings_["dialect"]
     probe = _engine(dialect, 10**7, settings_)
@@ -53,10 +70,11 @@ def test_a_carried_cut_is_kept_while_it_fits_and_only_then_replaced(case):
         shared.encoding, factor=shared.factor, image_formula=shared.image_formula, tool_framing=shared.tool_framing
     )
     previous: tuple[dict[str, Any], dict[str, Any]] | None = None  # (the turn as sent by the client, as fitted)
-    kept = replaced = 0
+    kept = replaced = new_cuts = 0
+    last_cut = None
     for turn in _growing(body):
         try:
-            fitted = engine.fit(turn, dialect=dialect)
+            fitted = _fit(engine, turn, dialect, summarizer)
         except ContextWindowExceeded:
             previous = None
             continue
@@ -71,4 +89,18 @@ def test_a_carried_cut_is_kept_while_it_fits_and_only_then_replaced(case):
                 kept += fitted.report.cut is not None
             else:
                 replaced += 1
+        new_cuts += fitted.report.cut is not None and fitted.report.cut != last_cut
+        last_cut = fitted.report.cut
         previous = (turn, fitted.body)
+    return new_cuts
+
+
+def _fit(engine: Engine, body: dict[str, Any], dialect: str, summarizer: Any) -> Any:
+    """`Engine.fit`, its summary requests answered by `summarizer` (its cache, then its text)."""
+    plan = engine.plan(body, dialect=dialect, can_summarize=summarizer is not None)
+    try:
+        request = next(plan)
+        while True:
+            request = plan.send(summarizer.answer(request) if summarizer else None)
+    except StopIteration as stop:
+        return stop.value

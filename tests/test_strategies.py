@@ -229,15 +229,17 @@ def test_a_summary_in_a_large_room_gets_the_policys_whole_output_budget():
     assert [r.max_tokens for r in seen] == [1024]
 
 
-def test_a_summary_that_would_leave_less_than_the_room_bar_is_not_asked_for():
-    """Six results of ~530 tokens in a room of ~3.9k: the carried cut goes to the bottom of its
-    band (65% of the room), and the smallest span that gets there with room for the summary's
-    budget leaves under 60% of the room. The summarizer is not asked (no call spent on a cut
-    that wastes the room); the deterministic drop cuts instead."""
+def test_a_carried_cut_without_room_for_its_summary_goes_as_without_a_summarizer():
+    """Six results of ~530 tokens in a room of ~3.9k, first seen whole: the replay finds the cut a
+    past turn would have made (its request, never seen, sent no summary) and carries it, and the
+    newest turns leave it no room for a summary's whole budget. The summarizer is not asked (no
+    call spent on a summary that cannot go in); the request is what the deterministic path sends."""
     fitted, asked = summarized(400, "summarize", "drop_oldest_turns")
+    plain, _ = summarized(400, "drop_oldest_turns")
     assert fitted.report.fits and not asked
-    assert [(s.kind, s.reason) for s in fitted.report.skipped] == [("summarize", "below_room_bar")]
+    assert [(s.kind, s.reason) for s in fitted.report.skipped] == [("summarize", "no_room_for_summary")]
     assert kinds(fitted.report) == ["drop_oldest_turns"]
+    assert fitted.body == plain.body
 
 
 def test_a_failing_summarizer_degrades_to_the_deterministic_path():

@@ -16,9 +16,10 @@ from guard.core.tokens import message_hash
 from guard.dialects import Dialect
 from guard.fit import summary
 from guard.fit.conversation import Context, Conversation, Keeping
+from guard.fit.cut_summaries import CutSummaries, Made
 from guard.fit.marks import Marks
 from guard.fit.questions import cuts_into, history_of, query, questions
-from guard.fit.replay import Past, crossing, last_cut, new_cut, room_bar
+from guard.fit.replay import Past, last_cut, new_cut, room_bar
 from guard.fit.request import Counted
 from guard.fit.rounds import fit
 from guard.fit.strategies.compact import compacted
@@ -43,11 +44,12 @@ def carried(
     where a turn boundary allows). The replay is a pure function of the history, so every worker
     and replica makes the same cut and a provider's cached prefix keeps hitting.
 
-    A conversation whose provider cache is known to be cold is cut below the band instead and the
-    cut anchored (see `guard.fit.temperature`); with a summarizer, the band grid of earlier
-    releases stays (`_band_cut`: a past cut's size would need the summaries that request got, and
-    a summary lands just under its mark in quarter-band steps, so the deeper marks of `low_water`
-    leave it under the room bar). None when no carried cut fits (the request is then fitted whole)."""
+    With a summarizer the cuts are the same kind; one that drops messages is made to leave room
+    under its mark for a summary of them, which takes the place of their markers: one summary a
+    new cut, the same on every turn that carries it (`guard.fit.cut_summaries`). A conversation
+    whose provider cache is known to be cold is cut below the band instead and the cut anchored
+    (see `guard.fit.temperature`). None when no carried cut fits (the request is then fitted
+    whole)."""
     cuts = _Cuts(req, budget, ctx, summarizing)
     messages, counts, n = req.messages, req.counts, len(req.messages)
     anchor = temperature.anchor if temperature is not None else None
@@ -60,27 +62,24 @@ def carried(
             return (*held, anchor)
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
-        return (yield from _anchored(cuts.at, n, total, sum(counts), budget, temperature.state))
-    if summarizing:
-        made = yield from _band_cut(cuts, budget)
-        return None if made is None else (*made, None)
+        return (yield from _anchored(cuts.summarized_at, n, total, sum(counts), budget, temperature.state))
     past = Past(req.dialect, messages, counts, cuts.sent, req.fixed)
-    found = yield from last_cut(past, budget, cuts.size)
+    summaries = CutSummaries(cuts) if summarizing else None
+    size_of, carry_of = (summaries.size, summaries.carry_size) if summaries else (cuts.size, None)
+    made_at = summaries.made if summaries else cuts.made
+    found = yield from last_cut(past, budget, size_of, carry_of)
     if found is None:
         return None
     m, mark = found
-    if m == n and mark in cuts.made_here:
-        made = cuts.made_here.pop(mark)
-    else:
-        made = yield from cuts.at(m, mark)
+    made = yield from made_at(m, mark)
     if made is None and m < n:
         # the carried cut does not fit after all (a question asked since moved it): a new cut now
-        mark = (yield from new_cut(past, n, budget, cuts.size))[0]
-        made = cuts.made_here.pop(mark, None)
+        mark = (yield from new_cut(past, n, budget, size_of))[0]
+        made = yield from made_at(n, mark)
     return None if made is None else (*made, None)
 
 
-CutAt = Callable[[int, int], Generator[Any, Any, "tuple[Conversation, Context, int] | None"]]
+CutAt = Callable[[int, int], Generator[Any, Any, Made]]
 
 
 def _anchored(
@@ -100,17 +99,6 @@ def _anchored(
             if made[0].total >= bar:
                 break
     return first
-
-
-def _band_cut(cuts: _Cuts, budget: Budget) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
-    """With a summarizer: the cut of the prefix up to where the conversation last crossed its band
-    (`guard.fit.replay.crossing`), to its tokens minus the whole request's bands (not deeper: its
-    spans and the summary's budget step coarsely)."""
-    sent, fixed = cuts.sent, cuts.fixed
-    total = fixed + sum(sent)
-    m = crossing(cuts.dialect, cuts.messages, tuple(sent), fixed, budget.target, budget.band)
-    # (the whole request's bands: what `quantized_stop` takes off it)
-    return (yield from cuts.at(m, fixed + sum(sent[:m]) - (total - quantized_stop(total, budget.target, budget.band))))
 
 
 def followed_by(cut: Conversation, tail: Sequence[Mapping[str, Any]], counts: Sequence[int], m: int) -> Conversation:
@@ -202,11 +190,24 @@ class _Cuts:
             self.made_here[mark] = made
         return sizes.put(key, made[0].total if made is not None else None)
 
+    def made(self, m: int, mark: int, over: int = 0) -> Generator[Any, Any, Made]:
+        """The cut of the first `m` messages to `mark`, carried to the request: the request's own
+        (kept by `size`) or made now (`at`, with `over`)."""
+        if m == len(self.messages) and mark in self.made_here:
+            return self.made_here.pop(mark)
+        return (yield from self.at(m, mark, over=over))
+
+    def summarized_at(self, m: int, mark: int) -> Generator[Any, Any, Made]:
+        """`at`, the prefix summarized as any request is (a cold provider cache: see `_anchored`)."""
+        return (yield from self.at(m, mark, summaries=self.summarizing))
+
     def at(
-        self, m: int, mark: int, end: int | None = None
+        self, m: int, mark: int, end: int | None = None, summaries: bool = False, over: int = 0
     ) -> Generator[Any, Any, tuple[Conversation, Context, int] | None]:
         """The cut of the first `m` messages down to `mark`, carried to the request (or, with
-        `end`, to the past request of the first `end` messages)."""
+        `end`, to the past request of the first `end` messages), if it fits the room (plus `over`:
+        a cut whose markers a summary is yet to replace); with `summaries`, the prefix summarized
+        as a request is (its spans, in quarter bands)."""
         dialect, messages, counts, fixed = self.dialect, self.messages, self.counts, self.fixed
         end = len(messages) if end is None else end
         if mark <= fixed:
@@ -220,7 +221,7 @@ class _Cuts:
         deepest = floor > mark and not inside
         mark = mark if inside else max(mark, floor)
         question = query(dialect, messages[:m])
-        cut, part = yield from self._prefix(m, mark, question)
+        cut, part = yield from self._prefix(m, mark, question, summaries)
         if part.history.relevance is not None:
             # the band's question is the one its prefix ended with; the first question asked since
             # that is about something the cut removed takes its place, once: a later one waits for
@@ -230,7 +231,7 @@ class _Cuts:
             for asked in dict.fromkeys(later):
                 # (the question itself holds its terms: what else is sent must)
                 if asked != question and cuts_into(cut, part, asked, [line for line in after if line != asked]):
-                    cut, part = yield from self._prefix(m, mark, asked)
+                    cut, part = yield from self._prefix(m, mark, asked, summaries)
                     break
         if cut.total > mark and not deepest:
             return None
@@ -241,7 +242,7 @@ class _Cuts:
                 part.record("compact_json", counts[m + j] - n, 1)
                 tail[j] = self.forms[m + j]
         conv = followed_by(cut, tail, tail_counts, m)
-        if conv.total > self.budget.room:
+        if conv.total > self.budget.room + over:
             return None
         return conv, part, m
 
@@ -257,58 +258,66 @@ class _Cuts:
             )
         return self.floors[m]
 
-    def _prefix(self, m: int, mark: int, question: str | None) -> Generator[Any, Any, tuple[Conversation, Context]]:
+    def _prefix(
+        self, m: int, mark: int, question: str | None, summaries: bool = False
+    ) -> Generator[Any, Any, tuple[Conversation, Context]]:
         """`_fit_prefix`, made once per engine while the prefix, mark, budget, policy, question and
         counter stay the same (a carried cut's later turns cost the replay and the messages added
-        since); with a summarizer, each time. A hit is taken for these very messages only (the key
-        holds their hashes: a collision never sends another conversation's text)."""
-        if self.summarizing:
-            return (yield from self._fit_prefix(m, mark, question))
+        since); summarized, each time. A hit is taken for these very messages only (the key holds
+        their hashes: a collision never sends another conversation's text)."""
+        if summaries:
+            return (yield from _fit_prefix(self, m, mark, question, summaries))
         # (the counter itself: an engine keeps one per encoding, factor and image formula)
         key = (self.keys(m, mark), question, tuple(self.ctx.actions), self.ctx.counter)
         prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
         made = prefixes.get(key)
         if made is None or made[0] != prefix:
-            made = (prefix, *(yield from self._fit_prefix(m, mark, question)))
+            made = (prefix, *(yield from _fit_prefix(self, m, mark, question)))
             prefixes.put(key, made, 4 * sum(self.counts[:m]))
         _, cut, part = made
         return cut, replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
 
-    def _fit_prefix(self, m: int, mark: int, question: str | None) -> Generator[Any, Any, tuple[Conversation, Context]]:
-        """The first `m` messages fitted to `mark`, their lossy steps ranking by `question`; when
-        summarizing, summarized as any request is (its spans, and so its cached summary, stay the
-        same all band). The summaries earlier prefixes of this request got (`known`, by span: a
-        prefix's spans step in quarter bands from its oldest droppable turn, so span k is the same
-        for every prefix of the request that has it) are reused instead of asked for again, and
-        the request's summary calls are counted across tries."""
-        dialect, messages, counts, budget, ctx = self.dialect, self.messages[:m], self.counts[:m], self.budget, self.ctx
-        band = budget.band
-        # the last resort (cutting inside the newest turns) is for the request, not for its prefix,
-        # but where the prefix's newest turns alone are over the room (`_floor`): elsewhere a prefix
-        # that needs it cannot be carried, and the request is fitted whole instead
-        policy = self.policy
-        if self._floor(m) <= budget.room:
-            policy = policy.model_copy(
-                update={"strategies": [s for s in policy.strategies if BY_NAME[s].kind != "newest"]}
-            )
-        marks = Marks(
-            stop_at=mark,
-            floor=mark - band,
-            target=budget.target,
-            room=min(budget.room, mark),
-            band=band,
-            ceiling=mark,
-            every_overflow=mark >= budget.room,
-            least=room_bar(budget),
-        )
-        part = Context(counter=ctx.counter, policy=policy, marks=marks)
-        part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
-        for action in ctx.actions:  # the output clamp of this request
-            part.record(action.kind, action.tokens_saved, action.items)
-        part.summarized.known = self.known
-        part.summarized.calls = ctx.summarized.calls
-        prefix = Conversation.build(dialect, messages, counts, self.fixed, Keeping.of(policy, budget))
-        cut, part = yield from fit(prefix, part, policy, can_summarize=self.summarizing)
-        ctx.summarized.calls = part.summarized.calls
-        self.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
-        return cut, part
+
+def _fit_prefix(
+    cuts: _Cuts, m: int, mark: int, question: str | None, summaries: bool = False
+) -> Generator[Any, Any, tuple[Conversation, Context]]:
+    """The first `m` messages of `cuts`' history fitted to `mark`, their lossy steps ranking by
+    `question`; with `summaries`, summarized as any request is (its spans, and so its cached summary, stay the
+    same all band). The summaries earlier prefixes of this request got (`known`, by span: a
+    prefix's spans step in quarter bands from its oldest droppable turn, so span k is the same
+    for every prefix of the request that has it) are reused instead of asked for again, and
+    the request's summary calls are counted across tries."""
+    dialect, messages, counts, budget, ctx = cuts.dialect, cuts.messages[:m], cuts.counts[:m], cuts.budget, cuts.ctx
+    band = budget.band
+    # the last resort (cutting inside the newest turns) is for the request, not for its prefix,
+    # but where the prefix's newest turns alone are over the room (`_floor`): elsewhere a prefix
+    # that needs it cannot be carried, and the request is fitted whole instead
+    policy = cuts.policy
+    # (a prefix fitted without summaries, the summarizer's or not, reports no summarize step:
+    # with a summarizer, its summary is put in afterwards, see `_summarized`)
+    steps = [s for s in policy.strategies if summaries or not cuts.summarizing or s != "summarize"]
+    if cuts._floor(m) <= budget.room:
+        steps = [s for s in steps if BY_NAME[s].kind != "newest"]
+    if steps != policy.strategies:
+        policy = policy.model_copy(update={"strategies": steps})
+    marks = Marks(
+        stop_at=mark,
+        floor=mark - band,
+        target=budget.target,
+        room=min(budget.room, mark),
+        band=band,
+        ceiling=mark,
+        every_overflow=mark >= budget.room,
+        least=room_bar(budget),
+    )
+    part = Context(counter=ctx.counter, policy=policy, marks=marks)
+    part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
+    for action in ctx.actions:  # the output clamp of this request
+        part.record(action.kind, action.tokens_saved, action.items)
+    part.summarized.known = cuts.known
+    part.summarized.calls = ctx.summarized.calls
+    prefix = Conversation.build(dialect, messages, counts, cuts.fixed, Keeping.of(policy, budget))
+    cut, part = yield from fit(prefix, part, policy, can_summarize=summaries)
+    ctx.summarized.calls = part.summarized.calls
+    cuts.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
+    return cut, part

@@ -78,7 +78,9 @@ class Past:
         return head_length(self.dialect, self.messages)
 
 
-def last_cut(past: Past, budget: Budget, size_of: SizeOf) -> Generator[Any, Any, tuple[int, int] | None]:
+def last_cut(
+    past: Past, budget: Budget, size_of: SizeOf, carry_of: SizeOf | None = None
+) -> Generator[Any, Any, tuple[int, int] | None]:
     """Where this history's current cut was made and the mark it was cut to: the prefix length (a
     turn boundary, or the whole request) of the last turn that needed a new one, found by replaying
     the history's past turn boundaries as requests; None if none did (the request fits as sent).
@@ -89,7 +91,10 @@ def last_cut(past: Past, budget: Budget, size_of: SizeOf) -> Generator[Any, Any,
     (`low_water`). Every later request carried that cut while the cut (`size_of`: its tokens, None
     if it could not be made) plus what was added since still fit the room, and the first that did
     not got the next new cut. A pure function of the history: the same on every turn, worker and
-    replica, so a cut is kept byte for byte for exactly as long as it fits (see `carried`)."""
+    replica, so a cut is kept byte for byte for exactly as long as it fits (see `carried`).
+
+    `carry_of`, where given, is the size a cut is carried with once its mark is chosen by
+    `size_of` (with a summarizer: the cut with the summary its request sent, see `carried`)."""
     est, whole, fixed, n = past.est, past.whole, past.fixed, len(past.messages)
     room = budget.room
     rewritten = room - math.ceil(budget.band * REWRITES_HEADROOM)  # the most the rewrites alone may leave
@@ -102,7 +107,7 @@ def last_cut(past: Past, budget: Budget, size_of: SizeOf) -> Generator[Any, Any,
             if fixed + est[b] <= rewritten:  # over the room, well under it once compacted: the rewrites alone
                 if b == n:
                     return b, room
-                cut, made = (b, room), (yield from size_of(b, room))
+                cut, made = (b, room), (yield from (carry_of or size_of)(b, room))
                 size = made if made is not None else room + 1
                 continue
         elif size + est[b] - est[cut[0]] <= room:
@@ -110,6 +115,8 @@ def last_cut(past: Past, budget: Budget, size_of: SizeOf) -> Generator[Any, Any,
         mark, made = yield from new_cut(past, b, budget, size_of)
         if b == n:  # a new cut of the request itself: the caller sends it
             return b, mark
+        if made is not None and carry_of is not None:
+            made = yield from carry_of(b, mark)
         cut, size = (b, mark), made if made is not None else room + 1  # (an impossible cut is left at once)
     return cut
 

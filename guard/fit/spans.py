@@ -91,7 +91,15 @@ def output_budget(ctx: Context) -> int:
     the room being fitted (never below 64). The planner leaves space for the whole budget when it
     picks a span, so in a small room (a few thousand tokens) the policy's 1,024 would make it
     summarize far more than needed and send a request that uses half its room or less."""
-    return max(64, min(ctx.policy.summary_max_tokens, ctx.room // 8))
+    return summary_budget(ctx.policy.summary_max_tokens, ctx.room)
+
+
+MIN_SUMMARY = 64  # the smallest output budget a summary is asked with
+
+
+def summary_budget(max_tokens: int, room: int) -> int:
+    """`output_budget` of a policy's `summary_max_tokens` in a room."""
+    return max(MIN_SUMMARY, min(max_tokens, room // 8))
 
 
 def span_request(conv: Conversation, ctx: Context, span: list[int]) -> SummaryRequest:

@@ -1,0 +1,256 @@
+"""Carried cuts with a summarizer: a cut that drops messages is made to leave room for a summary
+of them, and the summary goes in the place of the drop's markers.
+
+A new cut asks for one summary: of exactly the messages it drops. Every later turn that carries
+the cut drops the same messages, so it finds the same summary in the summary cache (the span's
+cache key is its transcript) and sends the same bytes. The replay (`guard.fit.replay.last_cut`)
+chooses a cut's mark on its size with the summary's whole budget in place (a pure function of the
+history: every worker and replica chooses the same), and carries the cut with the summary its
+request sent, found in the cache, so a cut is kept for exactly as long as what is sent fits.
+The words: docs/glossary.md."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Generator, Mapping
+from dataclasses import replace
+from typing import Any, Protocol, TypeAlias
+
+from guard.core.budget import Budget
+from guard.core.policy import Policy
+from guard.core.report import Skipped
+from guard.dialects import Dialect, cache_breakpoint
+from guard.fit import summary
+from guard.fit.conversation import Context, Conversation
+from guard.fit.replay import room_bar
+from guard.fit.spans import (
+    MIN_SUMMARY,
+    SUMMARY_MARK,
+    CachedSummaries,
+    SummaryAnswer,
+    SummaryRequest,
+    summary_budget,
+)
+
+# what a summary's text may count in this request's tokens against the summarizer's own
+TOKENIZER_SLACK = 1.25
+
+Made: TypeAlias = "tuple[Conversation, Context, int] | None"  # a cut carried to a request, its prefix length
+
+
+class Cuts(Protocol):
+    """What `CutSummaries` needs of a request's cuts (`guard.fit.carried`)."""
+
+    dialect: Dialect
+    messages: tuple[Mapping[str, Any], ...]
+    counts: tuple[int, ...]
+    budget: Budget
+    policy: Policy
+    ctx: Context
+
+    def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]: ...
+
+    def at(self, m: int, mark: int, end: int | None = None) -> Generator[Any, Any, Made]: ...
+
+    def made(self, m: int, mark: int, over: int = 0) -> Generator[Any, Any, Made]: ...
+
+
+class CutSummaries:
+    """The cuts of one request's history, each with the summary of what it drops where the room
+    allows one: `size` and `carry_size` for the replay, `made` for the request."""
+
+    def __init__(self, cuts: Cuts) -> None:
+        self.cuts = cuts
+        budget, dialect = cuts.budget, cuts.dialect
+        frame = dialect.marker(SUMMARY_MARK.format(m=10**6, n=10**9))
+        # (+8: a text's tokens can merge with the line it follows; never by that many)
+        self.framing = cuts.ctx.counter.message(dialect, frame) + 8
+        # the summarizer counts its output with its own tokenizer, this request with its own (and
+        # its calibration): the room a summary's text gets holds its budget a quarter over; and is
+        # at most a quarter band (the cut it lets go deeper still lasts about a band, and a summary
+        # that comes back short leaves little of the room unused)
+        self.slack = cuts.ctx.counter.factor * TOKENIZER_SLACK
+        self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
+        self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, budget.band // 4))
+
+    def _room(self, room: int) -> int:
+        """`room` if a summary of at least `MIN_SUMMARY` tokens fits it, else 0."""
+        return room if self.tokens(room) >= MIN_SUMMARY else 0
+
+    def tokens(self, room: int) -> int:
+        """The output budget of a summary given `room` tokens in the request."""
+        return min(self.wanted, math.floor((room - self.framing) / self.slack))
+
+    def made(self, m: int, mark: int) -> Generator[Any, Any, Made]:
+        """The cut of the first `m` messages to `mark`, carried to the request: where it drops
+        messages and the room allows, with the summary of them put in (asked for where the summary
+        cache lacks it; see `_plan`); else as without a summarizer, the report saying why there is
+        no summary."""
+        plain, room, withheld = yield from self._plan(m, mark)
+        made = yield from self.cuts.made(m, plain, over=room)  # (the summary replaces markers)
+        if made is None:
+            return None
+        # a cut carried without its summary (`carry_size`: not in the cache) gets one where its
+        # whole room still fits
+        ask = not room or made[0].total - sum(markers(made[0])) + room <= self.cuts.budget.room
+        if room:
+            made, found = yield from self._summarized(made, m, room, ask=ask)
+            withheld = None if found or ask else "no_room_for_summary"
+        if withheld and made is not None:
+            made[1].skipped.append(Skipped("summarize", withheld))
+        return made if made is not None and made[0].total <= self.cuts.budget.room else None
+
+    def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
+        """The tokens the replay chooses a mark by: the cut without its summary and the room it
+        leaves its summary (see `_plan`). A pure function of the history."""
+        plain, room, _ = yield from self._plan(m, mark)
+        size = yield from self.cuts.size(m, plain)
+        return size + room if size is not None else None
+
+    def carry_size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
+        """The tokens the replay carries a past cut with: with the summary its request sent where
+        the summary cache holds it (the request that made the cut asked for it), else without one
+        (a past request this guard never saw, of a conversation first seen long; or a summary
+        lost): the request carrying the cut puts one in only where its whole room fits (`made`)."""
+        plain, room, _ = yield from self._plan(m, mark)
+        base = yield from self.cuts.size(m, plain)
+        if base is None or not room:
+            return base
+        made = yield from self.cuts.at(m, plain, end=m)
+        summarized, found = yield from self._summarized(made, m, room, ask=False)
+        return summarized[0].total if found and summarized is not None else base
+
+    def _plan(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
+        """How the cut of the first `m` messages to `mark` is made: the mark it is made to without
+        its summary, the room it leaves the summary (0: none) and, where it drops messages and
+        gets no summary, why. A cut that drops messages gets a summary's whole room where it left
+        that under the mark (whole turns step coarsely), else where the cut lower by that room
+        still leaves the room bar with it; else the room it left under the mark if a summary fits
+        it ("below_room_bar" otherwise). A cut to the room itself (the rewrites alone) and a band
+        too small for a summary ("no_room_for_summary") get none. A pure function of the history."""
+        if mark >= self.cuts.budget.room:
+            return mark, 0, None
+        made = yield from self.cuts.at(m, mark, end=m)
+        if made is None or not absent(made[0], m):
+            return mark, 0, None
+        if not self.room:
+            return mark, 0, "no_room_for_summary"
+        # (without the drop's markers: the summary takes their place)
+        free = mark - made[0].total + sum(markers(made[0]))
+        if free >= self.room:
+            return mark, self.room, None
+        lower = yield from self.cuts.at(m, mark - self.room, end=m)
+        if lower is not None and lower[0].total - sum(markers(lower[0])) + self.room >= room_bar(self.cuts.budget):
+            return mark - self.room, self.room, None
+        room = self._room(free)
+        return mark, room, None if room else "below_room_bar"
+
+    def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, bool]]:
+        """The cut `made` of the first `m` messages with what it dropped summarized in the place of
+        the drop's markers (in at most `room` tokens more), and whether it has that summary: from
+        the summary cache, or, with `ask`, from the summarizer. Without one (a cache miss, no
+        answer, an answer over its room), the cut as it is, the report saying why."""
+        if made is None:
+            return made, False
+        conv, part, _ = made
+        request = span_request(self.cuts, m, conv, part, self.tokens(room))
+        if request is None:
+            return made, False
+        cached = yield CachedSummaries((request,))
+        answer = SummaryAnswer(cached[0] if isinstance(cached, (tuple, list)) and cached else None, source="cache")
+        if not (isinstance(answer.text, str) and answer.text.strip()):
+            if not ask:
+                return made, False
+            answer = _answer((yield request))
+        ctx = self.cuts.ctx
+        ctx.summarized.calls += answer.calls
+        part = replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
+        part.summarized.calls = ctx.summarized.calls
+        text = answer.text.strip() if isinstance(answer.text, str) else ""
+        put = put_in(conv, part, request, (answer.source, text), room, absent(conv, m)) if text else None
+        if isinstance(put, Conversation):
+            return (put, part, m), True
+        part.skipped.append(Skipped("summarize", put or answer.reason or "summary_empty"))
+        part.summarized.report = {
+            "source": "none",
+            "calls": part.summarized.calls,
+            "span_messages": len(request.messages),
+            "span_tokens": request.span_tokens,
+        }
+        return (conv, part, m), False
+
+
+def put_in(
+    conv: Conversation,
+    part: Context,
+    request: SummaryRequest,
+    answer: tuple[str, str],
+    room: int,
+    span: list[int],
+) -> Conversation | str:
+    """`conv` with the summary (`answer`: its source and text; of the messages at `span`) in
+    the place of the drop's markers, at most `room` tokens more; the drop's tokens and items
+    moved onto the summary in the report (`part`). Or why it cannot go in."""
+    source, text = answer
+    dialect = conv.dialect
+    at = [i for i, o in enumerate(conv.origin) if o < 0]
+    replaced = sum(markers(conv))
+    # a prompt-cache breakpoint the drop moved onto a marker moves onto the summary
+    breakpoints = [bp for i in at if (bp := cache_breakpoint(conv.messages[i])) is not None]
+    msg = dialect.marker(
+        SUMMARY_MARK.format(m=len(request.messages), n=request.span_tokens) + text,
+        breakpoints[-1] if breakpoints else None,
+    )
+    count = part.counter.message(dialect, msg)
+    drop = next(a for a in part.actions if a.kind == "drop_oldest_turns")
+    if count - replaced > room:
+        return "summary_oversized"
+    if count >= drop.tokens_saved + replaced:
+        return "summary_not_shorter"
+    part.adjust("drop_oldest_turns", -drop.tokens_saved, -drop.items)
+    part.record("summarize", drop.tokens_saved + replaced - count, drop.items)
+    part.summarized.message, part.summarized.span = msg, span
+    part.summarized.report = {
+        "source": source,
+        "calls": part.summarized.calls,
+        "span_messages": len(request.messages),
+        "span_tokens": request.span_tokens,
+        "summary_tokens": count,
+    }
+    return conv.replacing(set(at), {at[0]: (msg, count)})
+
+
+def span_request(cuts: Cuts, m: int, conv: Conversation, part: Context, tokens: int) -> SummaryRequest | None:
+    """The request for a summary (of `tokens` at most) of what the cut `conv` of the first `m`
+    messages of `cuts`' history dropped; None where it dropped nothing, or not by the drop alone
+    (nothing a summary can stand for)."""
+    left_out = absent(conv, m)
+    drop = next((a for a in part.actions if a.kind == "drop_oldest_turns"), None)
+    if not left_out or not markers(conv) or drop is None or drop.items != len(left_out):
+        return None
+    messages = [cuts.messages[i] for i in left_out]
+    return SummaryRequest(
+        dialect=cuts.dialect.name,
+        messages=tuple(messages),
+        span_tokens=sum(cuts.counts[i] for i in left_out),
+        max_tokens=tokens,
+        lines=tuple(summary.transcript(cuts.dialect, messages)),
+    )
+
+
+def _answer(answer: Any) -> SummaryAnswer:
+    """A driver's answer to a summary request (a `SummaryAnswer`, or a plain text or None)."""
+    if isinstance(answer, SummaryAnswer):
+        return answer
+    return SummaryAnswer(answer if isinstance(answer, str) else None, None if isinstance(answer, str) else "no_summary")
+
+
+def absent(cut: Conversation, m: int) -> list[int]:
+    """The first `m` messages of the history that `cut` left out."""
+    kept = set(cut.origin)
+    return [i for i in range(m) if i not in kept]
+
+
+def markers(cut: Conversation) -> list[int]:
+    """The tokens of each marker in `cut` (messages of the guard's own)."""
+    return [n for n, o in zip(cut.counts, cut.origin) if o < 0]
