@@ -229,17 +229,20 @@ def test_a_summary_in_a_large_room_gets_the_policys_whole_output_budget():
     assert [r.max_tokens for r in seen] == [1024]
 
 
-def test_a_carried_cut_without_room_for_its_summary_goes_as_without_a_summarizer():
-    """Six results of ~530 tokens in a room of ~3.9k, first seen whole: the replay finds the cut a
-    past turn would have made (its request, never seen, sent no summary) and carries it, and the
-    newest turns leave it no room for a summary's whole budget. The summarizer is not asked (no
-    call spent on a summary that cannot go in); the request is what the deterministic path sends."""
+def test_a_cut_summarizes_exactly_the_messages_it_drops_in_the_place_of_their_marker():
+    """Six results of ~530 tokens in a room of ~3.9k: the cut drops whole turns and the summarizer
+    is asked once, for exactly the messages the sent request lacks; the summary stands where they
+    stood (no drop marker left), and the report moves the drop's tokens onto the summary."""
     fitted, asked = summarized(400, "summarize", "drop_oldest_turns")
-    plain, _ = summarized(400, "drop_oldest_turns")
-    assert fitted.report.fits and not asked
-    assert [(s.kind, s.reason) for s in fitted.report.skipped] == [("summarize", "no_room_for_summary")]
-    assert kinds(fitted.report) == ["drop_oldest_turns"]
-    assert fitted.body == plain.body
+    body = agent([words(400, i) for i in range(6)])
+    sent = fitted.body["messages"]
+    assert fitted.report.fits and len(asked) == 1
+    missing = [m for m in body["messages"] if m not in sent]
+    assert list(asked[0].messages) == missing
+    marks = [i for i, m in enumerate(sent) if str(m.get("content")).startswith("[context-guard:")]
+    assert len(marks) == 1 and str(sent[marks[0]]["content"]).startswith("[context-guard: summary")
+    assert sent[: marks[0]] == body["messages"][: marks[0]]  # what leads the history stays in front
+    assert kinds(fitted.report) == ["summarize"] and fitted.report.summary["span_messages"] == len(missing)
 
 
 def test_a_failing_summarizer_degrades_to_the_deterministic_path():

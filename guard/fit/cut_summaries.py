@@ -90,13 +90,9 @@ class CutSummaries:
         made = yield from self.cuts.made(m, plain, over=room)  # (the summary replaces markers)
         if made is None:
             return None
-        # a cut carried without its summary (`carry_size`: not in the cache) gets one where its
-        # whole room still fits
-        ask = not room or made[0].total - sum(markers(made[0])) + room <= self.cuts.budget.room
         if room:
-            made, found = yield from self._summarized(made, m, room, ask=ask)
-            withheld = None if found or ask else "no_room_for_summary"
-        if withheld and made is not None:
+            made = (yield from self._summarized(made, m, room, ask=True))[0]
+        elif withheld and made is not None:
             made[1].skipped.append(Skipped("summarize", withheld))
         return made if made is not None and made[0].total <= self.cuts.budget.room else None
 
@@ -109,16 +105,18 @@ class CutSummaries:
 
     def carry_size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens the replay carries a past cut with: with the summary its request sent where
-        the summary cache holds it (the request that made the cut asked for it), else without one
-        (a past request this guard never saw, of a conversation first seen long; or a summary
-        lost): the request carrying the cut puts one in only where its whole room fits (`made`)."""
+        the summary cache holds it (the request that made the cut asked for it), else with the
+        summary's whole room (a past request this guard never saw, of a conversation first seen
+        long; or a summary lost: the request carrying the cut asks for it)."""
         plain, room, _ = yield from self._plan(m, mark)
         base = yield from self.cuts.size(m, plain)
         if base is None or not room:
             return base
         made = yield from self.cuts.at(m, plain, end=m)
-        summarized, found = yield from self._summarized(made, m, room, ask=False)
-        return summarized[0].total if found and summarized is not None else base
+        summarized, state = yield from self._summarized(made, m, room, ask=False)
+        if state == "in" and summarized is not None:
+            return summarized[0].total
+        return base if state == "refused" else base + room  # (refused: the cut went without it)
 
     def _plan(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
         """How the cut of the first `m` messages to `mark` is made: the mark it is made to without
@@ -145,22 +143,23 @@ class CutSummaries:
         room = self._room(free)
         return mark, room, None if room else "below_room_bar"
 
-    def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, bool]]:
+    def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, str]]:
         """The cut `made` of the first `m` messages with what it dropped summarized in the place of
-        the drop's markers (in at most `room` tokens more), and whether it has that summary: from
-        the summary cache, or, with `ask`, from the summarizer. Without one (a cache miss, no
-        answer, an answer over its room), the cut as it is, the report saying why."""
+        the drop's markers (in at most `room` tokens more), and what came of its summary: "in"
+        (from the summary cache, or, with `ask`, from the summarizer), "refused" (a text that
+        cannot go in: over its room, not shorter) or "missing" (a cache miss, no answer). Without
+        one, the cut as it is, the report saying why."""
         if made is None:
-            return made, False
+            return made, "missing"
         conv, part, _ = made
         request = span_request(self.cuts, m, conv, part, self.tokens(room))
         if request is None:
-            return made, False
+            return made, "missing"
         cached = yield CachedSummaries((request,))
         answer = SummaryAnswer(cached[0] if isinstance(cached, (tuple, list)) and cached else None, source="cache")
         if not (isinstance(answer.text, str) and answer.text.strip()):
             if not ask:
-                return made, False
+                return made, "missing"
             answer = _answer((yield request))
         ctx = self.cuts.ctx
         ctx.summarized.calls += answer.calls
@@ -169,7 +168,7 @@ class CutSummaries:
         text = answer.text.strip() if isinstance(answer.text, str) else ""
         put = put_in(conv, part, request, (answer.source, text), room, absent(conv, m)) if text else None
         if isinstance(put, Conversation):
-            return (put, part, m), True
+            return (put, part, m), "in"
         part.skipped.append(Skipped("summarize", put or answer.reason or "summary_empty"))
         part.summarized.report = {
             "source": "none",
@@ -177,7 +176,7 @@ class CutSummaries:
             "span_messages": len(request.messages),
             "span_tokens": request.span_tokens,
         }
-        return (conv, part, m), False
+        return (conv, part, m), "refused" if put else "missing"
 
 
 def put_in(
