@@ -64,9 +64,8 @@ class Report:
     # JSON is one flag): two turns of a growing conversation with the same `cut` send prompts
     # where the later starts with the earlier, byte for byte (the provider's cached prefix holds)
     cut: str | None = None
-    # the number of leading messages the cut was decided on: the prefix up to the conversation's
-    # last band crossing, whose cut every turn until the next crossing carries (None: decided on
-    # the whole request, as when a summarizer is configured)
+    # the number of leading messages the cut was decided on: the prefix whose cut this request
+    # carries, as every turn does while it fits (None: decided on the whole request)
     cut_from: int | None = None
     summary: dict[str, Any] | None = None  # source (cache/llm), calls, span and summary sizes
     reasoning: list[dict[str, Any]] = field(default_factory=list)  # thinking fields lowered with the output

@@ -4,9 +4,9 @@
 summarize, it yields a `SummaryRequest` and expects the summary text (or None) to be sent back;
 `run()` drives it synchronously, and an async shell can drive the same generator with awaits.
 
-Its steps live in modules of their own: `carried` (the cut of the band's crossing turn, carried
-forward), `rounds` (the strategies in order), `spans` (summaries), `questions` (relevance) and
-`reporting` (the report).
+Its steps live in modules of their own: `carried` (the cut a past turn made, carried while it
+fits; with a summarizer, `cut_summaries`), `rounds` (the strategies in order), `spans`
+(summaries), `questions` (relevance) and `reporting` (the report).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def plan(
     temperature: Temperature | None = None,
 ) -> Plan:
     """The fit of `body` with what was `resolved` for it. `temperature`: what the shell knows of the
-    conversation's provider cache (see guard.fit.temperature); None: nothing (the stateless band grid)."""
+    conversation's provider cache (see guard.fit.temperature); None: nothing (the stateless replay)."""
     policy = resolved.policy
     req = Counted.of(body, resolved)
     terms = reasoning.Terms(

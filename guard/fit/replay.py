@@ -190,27 +190,3 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
         up = min([n for n in sizes if n > deepest[0]] + [floor])
         marks.insert(0, (deepest[0] + up) // 2)
     return tuple(dict.fromkeys(marks))
-
-
-def crossing(
-    dialect: Dialect,
-    messages: tuple[Mapping[str, Any], ...],
-    counts: tuple[int, ...],
-    fixed: int,
-    target: int,
-    band: int,
-) -> int:
-    """Where the conversation last crossed a band: the shortest prefix, ending at a turn boundary,
-    whose tokens (`counts`, per message) are already in the same band above the low-water mark
-    as the whole request's. Every turn from that prefix up to the next crossing gets the cut the
-    prefix got (see `carried`). `len(messages)` if the request itself is the crossing turn."""
-    total = fixed + sum(counts)
-    k = math.ceil(max(0, total - target) / band)
-    threshold = target + (k - 1) * band
-    groups = group_messages(dialect, messages)
-    running = fixed
-    for j, n in enumerate(counts):
-        if j and groups[j] != groups[j - 1] and running > threshold:
-            return j
-        running += n
-    return len(messages)
