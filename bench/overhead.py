@@ -16,7 +16,8 @@ Two workloads, each run alone, rounds alternating stock and guarded to spread ma
 
 Per workload and proxy it prints requests/s, what a request costs a worker (workers / throughput),
 p50 and p99 latency, errors and the proxy's memory (resident, every worker) after the runs; then
-what the guard adds. With one worker the proxy runs on core 0 and the clients on core 1; with two,
+what the guard adds. With two workers each request opens a new connection (so requests spread over
+the workers by load), for the stock and the guarded proxy alike. With one worker the proxy runs on core 0 and the clients on core 1; with two,
 both share the machine. Bars (issue 36): one worker, the guard adds <= 1 ms a fitting request,
 <= 5 ms an overflowing turn, <= 100 MB, 0 errors; two workers serve >= 1.6x the overflowing turns
 one does.
@@ -106,11 +107,15 @@ class Run:
     seconds: float = 0.0
 
 
-async def drive(url: str, loops: list[list[str]], clients: int, seconds: float) -> Run:
+async def drive(url: str, loops: list[list[str]], clients: int, seconds: float, spread: bool = False) -> Run:
     """`clients` closed-loop clients for `seconds`, client k walking loop k % len(loops) in order
     (a new salt each pass)."""
     run = Run()
     headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+    if spread:
+        # a new connection a request: a worker busy fitting does not accept, so requests spread
+        # over the workers by load (a kept-alive connection stays with the worker that took it)
+        headers["connection"] = "close"
     stop = time.monotonic() + seconds
 
     async def client(http: httpx.AsyncClient, k: int) -> None:
@@ -169,8 +174,9 @@ def measure(workers: int, guarded: bool, loads: dict[str, list[list[str]]], seco
     try:
         for name, loops in loads.items():
             clients = WORKLOADS[name][1] * workers
-            asyncio.run(drive(url, loops, clients, min(5.0, seconds / 3)))  # warm-up: imports, pools
-            out[name] = asyncio.run(drive(url, loops, clients, seconds))
+            spread = workers > 1
+            asyncio.run(drive(url, loops, clients, min(5.0, seconds / 3), spread))  # warm-up: imports, pools
+            out[name] = asyncio.run(drive(url, loops, clients, seconds, spread))
         out["rss_mb"] = rss_mb(proc.pid)
     finally:
         stop_proxy(proc)

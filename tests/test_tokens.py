@@ -123,14 +123,8 @@ def test_a_large_batch_is_counted_on_two_threads_with_a_twin_encoder(monkeypatch
     import guard.core.tokens
 
     monkeypatch.setattr(guard.core.encodings, "_twins", {})
-    msgs = [
-        {
-            "role": "tool",
-            "tool_call_id": f"c{i}",
-            "content": json.dumps({"i": i, "rows": ["word %d" % j for j in range(400)]}),
-        }
-        for i in range(60)
-    ]
+    monkeypatch.setattr(guard.core.tokens, "_two_cpus", lambda: True)
+    msgs = _large_batch()
     assert sum(len(m["content"]) for m in msgs) > guard.core.tokens._PARALLEL_CHARS
     split = TokenCounter(O200K).messages(OPENAI, msgs)
     twin = guard.core.encodings._twins[id(O200K)][1]  # built by the counting thread, for it
@@ -139,6 +133,56 @@ def test_a_large_batch_is_counted_on_two_threads_with_a_twin_encoder(monkeypatch
     monkeypatch.setattr(guard.core.tokens, "_PARALLEL_CHARS", 10**12)
     assert split == TokenCounter(O200K).messages(OPENAI, msgs)
     assert split == [4 + enc(m["content"]) + enc(m["tool_call_id"]) for m in msgs]
+
+
+def _large_batch() -> list[dict[str, str]]:
+    return [
+        {
+            "role": "tool",
+            "tool_call_id": f"c{i}",
+            "content": json.dumps({"i": i, "rows": ["word %d" % j for j in range(400)]}),
+        }
+        for i in range(60)
+    ]
+
+
+def test_a_process_on_one_cpu_counts_a_large_batch_on_its_own_thread(monkeypatch):
+    """A worker pinned to one CPU gains nothing from a second thread, and its twin encoder costs
+    ~40 MB: the batch is counted on the calling thread, the same counts."""
+    import guard.core.tokens
+
+    monkeypatch.setattr(guard.core.tokens.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    guard.core.tokens._two_cpus.cache_clear()
+    try:
+
+        def no_pool():
+            raise AssertionError("a one-CPU process started the counting thread")
+
+        monkeypatch.setattr(guard.core.tokens, "_pool", no_pool)
+        msgs = _large_batch()
+        assert TokenCounter(O200K).messages(OPENAI, msgs) == [
+            4 + enc(m["content"]) + enc(m["tool_call_id"]) for m in msgs
+        ]
+    finally:
+        guard.core.tokens._two_cpus.cache_clear()
+
+
+def test_an_encodings_python_ranks_are_read_again_only_when_needed():
+    """tiktoken keeps a Python copy of the ranks its Rust encoder already holds (~28 MB for
+    o200k_base); the guard leaves it to be read again on first use: a pickled or copied encoding
+    and a twin encode as the original does."""
+    import copy
+    import pickle
+
+    from guard.core.encodings import Ranks, load_ranks, twin
+
+    ranks = O200K._mergeable_ranks
+    assert isinstance(ranks, Ranks)
+    text = 'héllo wörld, 東京 {"k": [1, 2]}'
+    for other in (pickle.loads(pickle.dumps(O200K)), copy.deepcopy(O200K), twin(O200K)):
+        assert other.encode_ordinary(text) == O200K.encode_ordinary(text)
+    plain = copy.deepcopy(ranks)
+    assert type(plain) is dict and plain == load_ranks("o200k_base") and len(plain) == len(ranks) > 199_000
 
 
 def test_calibration_inflates_text_not_images():

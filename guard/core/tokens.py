@@ -20,7 +20,9 @@ hash of the message: a re-check costs the new messages only.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -62,6 +64,17 @@ def _pool() -> ThreadPoolExecutor:
 
 def _mark_worker() -> None:
     _WORKER.twins = True
+
+
+@functools.cache
+def _two_cpus() -> bool:
+    """Whether this process may run on two CPUs or more: a worker pinned to one (`taskset`, a
+    one-CPU container) gains nothing from a second counting thread, and its twin encoder costs
+    ~40 MB (`guard.core.encodings.twin`)."""
+    try:
+        return len(os.sched_getaffinity(0)) >= 2
+    except (AttributeError, OSError):  # (no affinity on this platform)
+        return (os.cpu_count() or 1) >= 2
 
 
 class Encoding(Protocol):
@@ -234,7 +247,7 @@ class TokenCounter:
             return [(position, self._count(dialect, m, key)) for position, m, key in part]
 
         size = sum(len(c) if isinstance(c := m.get("content"), str) else 2048 for _, m, _ in misses)
-        if size < _PARALLEL_CHARS or len(misses) < 8:
+        if size < _PARALLEL_CHARS or len(misses) < 8 or not _two_cpus():
             return run(misses)
         # both threads take the next message from one iterator (each message once: `next` runs
         # under the GIL), so neither waits for the other's half (the pool's thread encodes a little
