@@ -216,8 +216,9 @@ class Scripted:
         return SummaryAnswer(text, source="llm", calls=1)
 
 
-def fit(engine: Engine, body: dict[str, Any], summarizer: Scripted | None) -> Fitted:
-    p = engine.plan(body, can_summarize=summarizer is not None)
+def fit(engine: Engine, body: dict[str, Any], summarizer: Scripted | None, dialect: str | None = None) -> Fitted:
+    """`Engine.fit`, its summary requests answered by `summarizer` (its cache, then its text)."""
+    p = engine.plan(body, dialect=dialect, can_summarize=summarizer is not None)
     try:
         request = next(p)
         while True:

@@ -60,6 +60,8 @@ def test_with_a_summarizer_a_carried_cut_and_its_summary_are_kept_while_they_fit
 
 def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
     """Replay the loop turn by turn, checking the property; the number of turns that cut anew."""
+    from bench.cache import fit
+
     body, settings_ = case
     dialect = settings_["dialect"]
     probe = _engine(dialect, 10**7, settings_)
@@ -74,7 +76,7 @@ def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
     last_cut = None
     for turn in _growing(body):
         try:
-            fitted = _fit(engine, turn, dialect, summarizer)
+            fitted = fit(engine, turn, summarizer, dialect)
         except ContextWindowExceeded:
             previous = None
             continue
@@ -93,14 +95,3 @@ def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
         last_cut = fitted.report.cut
         previous = (turn, fitted.body)
     return new_cuts
-
-
-def _fit(engine: Engine, body: dict[str, Any], dialect: str, summarizer: Any) -> Any:
-    """`Engine.fit`, its summary requests answered by `summarizer` (its cache, then its text)."""
-    plan = engine.plan(body, dialect=dialect, can_summarize=summarizer is not None)
-    try:
-        request = next(plan)
-        while True:
-            request = plan.send(summarizer.answer(request) if summarizer else None)
-    except StopIteration as stop:
-        return stop.value

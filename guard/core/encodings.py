@@ -74,13 +74,11 @@ class Ranks(Mapping[bytes, int]):
 
 def load_ranks(name: str) -> dict[bytes, int]:
     """The mergeable ranks of tiktoken's encoding `name`, read from its files."""
-    from tiktoken.registry import ENCODING_CONSTRUCTORS
+    import tiktoken.registry
 
-    if ENCODING_CONSTRUCTORS is None or name not in ENCODING_CONSTRUCTORS:
-        tiktoken.list_encoding_names()  # (finds the constructors)
-        from tiktoken.registry import ENCODING_CONSTRUCTORS
-    assert ENCODING_CONSTRUCTORS is not None
-    return cast("dict[bytes, int]", ENCODING_CONSTRUCTORS[name]()["mergeable_ranks"])
+    tiktoken.list_encoding_names()  # (finds the constructors, once)
+    constructors = cast("dict[str, Any]", tiktoken.registry.ENCODING_CONSTRUCTORS)
+    return cast("dict[bytes, int]", constructors[name]()["mergeable_ranks"])
 
 
 # -- exact tokenizers of open-model families (optional: the `exact` extra) -----------------------
@@ -147,15 +145,15 @@ def twin(encoding: Any) -> Any:
     copy = encoding
     if isinstance(encoding, tiktoken.Encoding):
         with _lock:
-            ranks = encoding._mergeable_ranks
+            lazy = isinstance(encoding._mergeable_ranks, Ranks)
             copy = tiktoken.Encoding(
                 name=encoding.name,
                 pat_str=encoding._pat_str,
-                mergeable_ranks=ranks.ranks() if isinstance(ranks, Ranks) else ranks,
+                mergeable_ranks=load_ranks(encoding.name) if lazy else encoding._mergeable_ranks,
                 special_tokens=encoding._special_tokens,
             )
-            if isinstance(ranks, Ranks):
-                copy._mergeable_ranks, ranks._ranks = Ranks(encoding.name), None
+            if lazy:  # (the twin keeps no Python copy either)
+                copy._mergeable_ranks = Ranks(encoding.name)
     _twins[id(encoding)] = (encoding, copy)
     return copy
 

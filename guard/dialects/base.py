@@ -164,13 +164,12 @@ def count_tools(counter: TokenCounter, tools: list[Any]) -> int:
     way (OpenAI: a namespace, `guard.core.toolschema`), the rendering of them all plus its framing;
     every other tool, and every tool where a schema holds a part the rendering cannot speak for,
     its compact JSON and a framing allowance."""
-    functions = [f for f in map(toolschema.function_of, tools) if f is not None] if tools else []
+    parsed = [(tool, toolschema.function_of(tool)) for tool in tools]
+    functions = [f for _, f in parsed if f is not None]
     rendered = toolschema.render_functions(functions) if counter.tool_framing == "openai" and functions else None
-    if rendered is None:
-        return sum(TOOL_SCHEMA_FRAMING + counter.raw(compact_json(tool)) for tool in tools)
-    others = [tool for tool in tools if toolschema.function_of(tool) is None]
-    json_part = sum(TOOL_SCHEMA_FRAMING + counter.raw(compact_json(tool)) for tool in others)
-    return toolschema.OPENAI_TOOLS_FRAMING + counter.raw(rendered) + json_part
+    as_json = [tool for tool, f in parsed if rendered is None or f is None]
+    json_part = sum(TOOL_SCHEMA_FRAMING + counter.raw(compact_json(tool)) for tool in as_json)
+    return json_part if rendered is None else toolschema.OPENAI_TOOLS_FRAMING + counter.raw(rendered) + json_part
 
 
 # -- content blocks --------------------------------------------------------------------------

@@ -72,6 +72,7 @@ class CutSummaries:
         self.slack = cuts.ctx.counter.factor * TOKENIZER_SLACK
         self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
         self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, budget.band // 4))
+        self._plans: dict[tuple[int, int], tuple[int, int, str | None]] = {}
 
     def _room(self, room: int) -> int:
         """`room` if a summary of at least `MIN_SUMMARY` tokens fits it, else 0."""
@@ -92,7 +93,7 @@ class CutSummaries:
             return None
         if room:
             made = (yield from self._summarized(made, m, room, ask=True))[0]
-        elif withheld and made is not None:
+        elif withheld:
             made[1].skipped.append(Skipped("summarize", withheld))
         return made if made is not None and made[0].total <= self.cuts.budget.room else None
 
@@ -119,6 +120,12 @@ class CutSummaries:
         return base if state == "refused" else base + room  # (refused: the cut went without it)
 
     def _plan(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
+        """`_planned`, once per request (the replay, the carry and the cut ask alike)."""
+        if (m, mark) not in self._plans:
+            self._plans[m, mark] = yield from self._planned(m, mark)
+        return self._plans[m, mark]
+
+    def _planned(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
         """How the cut of the first `m` messages to `mark` is made: the mark it is made to without
         its summary, the room it leaves the summary (0: none) and, where it drops messages and
         gets no summary, why. A cut that drops messages gets a summary's whole room where it left
@@ -152,7 +159,8 @@ class CutSummaries:
         if made is None:
             return made, "missing"
         conv, part, _ = made
-        request = span_request(self.cuts, m, conv, part, self.tokens(room))
+        left_out = absent(conv, m)
+        request = dropped_request(self.cuts, left_out, conv, part, self.tokens(room))
         if request is None:
             return made, "missing"
         cached = yield CachedSummaries((request,))
@@ -166,7 +174,7 @@ class CutSummaries:
         part = replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
         part.summarized.calls = ctx.summarized.calls
         text = answer.text.strip() if isinstance(answer.text, str) else ""
-        put = put_in(conv, part, request, (answer.source, text), room, absent(conv, m)) if text else None
+        put = put_in(conv, part, request, (answer.source, text), room, left_out) if text else None
         if isinstance(put, Conversation):
             return (put, part, m), "in"
         part.skipped.append(Skipped("summarize", put or answer.reason or "summary_empty"))
@@ -219,11 +227,12 @@ def put_in(
     return conv.replacing(set(at), {at[0]: (msg, count)})
 
 
-def span_request(cuts: Cuts, m: int, conv: Conversation, part: Context, tokens: int) -> SummaryRequest | None:
-    """The request for a summary (of `tokens` at most) of what the cut `conv` of the first `m`
-    messages of `cuts`' history dropped; None where it dropped nothing, or not by the drop alone
-    (nothing a summary can stand for)."""
-    left_out = absent(conv, m)
+def dropped_request(
+    cuts: Cuts, left_out: list[int], conv: Conversation, part: Context, tokens: int
+) -> SummaryRequest | None:
+    """The request for a summary (of `tokens` at most) of the messages of `cuts`' history at
+    `left_out`, which the cut `conv` dropped; None where it dropped nothing, or not by the drop
+    alone (nothing a summary can stand for)."""
     drop = next((a for a in part.actions if a.kind == "drop_oldest_turns"), None)
     if not left_out or not markers(conv) or drop is None or drop.items != len(left_out):
         return None
