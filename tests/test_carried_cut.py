@@ -202,3 +202,71 @@ def test_a_key_collision_never_sends_another_conversations_prefix(monkeypatch):
             fitted = engine.fit({**body, "messages": body["messages"][:end]}, model="small")
             alone = _engine(20_000).fit({**body, "messages": body["messages"][:end]}, model="small")
             assert json.dumps(fitted.body["messages"]) == json.dumps(alone.body["messages"])
+
+
+def test_the_replay_cuts_only_where_a_request_was_sent():
+    """A past request ended where a reply of the model's begins: not between the model's answer
+    and the client's next words (no request held that history), in each dialect."""
+    chat = by_name("openai")
+    msgs = [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "r"},
+        {"role": "assistant", "content": "a2"},
+        {"role": "user", "content": "q3"},
+    ]
+    past = Past(chat, tuple(msgs), (1,) * 8, (1,) * 8, 0)
+    assert past.starts == [1, 2, 3, 4, 6, 7]  # every turn group
+    assert past.requests == [2, 4, 6]  # the requests the model answered: after q1, after q2, after the result
+    responses = by_name("responses")
+    items = [
+        {"role": "user", "content": "q1"},
+        {"type": "reasoning", "id": "r1", "summary": []},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "r"},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "a"}]},
+        {"role": "user", "content": "q2"},
+    ]
+    past = Past(responses, tuple(items), (1,) * 6, (1,) * 6, 0)
+    assert past.requests == [1, 4]
+    anthropic = by_name("anthropic")
+    turns = [
+        {"role": "user", "content": "q1"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "q2"},
+    ]
+    assert Past(anthropic, tuple(turns), (1,) * 5, (1,) * 5, 0).requests == [1, 3]
+
+
+def test_a_long_system_prompt_keeps_fewer_newest_turns_whole_so_a_cut_lasts_a_band():
+    """Where the pinned messages take most of the room (a policy document as the system prompt),
+    the newest groups kept whole leave the pinned ones and themselves under the band's bottom: a
+    cut can then drop the older of them and last a band of growth, not a turn (the newest group
+    always stays)."""
+    from guard.core.budget import Budget
+    from guard.core.limits import ModelLimits
+    from guard.fit.conversation import Conversation, Keeping
+
+    chat = by_name("openai")
+    msgs = [{"role": "system", "content": "policy"}, {"role": "user", "content": "task"}]
+    for t in range(6):
+        msgs += [{"role": "assistant", "content": f"a{t}"}, {"role": "user", "content": f"q{t}"}]
+    budget = Budget(ModelLimits("m", 1000, 0, "separate", "test"), 0, 0, 1.0, 0.35)  # band's bottom: 650
+
+    def recent(system_tokens):
+        counts = [system_tokens, 10] + [40] * 12
+        policy = Policy(keep_recent_groups=3, keep_recent_share=0.5)
+        conv = Conversation.build(chat, msgs, counts, 0, Keeping.of(policy, budget))
+        return [i for i, (r, p) in enumerate(zip(conv.recent, conv.pinned)) if r and not p]
+
+    # the newest three groups: q5 (pinned: the last user turn), a5 and q4
+    assert recent(100) == [11, 12]
+    assert recent(520) == [11, 12]  # 570 pinned: a5 and q4 reach the band's bottom, no further
+    # 610 pinned: a5 alone stays under it (half of what the pinned leave of the room, 195, would keep q4)
+    assert recent(560) == [12]
+    assert recent(700) == [12]  # over the band's bottom already: the newest group with content stays

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any
 
 import pytest
@@ -419,7 +420,8 @@ def test_tool_results_with_text_blocks_fit_as_readily_as_without(case):
 def test_the_share_of_the_newest_turns_kept_whole_bounds_them_and_never_the_newest(case):
     """With `keep_recent_share` (default 0.5): the newest group with content is kept as invariant 3
     says; an older one of the newest `keep_recent_groups` is cut only where those groups take more
-    than the share of what the fixed tokens and pinned messages leave of the room."""
+    than the share of what the fixed tokens and pinned messages leave of the room, or reach past
+    the bottom of the band below the low-water mark with them."""
     body, settings = case
     settings = {**settings, "keep_recent_share": 0.5}
     engine = _engine(settings)
@@ -437,7 +439,10 @@ def test_the_share_of_the_newest_turns_kept_whole_bounds_them_and_never_the_newe
         counts = shared.messages(d, msgs)
         users = [i for i, m in enumerate(msgs) if d.is_user_turn(m)]
         pinned = {i for i, m in enumerate(msgs) if d.is_system(m) or (users and i in (users[0], users[-1]))}
-        left = 0.5 * (result.report.room - shared.fixed(d, body) - sum(counts[i] for i in pinned))
+        room = result.report.room
+        held = shared.fixed(d, body) + sum(counts[i] for i in pinned)
+        floor = math.floor(room * settings["low_water_ratio"]) - max(1, math.floor(room * Policy().cut_quantum_ratio))
+        left = min(0.5 * (room - held), floor - held)
         size = {g: sum(counts[i] for i, h in enumerate(groups) if h == g and i not in pinned) for g in newest}
         kept_whole = [g for g in newest if size[g]][:1]  # the newest group with content always stays
         assert not lost & set(kept_whole)

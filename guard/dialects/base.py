@@ -88,6 +88,11 @@ class Dialect:
         its results may only be cut, as the newest turns' are."""
         return False
 
+    def is_reply(self, msg: Message) -> bool:
+        """A message the model wrote (its text, calls or reasoning): a request was sent right
+        before the first of a run of them."""
+        return msg.get("role") == "assistant"
+
     def tool_call_ids(self, msg: Message) -> list[str]:
         raise NotImplementedError
 

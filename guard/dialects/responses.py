@@ -94,6 +94,10 @@ class Responses(Dialect):
     def is_user_turn(self, msg: Message) -> bool:
         return _kind(msg) == "message" and msg.get("role") == "user"
 
+    def is_reply(self, msg: Message) -> bool:
+        kind = _kind(msg)
+        return msg.get("role") == "assistant" if kind == "message" else kind == "reasoning" or _is_call(msg)
+
     def tool_call_ids(self, msg: Message) -> list[str]:
         return [str(msg["call_id"])] if _is_call(msg) else []
 

@@ -72,8 +72,9 @@ class Conversation:
             size: dict[int, int] = {}
             for g, n, p in zip(groups, counts, pinned):
                 size[g] = size.get(g, 0) + (0 if p else n)
-            room, share = recent_room
-            left = share * (room - fixed - sum(n for n, p in zip(counts, pinned) if p))
+            room, share, floor = recent_room
+            held = fixed + sum(n for n, p in zip(counts, pinned) if p)
+            left = min(share * (room - held), floor - held)
             taken = 0
             for i, g in enumerate(order):
                 if taken and taken + size.get(g, 0) > left:  # (the newest group with content always stays)
@@ -331,16 +332,22 @@ class Context:
 class Keeping:
     """What `Conversation.build` pins and keeps recent: the newest `recent_groups` turn groups
     (kept whole while they take at most `recent_room[1]` of what the fixed tokens and pinned
-    messages leave of the room `recent_room[0]`), and the first user turn if `first_user_turn`."""
+    messages leave of the room `recent_room[0]`, and leave those, the pinned messages and the kept
+    groups under `recent_room[2]`, the band's bottom), and the first user turn if `first_user_turn`.
+    The newest group with content is always kept."""
 
     recent_groups: int
     first_user_turn: bool = True
-    recent_room: tuple[int, float] | None = None
+    recent_room: tuple[int, float, int] | None = None
 
     @classmethod
     def of(cls, policy: Policy, budget: Budget) -> Keeping:
-        """What the policy keeps in this budget's room."""
+        """What the policy keeps in this budget's room: where the pinned messages take most of it
+        (a long system prompt), the groups kept whole still leave a cut room for a band of growth,
+        so it lasts a band and not a turn or two (bench.cache: tau2, SWE-agent 0.x)."""
         share = policy.keep_recent_share
         return cls(
-            policy.keep_recent_groups, policy.keep_first_user_turn, None if share is None else (budget.room, share)
+            policy.keep_recent_groups,
+            policy.keep_first_user_turn,
+            None if share is None else (budget.room, share, budget.floor),
         )

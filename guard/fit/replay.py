@@ -38,6 +38,14 @@ def turn_starts(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list
     return [j for j in range(1, len(groups)) if groups[j] != groups[j - 1]]
 
 
+def ends(dialect: Dialect, messages: Sequence[Mapping[str, Any]], starts: Sequence[int]) -> list[int]:
+    """The turn boundaries (`starts`) a past request of this history ended at: where a reply of
+    the model's begins. One where the model's reply ends and the client's next words begin (a user
+    message after the assistant's answer) was never sent: a cut made there would keep a turn the
+    request the client really sent next had no need to keep."""
+    return [b for b in starts if dialect.is_reply(messages[b]) and not dialect.is_reply(messages[b - 1])]
+
+
 def cumulative(counts: Sequence[int]) -> list[int]:
     out = [0]
     for n in counts:
@@ -73,6 +81,11 @@ class Past:
         return turn_starts(self.dialect, self.messages)
 
     @cached_property
+    def requests(self) -> list[int]:
+        """The turn boundaries a past request ended at: those the model's reply follows (`ends`)."""
+        return ends(self.dialect, self.messages, self.starts)
+
+    @cached_property
     def first(self) -> int:
         """How many messages lead the history, pinned (`head_length`)."""
         return head_length(self.dialect, self.messages)
@@ -100,7 +113,7 @@ def last_cut(
     rewritten = room - math.ceil(budget.band * REWRITES_HEADROOM)  # the most the rewrites alone may leave
     cut: tuple[int, int] | None = None  # (prefix length, its mark)
     size = 0
-    for b in (*past.starts, n):
+    for b in (*past.requests, n):
         if cut is None:
             if fixed + whole[b] <= room:
                 continue
