@@ -128,11 +128,13 @@ class CutSummaries:
     def _planned(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
         """How the cut of the first `m` messages to `mark` is made: the mark it is made to without
         its summary, the room it leaves the summary (0: none) and, where it drops messages and
-        gets no summary, why. A cut that drops messages gets a summary's whole room where it left
-        that under the mark (whole turns step coarsely), else where the cut lower by that room
-        still leaves the room bar with it; else the room it left under the mark if a summary fits
-        it ("below_room_bar" otherwise). A cut to the room itself (the rewrites alone) and a band
-        too small for a summary ("no_room_for_summary") get none. A pure function of the history."""
+        gets no summary, why. A cut that drops messages gets a summary only where it keeps the room
+        bar with the shortest summary asked for (`MIN_SUMMARY`: a summary may come back far
+        shorter than its room, and what is sent must not fall under the bar then); its whole room
+        where it left that under the mark (whole turns step coarsely), else where the cut lower by
+        that room still keeps the bar so; else the room it left under the mark if a summary fits it
+        ("below_room_bar" otherwise). A cut to the room itself (the rewrites alone) and a band too
+        small for a summary ("no_room_for_summary") get none. A pure function of the history."""
         if mark >= self.cuts.budget.room:
             return mark, 0, None
         made = yield from self.cuts.at(m, mark, end=m)
@@ -140,14 +142,18 @@ class CutSummaries:
             return mark, 0, None
         if not self.room:
             return mark, 0, "no_room_for_summary"
-        # (without the drop's markers: the summary takes their place)
-        free = mark - made[0].total + sum(markers(made[0]))
-        if free >= self.room:
+        # (without the drop's markers: the summary takes their place; and it keeps the room bar
+        # with the shortest summary asked for, as one may come back far shorter than its room)
+        bar = room_bar(self.cuts.budget) - self.framing - MIN_SUMMARY
+        kept = made[0].total - sum(markers(made[0]))
+        if kept < bar:
+            return mark, 0, "below_room_bar"
+        if mark - kept >= self.room:
             return mark, self.room, None
         lower = yield from self.cuts.at(m, mark - self.room, end=m)
-        if lower is not None and lower[0].total - sum(markers(lower[0])) + self.room >= room_bar(self.cuts.budget):
+        if lower is not None and lower[0].total - sum(markers(lower[0])) >= bar:
             return mark - self.room, self.room, None
-        room = self._room(free)
+        room = self._room(mark - kept)
         return mark, room, None if room else "below_room_bar"
 
     def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, str]]:
