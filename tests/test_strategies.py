@@ -245,6 +245,43 @@ def test_a_cut_summarizes_exactly_the_messages_it_drops_in_the_place_of_their_ma
     assert kinds(fitted.report) == ["summarize"] and fitted.report.summary["span_messages"] == len(missing)
 
 
+def test_a_summary_of_a_drop_in_runs_stands_in_the_last_runs_place():
+    """A cut that keeps an older message between the runs it drops (by relevance) gets one
+    summary of every message it drops, in the place of the last run's marker: the kept message
+    stays in front of it, so a new cut that drops the same first run sends the same bytes up to
+    its summary (the provider's cached prefix reaches past the pinned messages)."""
+    from guard.dialects import OPENAI
+    from guard.fit.conversation import Context, Conversation, Keeping
+    from guard.fit.cut_summaries import put_in
+    from guard.fit.marks import Marks
+    from guard.fit.spans import SummaryRequest
+    from guard.fit.strategies import drop
+
+    e = engine(100_000)
+    policy = e.policy_for("m")
+    counter, _ = e.counter_for("m", policy)
+    msgs = [{"role": "user" if i % 2 else "assistant", "content": words(60, i)} for i in range(10)]
+    conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, Keeping(0, first_user_turn=False))
+    ctx = Context(counter=counter, policy=policy, marks=Marks(stop_at=0))
+    cut = drop._without(conv, ctx, {2, 3, 5, 6})  # two runs, message 4 kept between them
+    ctx.record("drop_oldest_turns", conv.total - cut.total, 4)
+    request = SummaryRequest(
+        "openai", tuple(msgs[i] for i in (2, 3, 5, 6)), sum(conv.counts[i] for i in (2, 3, 5, 6)), 64
+    )
+    summarized = put_in(cut, ctx, request, ("llm", "what happened"), 200, [2, 3, 5, 6])
+    assert isinstance(summarized, Conversation)
+    assert [o for o in summarized.origin if o >= 0] == [0, 1, 4, 7, 8, 9]
+    at = next(i for i, o in enumerate(summarized.origin) if o < 0)
+    assert summarized.origin[:at] == (0, 1, 4) and summarized.messages[:at] == (msgs[0], msgs[1], msgs[4])
+    assert [o for o in summarized.origin if o < 0] == [summarized.origin[at]]  # one message of the guard's: the summary
+    assert str(summarized.messages[at]["content"]).startswith("[context-guard: summary")
+    assert kinds_of(ctx) == ["summarize"]
+
+
+def kinds_of(ctx: Any) -> list[str]:
+    return [a.kind for a in ctx.actions if a.tokens_saved]
+
+
 def test_a_failing_summarizer_degrades_to_the_deterministic_path():
     body = agent([words(200, i) for i in range(12)])
     total = engine(100_000).fit(body).report.input_tokens_before

@@ -1,5 +1,5 @@
 """Carried cuts with a summarizer: a cut that drops messages is made to leave room for a summary
-of them, and the summary goes in the place of the drop's markers.
+of them, and the summary goes in the place of the drop's last marker (its other markers go).
 
 A new cut asks for one summary: of exactly the messages it drops. Every later turn that carries
 the cut drops the same messages, so it finds the same summary in the summary cache (the span's
@@ -202,7 +202,7 @@ def put_in(
     span: list[int],
 ) -> Conversation | str:
     """`conv` with the summary (`answer`: its source and text; of the messages at `span`) in
-    the place of the drop's markers, at most `room` tokens more; the drop's tokens and items
+    the place of the drop's last marker (the others removed), at most `room` tokens more; the drop's tokens and items
     moved onto the summary in the report (`part`). Or why it cannot go in."""
     source, text = answer
     dialect = conv.dialect
@@ -230,7 +230,11 @@ def put_in(
         "span_tokens": request.span_tokens,
         "summary_tokens": count,
     }
-    return conv.replacing(set(at), {at[0]: (msg, count)})
+    # in the place of the last: a cut that keeps older messages between the runs it drops (by
+    # relevance) keeps them in place, so a new cut that drops the same first runs sends the same
+    # bytes up to its summary (a summary in the first marker's place would break the provider's
+    # cache right after the pinned messages on every new cut)
+    return conv.replacing(set(at), {at[-1]: (msg, count)})
 
 
 def dropped_request(
