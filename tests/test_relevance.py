@@ -197,3 +197,16 @@ def test_a_question_about_a_cut_fact_swaps_the_cut_but_a_tool_output_sent_as_use
     output = "\n".join(f"tests/test_mod{i}.py::test_case_{i} PASSED" for i in range(20))
     assert not relevance.lost_terms(output, before, after)  # 40 terms of the history, all cut: an output
     assert relevance.lost_terms(output, before, after, question_terms=100)  # counted as a question, it would swap
+
+
+@given(
+    st.lists(st.text(alphabet="ab_ .é\n-1", max_size=30), max_size=6),
+    st.text(alphabet="ab_é1", min_size=2, max_size=4),
+)
+def test_a_term_is_held_by_a_history_exactly_where_one_of_its_texts_holds_it(texts, term):
+    """`lost_terms` finds a query's terms in a history by its words (memoised once a history):
+    the same answer as a search of every text."""
+    from guard.core.relevance import _vocabulary
+
+    words, joined = _vocabulary(tuple(texts))
+    assert (term in words or term in joined) == any(term in text.lower() for text in texts)

@@ -186,10 +186,27 @@ def lost_terms(
     wanted = set(_terms([query])[0][1])
     if not wanted:
         return False
-    lowered = [t.lower() for t in before]
-    had = {t for t in wanted if any(t in text for text in lowered)}
+    words, joined = _vocabulary(tuple(before))
+    had = {t for t in wanted if t in words or t in joined}
     if not had or len(had) > question_terms:
         return False
-    kept = [t.lower() for t in after]
-    lost = sum(1 for t in had if not any(t in text for text in kept))
+    kept = "\x00".join(after).lower()  # (a term never spans the separator: see `_vocabulary`)
+    lost = sum(1 for t in had if t not in kept)
     return lost >= max(1, share * len(had))
+
+
+_WORD = re.compile(r"\w+")
+
+
+def _vocabulary(texts: tuple[str, ...]) -> tuple[frozenset[str], str]:
+    """The words of `texts` in lower case (their runs of word characters), as a set and joined by
+    a separator that is no word character, memoised (a turn asks about one history many times).
+    A term (a run of word characters) is a substring of a text exactly where it is a substring of
+    one of its words, so of the joined words: the same test as on the whole texts, on a string
+    many times shorter."""
+    memo = current().vocabularies
+    hit = memo.get(texts)
+    if hit is None:
+        words = frozenset(_WORD.findall("\x00".join(texts).lower()))
+        hit = memo.put(texts, (words, "\x00".join(words)))
+    return hit
