@@ -46,8 +46,9 @@ ON_UNGUARDED = (
     "forward it, counted and logged (warn), or refuse it with a 400 (refuse)"
 )
 KEEP_RECENT_SHARE = (
-    "the newest groups kept verbatim take at most this share of the room the pinned messages leave (the newest "
-    "group always): where single turns are a large share of the room, fewer of them are kept whole, so a cut can "
+    "the newest groups kept verbatim take at most this share of the room the pinned messages leave, and with "
+    "the pinned ones stay under the bottom of the band below the low-water mark (the newest group always): where "
+    "single turns or the pinned prompt are a large share of the room, fewer of them are kept whole, so a cut can "
     "go deep enough to last; unset = always keep_recent_groups"
 )
 
