@@ -140,6 +140,23 @@ def test_a_question_asked_after_the_crossing_about_a_cut_fact_moves_the_cut_once
         {**body, "messages": msgs + [{"role": "user", "content": "Keep going with the tests."}]}, model="small"
     )
     assert nudged.report.cut == plain.report.cut
+    # the next turn, whose answer names the fact: the question's cut stays (judged on what came
+    # before the question, every later turn judges it the same), byte for byte
+    question = asked.body["messages"][-1]
+    answered = engine.fit(
+        {
+            **body,
+            "messages": [
+                *msgs,
+                question,
+                {"role": "assistant", "content": "The rollback key of the zephyr cluster is Q731-5520."},
+                {"role": "user", "content": "Thanks. Now roll it back."},
+            ],
+        },
+        model="small",
+    )
+    assert answered.report.cut == asked.report.cut
+    assert answered.body["messages"][: len(asked.body["messages"])] == asked.body["messages"]
 
 
 def test_a_text_based_agent_whose_every_turn_is_a_user_message_keeps_its_cuts():

@@ -18,7 +18,7 @@ from guard.fit import summary
 from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.cut_summaries import CutSummaries, Made
 from guard.fit.marks import Marks
-from guard.fit.questions import cuts_into, history_of, query, questions
+from guard.fit.questions import cuts_into, history_of, query
 from guard.fit.replay import Past, last_cut, new_cut, room_bar
 from guard.fit.request import Counted
 from guard.fit.rounds import fit
@@ -226,13 +226,9 @@ class _Cuts:
             # the band's question is the one its prefix ended with; the first question asked since
             # that is about something the cut removed takes its place, once: a later one waits for
             # the next crossing (agents that send each tool's output as a user message ask every turn)
-            later = questions(dialect, messages[m:end])
-            after = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m:end])] if later else []
-            for asked in dict.fromkeys(later):
-                # (the question itself holds its terms: what else is sent must)
-                if asked != question and cuts_into(cut, part, asked, [line for line in after if line != asked]):
-                    cut, part = yield from self._prefix(m, mark, asked, summaries)
-                    break
+            asked = self._asked(m, end, question, cut, part)
+            if asked is not None:
+                cut, part = yield from self._prefix(m, mark, asked, summaries)
         if cut.total > mark and not deepest:
             return None
         # what follows the prefix goes JSON compacted where that saves tokens (`sent`: counted exactly)
@@ -245,6 +241,25 @@ class _Cuts:
         if conv.total > self.budget.room + over:
             return None
         return conv, part, m
+
+    def _asked(self, m: int, end: int, question: str | None, cut: Conversation, part: Context) -> str | None:
+        """The first question asked after the first `m` messages (up to `end`) that is about
+        something the cut of them removed: a term of it the prefix's history holds is in no
+        message the cut keeps, nor in any sent between the cut and the question. Judged on what
+        came before the question only, so every later turn judges it the same (an answer that
+        names the fact does not undo the cut the question made)."""
+        dialect, messages = self.dialect, self.messages
+        users = [j for j in range(m, end) if dialect.is_user_turn(messages[j])]
+        if not users:
+            return None
+        lines = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m : users[-1] + 1])]
+        seen = {question}
+        for j in users:
+            asked = lines[j - m]
+            if asked not in seen and cuts_into(cut, part, asked, lines[: j - m]):
+                return asked
+            seen.add(asked)
+        return None
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort

@@ -47,10 +47,13 @@ class Cuts(Protocol):
     budget: Budget
     policy: Policy
     ctx: Context
+    sent: list[int]
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]: ...
 
-    def at(self, m: int, mark: int, end: int | None = None) -> Generator[Any, Any, Made]: ...
+    def at(
+        self, m: int, mark: int, end: int | None = None, summaries: bool = False, over: int = 0
+    ) -> Generator[Any, Any, Made]: ...
 
     def made(self, m: int, mark: int, over: int = 0) -> Generator[Any, Any, Made]: ...
 
@@ -117,6 +120,14 @@ class CutSummaries:
         summarized, state = yield from self._summarized(made, m, room, ask=False)
         if state == "in" and summarized is not None:
             return summarized[0].total
+        if state == "missing" and made is not None and m < len(self.cuts.messages):
+            # a question asked since the cut was made may have re-decided it (`_Cuts.at`): the
+            # requests that carried it past that question sent that cut, with its summary
+            later = yield from self.cuts.at(m, plain, over=room)
+            if later is not None and absent(later[0], m) != absent(made[0], m):
+                found, state = yield from self._summarized(later, m, room, ask=False)
+                if state == "in" and found is not None:
+                    return found[0].total - sum(self.cuts.sent[m:])
         return base if state == "refused" else base + room  # (refused: the cut went without it)
 
     def _plan(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
@@ -153,6 +164,8 @@ class CutSummaries:
         lower = yield from self.cuts.at(m, mark - self.room, end=m)
         if lower is not None and lower[0].total - sum(markers(lower[0])) >= bar:
             return mark - self.room, self.room, None
+        if kept + self.room <= self.cuts.budget.room:  # over the mark: the cut lasts that much less
+            return mark, self.room, None
         room = self._room(mark - kept)
         return mark, room, None if room else "below_room_bar"
 

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from guard.core.budget import Budget
-from guard.dialects import Dialect, group_messages
+from guard.dialects import Dialect, turn_boundaries
 
 # a cut leaves at least this share of the room where a turn boundary allows (a deeper cut wastes it)
 ROOM_BAR = 0.6
@@ -34,16 +34,7 @@ def room_bar(budget: Budget) -> int:
 def turn_starts(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[int]:
     """Where each turn group after the first begins: the points a past request of this history
     could have ended at (a boundary never splits a call from its results)."""
-    groups = group_messages(dialect, messages)
-    return [j for j in range(1, len(groups)) if groups[j] != groups[j - 1]]
-
-
-def ends(dialect: Dialect, messages: Sequence[Mapping[str, Any]], starts: Sequence[int]) -> list[int]:
-    """The turn boundaries (`starts`) a past request of this history ended at: where a reply of
-    the model's begins. One where the model's reply ends and the client's next words begin (a user
-    message after the assistant's answer) was never sent: a cut made there would keep a turn the
-    request the client really sent next had no need to keep."""
-    return [b for b in starts if dialect.is_reply(messages[b]) and not dialect.is_reply(messages[b - 1])]
+    return turn_boundaries(dialect, messages)[0]
 
 
 def cumulative(counts: Sequence[int]) -> list[int]:
@@ -76,14 +67,18 @@ class Past:
         return cumulative(self.raw)
 
     @cached_property
+    def _boundaries(self) -> tuple[list[int], list[int]]:
+        return turn_boundaries(self.dialect, self.messages)
+
+    @property
     def starts(self) -> list[int]:
         """The turn boundaries (`turn_starts`)."""
-        return turn_starts(self.dialect, self.messages)
+        return self._boundaries[0]
 
-    @cached_property
+    @property
     def requests(self) -> list[int]:
-        """The turn boundaries a past request ended at: those the model's reply follows (`ends`)."""
-        return ends(self.dialect, self.messages, self.starts)
+        """The turn boundaries a past request ended at: those a reply of the model's follows."""
+        return self._boundaries[1]
 
     @cached_property
     def first(self) -> int:

@@ -154,14 +154,19 @@ def test_gemma_summarizes_and_accepts_every_fitted_turn(llama, tmp_path):
     try:
         client = openai.OpenAI(base_url=url, api_key="sk-master", max_retries=0, timeout=600)
         sources = []
-        for turns in (12, 13):  # the second turn grows the conversation: the summary is reused
-            reply = client.chat.completions.with_raw_response.create(model="gemma", messages=conversation(turns))
+        messages = conversation(12)
+        for follow_up in ("And for the auth service?", None):
+            reply = client.chat.completions.with_raw_response.create(model="gemma", messages=messages)
             assert reply.status_code == 200, log.read_text()[-2000:]
-            assert reply.parse().choices[0].message.content is not None
+            answer = reply.parse().choices[0].message.content
+            assert answer is not None
             headers = reply.headers
             assert "summarize=" in headers["x-context-guard-actions"], headers
             sources.append(headers["x-context-guard-summary"].split(";")[0])
-        assert sources == ["llm", "cache"]
+            # the next turn grows the conversation as a client does (the reply, then a question):
+            # it carries the cut, so its summary comes from the cache
+            messages = [*messages, {"role": "assistant", "content": answer}, {"role": "user", "content": follow_up}]
+        assert sources == ["llm", "cache"], ({k: v for k, v in headers.items() if "guard" in k}, len(answer))
     finally:
         proc.terminate()
         proc.wait(timeout=20)
