@@ -76,6 +76,7 @@ class CutSummaries:
         self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
         self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, budget.band // 4))
         self._plans: dict[tuple[int, int], tuple[int, int, str | None]] = {}
+        self._short: set[tuple[int, int]] = set()  # cuts under the room bar with the shortest summary
 
     def _room(self, room: int) -> int:
         """`room` if a summary of at least `MIN_SUMMARY` tokens fits it, else 0."""
@@ -102,10 +103,14 @@ class CutSummaries:
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens the replay chooses a mark by: the cut without its summary and the room it
-        leaves its summary (see `_plan`). A pure function of the history."""
+        leaves its summary (see `_plan`); a cut that would keep less than the room bar with the
+        shortest summary, without that room (so a mark whose cut keeps the bar is chosen where
+        there is one). A pure function of the history."""
         plain, room, _ = yield from self._plan(m, mark)
         size = yield from self.cuts.size(m, plain)
-        return size + room if size is not None else None
+        if size is None or (m, mark) in self._short:
+            return size  # (judged without its summary, whose room it would hold but not fill)
+        return size + room
 
     def carry_size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens the replay carries a past cut with: with the summary its request sent where
@@ -139,13 +144,14 @@ class CutSummaries:
     def _planned(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
         """How the cut of the first `m` messages to `mark` is made: the mark it is made to without
         its summary, the room it leaves the summary (0: none) and, where it drops messages and
-        gets no summary, why. A cut that drops messages gets a summary only where it keeps the room
-        bar with the shortest summary asked for (`MIN_SUMMARY`: a summary may come back far
-        shorter than its room, and what is sent must not fall under the bar then); its whole room
-        where it left that under the mark (whole turns step coarsely), else where the cut lower by
-        that room still keeps the bar so; else the room it left under the mark if a summary fits it
-        ("below_room_bar" otherwise). A cut to the room itself (the rewrites alone) and a band too
-        small for a summary ("no_room_for_summary") get none. A pure function of the history."""
+        gets no summary, why. A cut that drops messages gets its summary's whole room where it left
+        that under the mark (whole turns step coarsely); else where the cut lower by that room
+        still keeps the room bar with the shortest summary asked for (`MIN_SUMMARY`: a summary may
+        come back far shorter than its room, and what is sent must not fall under the bar then);
+        else over the mark, if the room allows; else the room it left under the mark if a summary
+        fits it ("below_room_bar" otherwise). A cut to the room itself (the rewrites alone) and a
+        band too small for a summary ("no_room_for_summary") get none. A pure function of the
+        history."""
         if mark >= self.cuts.budget.room:
             return mark, 0, None
         made = yield from self.cuts.at(m, mark, end=m)
@@ -153,12 +159,13 @@ class CutSummaries:
             return mark, 0, None
         if not self.room:
             return mark, 0, "no_room_for_summary"
-        # (without the drop's markers: the summary takes their place; and it keeps the room bar
-        # with the shortest summary asked for, as one may come back far shorter than its room)
-        bar = room_bar(self.cuts.budget) - self.framing - MIN_SUMMARY
+        # (without the drop's markers: the summary takes their place; a summary may come back far
+        # shorter than its room, so the room bar is kept with the shortest summary asked for: a cut
+        # under it gets its summary, but its marks are chosen as if it had none, see `size`)
         kept = made[0].total - sum(markers(made[0]))
+        bar = room_bar(self.cuts.budget) - self.framing - MIN_SUMMARY
         if kept < bar:
-            return mark, 0, "below_room_bar"
+            self._short.add((m, mark))
         if mark - kept >= self.room:
             return mark, self.room, None
         lower = yield from self.cuts.at(m, mark - self.room, end=m)
