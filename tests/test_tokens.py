@@ -11,6 +11,8 @@ from guard.core.encodings import get_encoding
 from guard.core.images import anthropic_image_tokens, openai_image_tokens
 from guard.core.tokens import TokenCounter
 from guard.dialects import ANTHROPIC, OPENAI, RESPONSES
+from guard.dialects.messages import MESSAGE_FRAMING as ANTHROPIC_MESSAGE_FRAMING
+from guard.dialects.messages import TOOL_BLOCK_FRAMING
 from guard.dialects.messages import TOOL_PROMPT as ANTHROPIC_TOOL_PROMPT
 
 O200K = get_encoding("o200k_base")
@@ -82,9 +84,11 @@ def test_anthropic_blocks_system_and_tool_prompt(counter):
     no_tools = counter.body(ANTHROPIC, {k: v for k, v in body.items() if k != "tools"})
     assert total - no_tools >= ANTHROPIC_TOOL_PROMPT
     no_system = counter.body(ANTHROPIC, {k: v for k, v in body.items() if k != "system"})
-    assert total - no_system == 3 + enc("Be brief.")
+    assert total - no_system == ANTHROPIC_MESSAGE_FRAMING + enc("Be brief.")
     result_msg = body["messages"][2]
-    assert counter.message(ANTHROPIC, result_msg) == 3 + enc("user") + 3 + enc("file body here")
+    # (the framing Anthropic bills for a message and a tool block, measured: bench.usage)
+    expected = ANTHROPIC_MESSAGE_FRAMING + enc("user") + TOOL_BLOCK_FRAMING + enc("file body here")
+    assert counter.message(ANTHROPIC, result_msg) == expected
 
 
 def test_a_pinned_prompt_in_blocks_is_counted_once(counter):
@@ -267,7 +271,7 @@ def test_each_dialects_blocks_count_by_their_own_rule_in_any_body(counter):
     may carry another's, and a block no dialect names, or one whose field is not text, counts as
     its compact JSON."""
     from guard.core.content import compact_json
-    from guard.dialects.base import TOOL_CALL_FRAMING, count_parts
+    from guard.dialects.base import count_parts
 
     raw = counter.raw
     use = {"type": "tool_use", "id": "t1", "name": "grep", "input": {"pattern": "def main"}}
@@ -276,8 +280,8 @@ def test_each_dialects_blocks_count_by_their_own_rule_in_any_body(counter):
         "text": ({"type": "text", "text": "hello there"}, raw("hello there")),
         "input_text": ({"type": "input_text", "text": "hi"}, raw("hi")),
         "output_text": ({"type": "output_text", "text": "done"}, raw("done")),
-        "tool_use": (use, TOOL_CALL_FRAMING + raw("grep") + raw(compact_json({"pattern": "def main"}))),
-        "tool_result": (result, TOOL_CALL_FRAMING + raw("main.py:3")),
+        "tool_use": (use, TOOL_BLOCK_FRAMING + raw("grep") + raw(compact_json({"pattern": "def main"}))),
+        "tool_result": (result, TOOL_BLOCK_FRAMING + raw("main.py:3")),
         "thinking": ({"type": "thinking", "thinking": "let me see"}, raw("let me see")),
         "redacted_thinking": ({"type": "redacted_thinking", "data": "abc=="}, raw("abc==")),
         "document": ({"type": "document", "source": {"type": "text", "data": "a text doc"}}, raw("a text doc")),

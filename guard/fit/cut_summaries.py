@@ -65,13 +65,10 @@ class CutSummaries:
     def __init__(self, cuts: Cuts) -> None:
         self.cuts = cuts
         budget, dialect = cuts.budget, cuts.dialect
-        frame = dialect.marker(SUMMARY_MARK.format(m=10**6, n=10**9))
-        # (+8: a text's tokens can merge with the line it follows; never by that many)
+        frame = dialect.marker(SUMMARY_MARK.format(m=10**6, n=10**9))  # (+8: a text merging with it)
         self.framing = cuts.ctx.counter.message(dialect, frame) + 8
-        # the summarizer counts its output with its own tokenizer, this request with its own (and
-        # its calibration): the room a summary's text gets holds its budget a quarter over; and is
-        # at most a quarter band (the cut it lets go deeper still lasts about a band, and a summary
-        # that comes back short leaves little of the room unused)
+        # a summary's room holds its budget a quarter over (the summarizer counts with its own
+        # tokenizer), at most a quarter band (the cut it lets go deeper still lasts about a band)
         self.slack = cuts.ctx.counter.factor * TOKENIZER_SLACK
         self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
         self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, budget.band // 4))
@@ -222,8 +219,8 @@ def put_in(
     span: list[int],
 ) -> Conversation | str:
     """`conv` with the summary (`answer`: its source and text; of the messages at `span`) in
-    the place of the drop's last marker (the others removed), at most `room` tokens more; the drop's tokens and items
-    moved onto the summary in the report (`part`). Or why it cannot go in."""
+    the place of the drop's last marker (the others removed), at most `room` tokens more; the
+    drop's tokens and items moved onto the summary in the report (`part`). Or why it cannot go in."""
     source, text = answer
     dialect = conv.dialect
     at = [i for i, o in enumerate(conv.origin) if o < 0]
