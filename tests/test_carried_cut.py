@@ -222,8 +222,10 @@ def test_a_key_collision_never_sends_another_conversations_prefix(monkeypatch):
 
 
 def test_the_replay_cuts_only_where_a_request_was_sent():
-    """A past request ended where a reply of the model's begins: not between the model's answer
-    and the client's next words (no request held that history), in each dialect."""
+    """A past request ended where the history does not end with a reply of the model's: not
+    between the model's answer and the client's next words (no request held that history), in
+    each dialect; between two messages of the client's it may have (a client that adds its own
+    messages turn after turn without a reply between them)."""
     chat = by_name("openai")
     msgs = [
         {"role": "system", "content": "s"},
@@ -237,7 +239,7 @@ def test_the_replay_cuts_only_where_a_request_was_sent():
     ]
     past = Past(chat, tuple(msgs), (1,) * 8, (1,) * 8, 0)
     assert past.starts == [1, 2, 3, 4, 6, 7]  # every turn group
-    assert past.requests == [2, 4, 6]  # the requests the model answered: after q1, after q2, after the result
+    assert past.requests == [1, 2, 4, 6]  # not after a1 or a2: the client's next words came first
     responses = by_name("responses")
     items = [
         {"role": "user", "content": "q1"},
@@ -248,7 +250,7 @@ def test_the_replay_cuts_only_where_a_request_was_sent():
         {"role": "user", "content": "q2"},
     ]
     past = Past(responses, tuple(items), (1,) * 6, (1,) * 6, 0)
-    assert past.requests == [1, 4]
+    assert past.starts == [1, 4, 5] and past.requests == [1, 4]
     anthropic = by_name("anthropic")
     turns = [
         {"role": "user", "content": "q1"},
@@ -258,6 +260,8 @@ def test_the_replay_cuts_only_where_a_request_was_sent():
         {"role": "user", "content": "q2"},
     ]
     assert Past(anthropic, tuple(turns), (1,) * 5, (1,) * 5, 0).requests == [1, 3]
+    notes = [{"role": "user", "content": f"note {i}"} for i in range(4)]  # no reply between them
+    assert Past(chat, tuple(notes), (1,) * 4, (1,) * 4, 0).requests == [1, 2, 3]
 
 
 def test_a_long_system_prompt_keeps_fewer_newest_turns_whole_so_a_cut_lasts_a_band():
@@ -287,3 +291,22 @@ def test_a_long_system_prompt_keeps_fewer_newest_turns_whole_so_a_cut_lasts_a_ba
     # 610 pinned: a5 alone stays under it (half of what the pinned leave of the room, 195, would keep q4)
     assert recent(560) == [12]
     assert recent(700) == [12]  # over the band's bottom already: the newest group with content stays
+
+
+def test_a_client_that_adds_its_own_messages_without_replies_keeps_its_cut():
+    """A conversation that grows by the client's messages alone (notes, retrieved passages; no
+    reply of the model's between them): each of its turns may have been a request, so a cut made
+    on one is carried on the next while it fits (new cuts once per band of growth, not per turn)."""
+    engine = _engine(4_000)
+    msgs = [{"role": "system", "content": "Answer from the notes."}]
+    cuts, previous = [], None
+    for i in range(80):
+        msgs.append({"role": "user", "content": f"note {i}: " + " ".join(f"fact{i}-{j}" for j in range(40))})
+        fitted = engine.fit({"model": "small", "messages": list(msgs)}, model="small")
+        if fitted.report.input_tokens_before > fitted.report.room:
+            cuts.append(fitted.report.cut)
+            if previous is not None and fitted.report.cut == previous[0]:
+                assert fitted.body["messages"][: len(previous[1])] == previous[1]
+            previous = (fitted.report.cut, fitted.body["messages"])
+    assert len(cuts) >= 40
+    assert len(set(cuts)) <= len(cuts) // 4  # (each a new cut on every turn: the cache broken on every turn)

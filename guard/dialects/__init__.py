@@ -79,13 +79,13 @@ def group_messages(dialect: Dialect, messages: Sequence[Message]) -> list[int]:
 
 def turn_boundaries(dialect: Dialect, messages: Sequence[Message]) -> tuple[list[int], list[int]]:
     """Where each turn group after the first begins (a boundary never splits a call from its
-    results), and of those, where a request of this history was sent: where a reply of the model's
-    begins (`Dialect.is_reply`). A boundary between the model's answer and the client's next words
-    ended no request: nothing was sent with that history."""
+    results), and of those, where a request of this history may have been sent: where the history
+    does not end with a reply of the model's (`Dialect.is_reply`). A boundary between the model's
+    answer and the client's next words ended no request: nothing was sent with that history (a
+    client that adds its own messages without a reply between them, though, may have sent each)."""
     groups = dialect.groups(messages)
     starts = [j for j in range(1, len(groups)) if groups[j] != groups[j - 1]]
-    replies = [dialect.is_reply(m) for m in messages]
-    return starts, [b for b in starts if replies[b] and not replies[b - 1]]
+    return starts, [b for b in starts if not dialect.is_reply(messages[b - 1])]
 
 
 __all__ = [

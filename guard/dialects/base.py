@@ -89,8 +89,8 @@ class Dialect:
         return False
 
     def is_reply(self, msg: Message) -> bool:
-        """A message the model wrote (its text, calls or reasoning): a request was sent right
-        before the first of a run of them."""
+        """A message the model wrote (its text, calls or reasoning): no request ends with one (the
+        client's next words come first)."""
         return msg.get("role") == "assistant"
 
     def tool_call_ids(self, msg: Message) -> list[str]:

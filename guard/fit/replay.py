@@ -77,7 +77,8 @@ class Past:
 
     @property
     def requests(self) -> list[int]:
-        """The turn boundaries a past request ended at: those a reply of the model's follows."""
+        """The turn boundaries a past request may have ended at: where the history does not end
+        with a reply of the model's (`turn_boundaries`)."""
         return self._boundaries[1]
 
     @cached_property
