@@ -204,9 +204,12 @@ def test_a_question_about_a_cut_fact_swaps_the_cut_but_a_tool_output_sent_as_use
     st.text(alphabet="ab_é1", min_size=2, max_size=4),
 )
 def test_a_term_is_held_by_a_history_exactly_where_one_of_its_texts_holds_it(texts, term):
-    """`lost_terms` finds a query's terms in a history by its words (memoised once a history):
-    the same answer as a search of every text."""
-    from guard.core.relevance import _vocabulary
+    """`lost_terms` finds a query's terms in a history by its words (memoised once a history),
+    and in the messages a cut keeps by each one's words (memoised a text): the same answer as a
+    search of every text."""
+    from guard.core.relevance import _vocabulary, _words
 
     words, joined = _vocabulary(tuple(texts))
-    assert (term in words or term in joined) == any(term in text.lower() for text in texts)
+    held = any(term in text.lower() for text in texts)
+    assert (term in words or term in joined) == held
+    assert any(term in _words(text) for text in texts) == held

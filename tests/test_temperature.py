@@ -38,6 +38,26 @@ def test_ttl_is_the_policys_else_an_hour_where_anthropic_is_asked_for_it_else_fi
     assert ttl_seconds(None, "anthropic", {"messages": []}) == 300
     assert ttl_seconds(None, "openai", long) == 300  # OpenAI has no such field
     assert ttl_seconds(42, "anthropic", long) == 42
+    hour = {"type": "ephemeral", "ttl": "1h"}
+    nested = {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "t",
+                "content": [{"type": "text", "text": "r", "cache_control": hour}],
+            }
+        ],
+    }
+    assert ttl_seconds(None, "anthropic", {"messages": [nested]}) == 3600
+    assert ttl_seconds(None, "anthropic", {"messages": [], "tools": [{"name": "t", "cache_control": hour}]}) == 3600
+    # a tool's input and schema are data: a key named cache_control there asks for nothing
+    data = {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {"cache_control": hour}}],
+    }
+    schema = {"name": "t", "input_schema": {"type": "object", "properties": {"cache_control": hour}}}
+    assert ttl_seconds(None, "anthropic", {"messages": [data], "tools": [schema]}) == 300
 
 
 def test_the_fingerprint_is_the_conversation_not_the_turn():

@@ -190,9 +190,20 @@ def lost_terms(
     had = {t for t in wanted if t in words or t in joined}
     if not had or len(had) > question_terms:
         return False
-    kept = "\x00".join(after).lower()  # (a term never spans the separator: see `_vocabulary`)
-    lost = sum(1 for t in had if t not in kept)
+    kept = [_words(text) for text in after]
+    lost = sum(1 for t in had if not any(t in words for words in kept))
     return lost >= max(1, share * len(had))
+
+
+def _words(text: str) -> str:
+    """The distinct words of `text` in lower case, joined by a separator that is no word character,
+    memoised (a carried cut's kept messages are judged again on every turn): a term is a substring
+    of the text exactly where it is one of this (see `_vocabulary`)."""
+    memo = current().text_words
+    hit = memo.get(text)
+    if hit is None:
+        hit = memo.put(text, "\x00".join(set(_WORD.findall(text.lower()))), len(text))
+    return hit
 
 
 _WORD = re.compile(r"\w+")

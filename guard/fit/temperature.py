@@ -109,15 +109,27 @@ def fingerprint(dialect: Dialect, body: Mapping[str, Any], model: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _asks_long_ttl(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        control = value.get("cache_control")
-        if isinstance(control, Mapping) and control.get("ttl") == "1h":
-            return True
-        return any(_asks_long_ttl(v) for v in value.values() if isinstance(v, (list, Mapping)))
-    if isinstance(value, list):
-        return any(_asks_long_ttl(v) for v in value)
-    return False
+def _long(value: Any) -> bool:
+    control = value.get("cache_control") if isinstance(value, Mapping) else None
+    return isinstance(control, Mapping) and control.get("ttl") == "1h"
+
+
+def _asks_long_ttl(body: Mapping[str, Any]) -> bool:
+    """Whether a breakpoint of the body asks for the hour: on the body, a tool, a system block, a
+    message, one of its blocks or a block inside a tool result's content (where Anthropic reads
+    `cache_control`; not inside tool inputs or schemas, which are data)."""
+    system = body.get("system")
+    places = [body, *_listed(body.get("tools")), *_listed(system)]
+    for msg in _listed(body.get("messages")):
+        places.append(msg)
+        for block in _listed(msg.get("content") if isinstance(msg, Mapping) else None):
+            places.append(block)
+            places.extend(_listed(block.get("content") if isinstance(block, Mapping) else None))
+    return any(_long(v) for v in places)
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def ttl_seconds(configured: int | None, family: str, body: Mapping[str, Any]) -> int:
@@ -126,7 +138,7 @@ def ttl_seconds(configured: int | None, family: str, body: Mapping[str, Any]) ->
     family's default (5 minutes)."""
     if configured is not None:
         return configured
-    if family == "anthropic" and _asks_long_ttl([body.get("system"), body.get("messages"), body.get("tools")]):
+    if family == "anthropic" and _asks_long_ttl(body):
         return LONG_TTL_SECONDS
     return DEFAULT_TTL_SECONDS.get(family, FALLBACK_TTL_SECONDS)
 
