@@ -100,6 +100,11 @@ class Memos:
         self.line_digests: Memo[str, bytes] = Memo(16_000_000, sized=True)  # characters
         # (history prefix, mark, budget, policy) -> tokens of that prefix's cut (guard.fit.carried)
         self.cut_sizes: Memo[tuple[Any, ...], int | None] = Memo(4096)
+        # (a message's hash, counter) -> its tokens as it goes over the room, JSON compacted where
+        # that is fewer; (history prefix, budget, policy, counter) -> the tokens no step but the
+        # last resort cuts there (guard.fit.carried)
+        self.compacted_counts: Memo[tuple[int, Any], int] = Memo(200_000)
+        self.floors: Memo[tuple[Any, ...], int] = Memo(4096)
         # (history prefix, mark, budget, policy, question, counter) -> the prefix and its fit to the
         # mark, as a carried cut sends it on every turn it fits (guard.fit.carried; no summarizer).
         # Bounded by the prefixes' size (4 characters a token): 32M, none over 500k kept

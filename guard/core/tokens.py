@@ -221,12 +221,20 @@ class TokenCounter:
         return self.messages(dialect, (msg,))[0]
 
     def messages(self, dialect: Dialect, msgs: Sequence[Mapping[str, Any]]) -> list[int]:
-        """Counts of many messages; the hit path is inlined (it runs for every resent message)."""
+        """Counts of many messages."""
+        return self.keyed(dialect, msgs)[0]
+
+    def keyed(self, dialect: Dialect, msgs: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[int]]:
+        """Counts of many messages and each one's `message_hash` (worked out once: what else keys
+        a message by its content takes it from here); the hit path is inlined (it runs for every
+        resent message)."""
         get, name = self._cache.get, dialect.name
         out: list[int] = []
+        keys: list[int] = []
         misses: list[tuple[int, Mapping[str, Any], int]] = []
         for m in msgs:
             key = hash((name, _message_key(m)))
+            keys.append(key)
             n = get(key)
             if n is None:
                 misses.append((len(out), m, key))
@@ -237,7 +245,7 @@ class TokenCounter:
         if misses:
             for position, n in self._count_all(dialect, misses):
                 out[position] = n
-        return out
+        return out, keys
 
     def _count_all(self, dialect: Dialect, misses: list[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
         """Count cache misses; a large batch is split over two threads (tiktoken's encoder releases

@@ -131,26 +131,23 @@ class _SizeKeys:
     content, the request's fixed tokens and budget, the policy and whether it summarizes. Each
     message's hash and the policy's JSON are worked out once per request, on first use."""
 
-    def __init__(
-        self,
-        dialect: Dialect,
-        messages: Sequence[Mapping[str, Any]],
-        fixed: int,
-        budget: Budget,
-        policy: Policy,
-        summarizing: bool,
-    ) -> None:
-        self.dialect, self.messages = dialect, messages
-        self.rest = (fixed, budget.room, budget.band, summarizing)
+    def __init__(self, req: Counted, budget: Budget, policy: Policy, summarizing: bool) -> None:
+        self.dialect, self.messages = req.dialect, req.messages
+        self.rest = (req.fixed, budget.room, budget.band, summarizing)
         self.policy = policy
-        self._hashes: list[int] | None = None
+        self._hashes: Sequence[int] | None = req.hashes if len(req.hashes) == len(req.messages) else None
         self._policy: str | None = None
 
     def __call__(self, m: int, mark: int) -> tuple[Any, ...]:
-        if self._hashes is None or self._policy is None:
-            self._hashes = [message_hash(self.dialect.name, msg) for msg in self.messages]
+        if self._policy is None:
             self._policy = self.policy.model_dump_json()
-        return (hash(tuple(self._hashes[:m])), m, mark, *self.rest, self._policy)
+        return (hash(tuple(self.hashes()[:m])), m, mark, *self.rest, self._policy)
+
+    def hashes(self) -> Sequence[int]:
+        """Each message's `message_hash` (the counter's, where the request was counted with it)."""
+        if self._hashes is None:
+            self._hashes = [message_hash(self.dialect.name, msg) for msg in self.messages]
+        return self._hashes
 
 
 class _Cuts:
@@ -164,17 +161,41 @@ class _Cuts:
         dialect, messages, policy = req.dialect, req.messages, ctx.policy
         self.dialect, self.messages, self.counts, self.fixed = dialect, messages, req.counts, req.fixed
         self.budget, self.policy, self.ctx, self.summarizing = budget, policy, ctx, summarizing
-        # replayed on the messages as they go over the room: compacted where that saves tokens,
-        # counted exactly (each form's count memoized: a turn counts its new messages' forms only)
-        self.forms = [compacted(dialect, msg) for msg in messages] if policy.allows("compact_json") else list(messages)
-        self.sent = list(req.counts)
-        changed = [i for i, (form, msg) in enumerate(zip(self.forms, messages)) if form is not msg]
-        for i, n in zip(changed, ctx.counter.messages(dialect, [self.forms[i] for i in changed])):
-            self.sent[i] = min(self.sent[i], n)
         self.known: dict[int, tuple[str, str]] = {}
         self.floors: dict[int, int] = {}
         self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
-        self.keys = _SizeKeys(dialect, messages, req.fixed, budget, policy, summarizing)
+        self.keys = _SizeKeys(req, budget, policy, summarizing)
+        self._forms: dict[int, Mapping[str, Any]] = {}
+        self.compacting = policy.allows("compact_json")
+        self.sent = self._sent() if self.compacting else list(req.counts)
+
+    def _sent(self) -> list[int]:
+        """Each message's tokens as it goes over the room: its JSON compacted form's, counted
+        exactly, where that is fewer. Each form's count is memoised by the message's hash (a turn
+        compacts and counts its new messages only)."""
+        dialect, counter, messages = self.dialect, self.ctx.counter, self.messages
+        memos, hashes = memo.current().compacted_counts, self.keys.hashes()
+        sent = list(self.counts)
+        todo = []
+        for i, h in enumerate(hashes):
+            n = memos.get((h, counter))
+            if n is None:
+                todo.append(i)
+            else:
+                sent[i] = min(sent[i], n)
+        changed = [i for i in todo if self.form(i) is not messages[i]]
+        for i, n in zip(changed, counter.messages(dialect, [self.form(i) for i in changed])):
+            sent[i] = min(sent[i], n)
+        for i in todo:
+            memos.put((hashes[i], counter), sent[i])
+        return sent
+
+    def form(self, i: int) -> Mapping[str, Any]:
+        """Message i as it goes over the room (JSON compacted, where the policy compacts)."""
+        if i not in self._forms:
+            msg = self.messages[i]
+            self._forms[i] = compacted(self.dialect, msg) if self.compacting else msg
+        return self._forms[i]
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens of the cut of this history's first `m` messages down to `mark` (None: it
@@ -236,7 +257,7 @@ class _Cuts:
         for j, n in enumerate(tail_counts):
             if n < counts[m + j]:
                 part.record("compact_json", counts[m + j] - n, 1)
-                tail[j] = self.forms[m + j]
+                tail[j] = self.form(m + j)
         conv = followed_by(cut, tail, tail_counts, m)
         if conv.total > self.budget.room + over:
             return None
@@ -267,10 +288,14 @@ class _Cuts:
         room (a result larger than the room), the prefix is cut inside its newest turns down to its
         mark, once, and that cut is carried byte for byte like any other."""
         if m not in self.floors:
-            keeping = Keeping.of(self.policy, self.budget)
-            self.floors[m] = self.fixed + kept_whole(
-                self.dialect, self.messages[:m], self.sent[:m], self.fixed, keeping
-            )
+            key = (self.keys(m, 0), self.ctx.counter)  # (the prefix, budget, policy; `sent` is the counter's)
+            floors = memo.current().floors
+            floor = floors.get(key)
+            if floor is None:
+                keeping = Keeping.of(self.policy, self.budget)
+                floor = self.fixed + kept_whole(self.dialect, self.messages[:m], self.sent[:m], self.fixed, keeping)
+                floors.put(key, floor)
+            self.floors[m] = floor
         return self.floors[m]
 
     def _prefix(

@@ -49,6 +49,8 @@ class Counted:
     # API's `instructions`), and the fields the count cannot see (see Dialect.unseen_state)
     system_fixed: int = 0
     unseen: tuple[str, ...] = ()
+    # each message's `message_hash` (the counter's key of it), worked out with its count
+    hashes: tuple[int, ...] = ()
 
     @classmethod
     def of(cls, body: Mapping[str, Any], resolved: Resolved) -> Counted:
@@ -61,10 +63,23 @@ class Counted:
         pinned = [k for k in dialect.system_keys if k in body]  # a pinned prompt outside the turns
         requested = requested_output(body, key)
         budget, source = make_budget(resolved.limits, resolved.policy, requested)
-        counts = counter.messages(dialect, messages)
+        counts, hashes = counter.keyed(dialect, messages)
         fixed = counter.fixed(dialect, body)
         system = sum(counter.fixed(dialect, {k: body[k]}) for k in pinned) - len(pinned) * counter.fixed(dialect, {})
-        return cls(body, dialect, tuple(messages), tuple(counts), fixed, key, requested, budget, source, system, unseen)
+        return cls(
+            body,
+            dialect,
+            tuple(messages),
+            tuple(counts),
+            fixed,
+            key,
+            requested,
+            budget,
+            source,
+            system,
+            unseen,
+            tuple(hashes),
+        )
 
     @property
     def before(self) -> int:
