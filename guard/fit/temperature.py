@@ -118,8 +118,7 @@ def _asks_long_ttl(body: Mapping[str, Any]) -> bool:
     """Whether a breakpoint of the body asks for the hour: on the body, a tool, a system block, a
     message, one of its blocks or a block inside a tool result's content (where Anthropic reads
     `cache_control`; not inside tool inputs or schemas, which are data)."""
-    system = body.get("system")
-    places = [body, *_listed(body.get("tools")), *_listed(system)]
+    places = [body, *_listed(body.get("tools")), *_listed(body.get("system"))]
     for msg in _listed(body.get("messages")):
         places.append(msg)
         for block in _listed(msg.get("content") if isinstance(msg, Mapping) else None):
