@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Outcome = Literal["unchanged", "fitted", "rejected"]
@@ -88,6 +89,16 @@ class Report:
         return self.outcome == "fitted"
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """The report as plain data (what `dataclasses.asdict` makes of it, its own copy of every
+        nested value), with `tokens_saved`: built field by field, as it is twice a request."""
+        data = {name: getattr(self, name) for name in _FIELDS}
+        data["actions"] = [{"kind": a.kind, "tokens_saved": a.tokens_saved, "items": a.items} for a in self.actions]
+        data["skipped"] = [{"kind": s.kind, "reason": s.reason} for s in self.skipped]
+        data["breakdown"], data["unseen_state"] = dict(self.breakdown), list(self.unseen_state)
+        data["anchor"] = None if self.anchor is None else dict(self.anchor)
+        data["summary"], data["reasoning"] = copy.deepcopy(self.summary), copy.deepcopy(self.reasoning)
         data["tokens_saved"] = self.tokens_saved
         return data
+
+
+_FIELDS = tuple(f.name for f in fields(Report))
