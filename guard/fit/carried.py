@@ -12,7 +12,7 @@ from guard.core import memo
 from guard.core.budget import Budget, quantized_stop
 from guard.core.policy import Policy
 from guard.core.steps import BY_NAME
-from guard.core.tokens import message_hash
+from guard.core.tokens import TokenCounter, message_hash
 from guard.dialects import Dialect
 from guard.fit import summary
 from guard.fit.conversation import Context, Conversation, Keeping
@@ -150,31 +150,24 @@ class _SizeKeys:
         return self._hashes
 
 
-class _Cuts:
-    """The cuts of one request's history: of its first `m` messages down to a mark, carried to the
-    request (`at`), or the tokens of such a cut of a past request (`size`). `sent`: each message's
-    tokens as it goes once the request is over its room (its JSON compacted form's, counted
-    exactly, where that is fewer); `known`: the summaries the prefixes tried here got, by span
-    (see `_prefix`); `made_here`: the request's own cuts, by mark, for the caller to send."""
+class _Forms:
+    """A request's messages as they go once it is over its room: JSON compacted where the policy
+    compacts (`form`, made on first use) and counted exactly (`sent`: the fewer of the two counts).
+    Each message's compacted count is memoised by its hash (a turn compacts and counts its new
+    messages only)."""
 
-    def __init__(self, req: Counted, budget: Budget, ctx: Context, summarizing: bool) -> None:
-        dialect, messages, policy = req.dialect, req.messages, ctx.policy
-        self.dialect, self.messages, self.counts, self.fixed = dialect, messages, req.counts, req.fixed
-        self.budget, self.policy, self.ctx, self.summarizing = budget, policy, ctx, summarizing
-        self.known: dict[int, tuple[str, str]] = {}
-        self.floors: dict[int, int] = {}
-        self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
-        self.keys = _SizeKeys(req, budget, policy, summarizing)
+    def __init__(
+        self, req: Counted, counter: TokenCounter, compacting: bool, hashes: Callable[[], Sequence[int]]
+    ) -> None:
+        self.dialect, self.messages, self.counts = req.dialect, req.messages, req.counts
+        self.counter, self.compacting, self.hashes = counter, compacting, hashes
         self._forms: dict[int, Mapping[str, Any]] = {}
-        self.compacting = policy.allows("compact_json")
-        self.sent = self._sent() if self.compacting else list(req.counts)
 
-    def _sent(self) -> list[int]:
-        """Each message's tokens as it goes over the room: its JSON compacted form's, counted
-        exactly, where that is fewer. Each form's count is memoised by the message's hash (a turn
-        compacts and counts its new messages only)."""
-        dialect, counter, messages = self.dialect, self.ctx.counter, self.messages
-        memos, hashes = memo.current().compacted_counts, self.keys.hashes()
+    def sent(self) -> list[int]:
+        if not self.compacting:
+            return list(self.counts)
+        dialect, counter, messages = self.dialect, self.counter, self.messages
+        memos, hashes = memo.current().compacted_counts, self.hashes()
         sent = list(self.counts)
         todo = []
         for i, h in enumerate(hashes):
@@ -191,11 +184,30 @@ class _Cuts:
         return sent
 
     def form(self, i: int) -> Mapping[str, Any]:
-        """Message i as it goes over the room (JSON compacted, where the policy compacts)."""
+        """Message i as it goes over the room."""
         if i not in self._forms:
             msg = self.messages[i]
             self._forms[i] = compacted(self.dialect, msg) if self.compacting else msg
         return self._forms[i]
+
+
+class _Cuts:
+    """The cuts of one request's history: of its first `m` messages down to a mark, carried to the
+    request (`at`), or the tokens of such a cut of a past request (`size`). `sent`: each message's
+    tokens as it goes once the request is over its room (its JSON compacted form's, counted
+    exactly, where that is fewer); `known`: the summaries the prefixes tried here got, by span
+    (see `_prefix`); `made_here`: the request's own cuts, by mark, for the caller to send."""
+
+    def __init__(self, req: Counted, budget: Budget, ctx: Context, summarizing: bool) -> None:
+        dialect, messages, policy = req.dialect, req.messages, ctx.policy
+        self.dialect, self.messages, self.counts, self.fixed = dialect, messages, req.counts, req.fixed
+        self.budget, self.policy, self.ctx, self.summarizing = budget, policy, ctx, summarizing
+        self.known: dict[int, tuple[str, str]] = {}
+        self.floors: dict[int, int] = {}
+        self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
+        self.keys = _SizeKeys(req, budget, policy, summarizing)
+        self.forms = _Forms(req, ctx.counter, policy.allows("compact_json"), self.keys.hashes)
+        self.sent = self.forms.sent()
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens of the cut of this history's first `m` messages down to `mark` (None: it
@@ -257,7 +269,7 @@ class _Cuts:
         for j, n in enumerate(tail_counts):
             if n < counts[m + j]:
                 part.record("compact_json", counts[m + j] - n, 1)
-                tail[j] = self.form(m + j)
+                tail[j] = self.forms.form(m + j)
         conv = followed_by(cut, tail, tail_counts, m)
         if conv.total > self.budget.room + over:
             return None
