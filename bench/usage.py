@@ -36,7 +36,7 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
         if "requests" in data:
             for r in data["requests"]:
                 body = r["body"]
-                name = f"{family(body['model'])}, {'tools' if body.get('tools') else 'no tools'}"
+                name = f"{family(body)}, {'tools' if body.get('tools') else 'no tools'}"
                 out.append((name, body, r["billed"]))
             continue
         system = {"role": "system", "content": data["system"]}
@@ -47,9 +47,13 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
     return out
 
 
-def family(model: str) -> str:
-    """A Claude model's family as the bench groups them (older Claude 3 models bill another tool
-    prompt: 159-530 tokens)."""
+def family(body: dict[str, Any]) -> str:
+    """A recorded request's family as the bench groups them: Claude 3 and 3.5+ (older Claude 3
+    models bill another tool prompt: 159-530 tokens), OpenAI Responses API requests by model
+    generation (reasoning models frame a request their own way)."""
+    model = body["model"]
+    if "input" in body:
+        return "responses, " + ("gpt-5 / o-series" if model.startswith(("gpt-5", "o3", "o4")) else "gpt-4o / gpt-4.1")
     return "claude 3" if model.startswith(("claude-3-haiku", "claude-3-opus", "claude-3-sonnet")) else "claude 3.5+"
 
 
@@ -91,7 +95,9 @@ def main() -> None:
 
 def _litellm_count(litellm: Any, body: dict[str, Any]) -> int | None:
     """`litellm.token_counter` on the body (an Anthropic body's system prompt as a first message);
-    None where it raises (a content block it does not know)."""
+    None where it raises (a content block it does not know) or the body is not chat-shaped."""
+    if "input" in body:  # (a Responses API body: token_counter takes chat messages)
+        return None
     messages = list(body["messages"])
     if body.get("system"):
         messages = [{"role": "system", "content": body["system"]}, *messages]
