@@ -203,6 +203,44 @@ def test_a_carried_prefix_is_fitted_once_per_engine_and_sent_the_same(monkeypatc
     assert carried_turns >= 20
 
 
+def test_a_long_context_carried_prefix_is_fitted_once_too(monkeypatch):
+    """A carried prefix of a long-context loop (here ~230k tokens of history, cut into gpt-4o's
+    window) is kept by the engine like a short one: the next turn carrying it fits nothing again
+    (kept only up to a 64th of the memo, ~125k tokens, it was fitted again on every turn: 26 ms a
+    turn against 6). Within one request, a past request's cut is fitted once for its size and its
+    carry."""
+    from bench.cache import requests
+    from bench.traces import agent_trace
+    from guard.core import memo
+    from guard.fit import carried
+
+    fits: list[int] = []
+    real = carried._fit_prefix
+
+    def counting(cuts, m, mark, question, summaries=False):
+        fits.append(m)
+        return (yield from real(cuts, m, mark, question, summaries))
+
+    monkeypatch.setattr(carried, "_fit_prefix", counting)
+    *_, before, last = requests(agent_trace(turns=360, seed=3))
+    keeps_none = Engine(PolicySet(defaults=Policy(default_max_tokens=4096)))
+    keeps_none.memos.prefix_cuts.max_entry = 0  # (an engine that keeps no prefix at all)
+    keeps_none.fit(json.loads(json.dumps(before)))
+    assert fits and len(fits) == len(set(fits))  # each prefix fitted once in a request all the same
+    fits.clear()
+    engine = Engine(PolicySet(defaults=Policy(default_max_tokens=4096)))
+    first = engine.fit(json.loads(json.dumps(before)))
+    m = first.report.cut_from
+    assert m is not None and m < len(before["messages"])
+    counter, _ = engine.counter_for("gpt-4o", engine.policy_for("gpt-4o"))
+    prefix = sum(counter.messages(by_name("openai"), before["messages"][:m]))
+    assert 4 * prefix > memo.Memos().prefix_cuts.limit // 64  # over what a default entry may hold
+    fits.clear()
+    second = engine.fit(json.loads(json.dumps(last)))
+    assert (second.report.cut_from, second.report.cut) == (m, first.report.cut)
+    assert fits == []
+
+
 def test_a_key_collision_never_sends_another_conversations_prefix(monkeypatch):
     """The fast path's memo is keyed by hashes; a hit must hold the very messages of this prefix."""
     from guard.fit import carried

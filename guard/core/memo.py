@@ -32,12 +32,14 @@ class Memo(Generic[K, V]):
 
     A `sized` memo bounds what it keeps alive instead (the texts of agent loops range from a word
     to 100 kB): `limit` is then a budget in the units of the `size` every `put` gives (characters),
-    and an entry over a 64th of it is not kept at all (a huge text is not worth pinning)."""
+    and an entry over `max_entry` (by default a 64th of it) is not kept at all (a huge text is not
+    worth pinning)."""
 
-    def __init__(self, limit: int, *, sized: bool = False) -> None:
+    def __init__(self, limit: int, *, sized: bool = False, max_entry: int | None = None) -> None:
         if limit < 1:
             raise ValueError("a memo holds at least one entry")
         self.limit, self.sized, self.size = limit, sized, 0
+        self.max_entry = limit // 64 if max_entry is None else max_entry
         self._data: dict[K, V] = {}
         self._sizes: dict[K, int] = {}
         self._lock = threading.Lock()
@@ -47,7 +49,7 @@ class Memo(Generic[K, V]):
         if not self.sized:
             bounded_put(self._data, key, value, self.limit)
             return value
-        if size > self.limit // 64:
+        if size > self.max_entry:
             return value
         with self._lock:
             while self._data and self.size + size > self.limit:
@@ -107,8 +109,10 @@ class Memos:
         self.floors: Memo[tuple[Any, ...], int] = Memo(4096)
         # (history prefix, mark, budget, policy, question, counter) -> the prefix and its fit to the
         # mark, as a carried cut sends it on every turn it fits (guard.fit.carried; no summarizer).
-        # Bounded by the prefixes' size (4 characters a token): 32M, none over 500k kept
-        self.prefix_cuts: Memo[tuple[Any, ...], Any] = Memo(32_000_000, sized=True)
+        # Bounded by the prefixes' size (4 characters a token): 32M, a prefix of up to 8M (~2M
+        # tokens: a long-context model's carried prefix is the one most worth keeping; at a 64th,
+        # a prefix over ~125k tokens was fitted again on every turn that carried it)
+        self.prefix_cuts: Memo[tuple[Any, ...], Any] = Memo(32_000_000, sized=True, max_entry=8_000_000)
 
     def clear(self) -> None:
         for memo in vars(self).values():

@@ -205,6 +205,7 @@ class _Cuts:
         self.known: dict[int, tuple[str, str]] = {}
         self.floors: dict[int, int] = {}
         self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
+        self.fitted: dict[tuple[Any, ...], Any] = {}  # this request's prefix fits (see `_prefix`)
         self.keys = _SizeKeys(req, budget, policy, summarizing)
         self.forms = _Forms(req, ctx.counter, policy.allows("compact_json"), self.keys.hashes)
         self.sent = self.forms.sent()
@@ -315,17 +316,19 @@ class _Cuts:
     ) -> Generator[Any, Any, tuple[Conversation, Context]]:
         """`_fit_prefix`, made once per engine while the prefix, mark, budget, policy, question and
         counter stay the same (a carried cut's later turns cost the replay and the messages added
-        since); summarized, each time. A hit is taken for these very messages only (the key holds
+        since), and once per request whatever the engine keeps (a past request's cut is sized, then
+        carried); summarized, each time. A hit is taken for these very messages only (the key holds
         their hashes: a collision never sends another conversation's text)."""
         if summaries:
             return (yield from _fit_prefix(self, m, mark, question, summaries))
         # (the counter itself: an engine keeps one per encoding, factor and image formula)
         key = (self.keys(m, mark), question, tuple(self.ctx.actions), self.ctx.counter)
         prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
-        made = prefixes.get(key)
+        made = self.fitted.get(key) or prefixes.get(key)
         if made is None or made[0] != prefix:
             made = (prefix, *(yield from _fit_prefix(self, m, mark, question)))
             prefixes.put(key, made, 4 * sum(self.counts[:m]))
+        self.fitted[key] = made
         _, cut, part = made
         return cut, replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
 
