@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from guard.core.content import blocks
 from guard.dialects import Dialect
 
 State = Literal["cold", "warm", "unknown"]
@@ -121,14 +122,18 @@ def _asks_long_ttl(body: Mapping[str, Any]) -> bool:
     places = [body, *_listed(body.get("tools")), *_listed(body.get("system"))]
     for msg in _listed(body.get("messages")):
         places.append(msg)
-        for block in _listed(msg.get("content") if isinstance(msg, Mapping) else None):
-            places.append(block)
-            places.extend(_listed(block.get("content") if isinstance(block, Mapping) else None))
+        for block in _blocks(msg):
+            places += [block, *_blocks(block)]
     return any(_long(v) for v in places)
 
 
 def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _blocks(value: Any) -> list[Any]:
+    """A message's (or a tool result's) content blocks (`content.blocks`), none for what is not one."""
+    return blocks(value) if isinstance(value, Mapping) else []
 
 
 def ttl_seconds(configured: int | None, family: str, body: Mapping[str, Any]) -> int:
