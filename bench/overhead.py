@@ -16,7 +16,8 @@ Two workloads, each run alone, rounds alternating stock and guarded to spread ma
 
 Per workload and proxy it prints requests/s, what a request costs a worker (workers / throughput),
 p50 and p99 latency, errors and the proxy's memory (resident, every worker) after the runs; then
-what the guard adds. With two workers each request opens a new connection (so requests spread over
+what the guard adds, by throughput and by the CPU time the proxy's processes used per request (the
+steadier of the two on a shared machine: a neighbour's load slows the clock, not the CPU count). With two workers each request opens a new connection (so requests spread over
 the workers by load), for the stock and the guarded proxy alike. With one worker the proxy runs on
 core 0 and the clients on core 1; with two, both share the machine. Bars (issue 36): one worker,
 the guard adds <= 1 ms a fitting request, <= 5 ms an overflowing turn, <= 100 MB, 0 errors; two
@@ -105,6 +106,7 @@ class Run:
     statuses: dict[int, int] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    cpu: float = 0.0  # CPU seconds the proxy used over the run
 
 
 async def drive(url: str, loops: list[list[str]], clients: int, seconds: float, spread: bool = False) -> Run:
@@ -140,8 +142,8 @@ async def drive(url: str, loops: list[list[str]], clients: int, seconds: float, 
     return run
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants (a proxy's workers), in MB."""
+def _tree(pid: int) -> list[int]:
+    """A process and all its descendants (a proxy's workers)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -150,16 +152,38 @@ def rss_mb(pid: int) -> float:
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry.name))
-    total, todo = 0, [pid]
+    out, todo = [], [pid]
     while todo:
         p = todo.pop()
+        out.append(p)
         todo += children.get(p, [])
+    return out
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process and all its descendants, in MB."""
+    total = 0
+    for p in _tree(pid):
         try:
             status = Path(f"/proc/{p}/status").read_text()
         except OSError:
             continue
         total += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
     return total / 1024
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user and system) a process and all its descendants have used, in seconds: what a
+    run cost the proxy, whatever else the machine did meanwhile (a neighbour's load on a shared VM
+    slows the clock-time measures, not this one)."""
+    ticks = 0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 WORKLOADS = {"fitting": (fitting, 8), "overflowing": (overflowing, 4)}
@@ -176,7 +200,9 @@ def measure(workers: int, guarded: bool, loads: dict[str, list[list[str]]], seco
             clients = WORKLOADS[name][1] * workers
             spread = workers > 1
             asyncio.run(drive(url, loops, clients, min(5.0, seconds / 3), spread))  # warm-up: imports, pools
+            before = cpu_seconds(proc.pid)
             out[name] = asyncio.run(drive(url, loops, clients, seconds, spread))
+            out[name].cpu = cpu_seconds(proc.pid) - before
         out["rss_mb"] = rss_mb(proc.pid)
     finally:
         stop_proxy(proc)
@@ -212,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{'workers':>7s} {'workload':12s} {'proxy':8s} {'req/s':>7s} {'ms/req':>7s} {'p50':>7s} {'p99':>7s} {'errors':>6s}  statuses"
     )
     cost: dict[tuple[int, bool, str], float] = {}
+    cpu: dict[tuple[int, bool, str], float] = {}
     for (workers, guarded), runs in results.items():
         for name in names:
             rates = [r[name].requests / r[name].seconds for r in runs]
@@ -223,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
                 for s, n in r[name].statuses.items():
                     statuses[s] = statuses.get(s, 0) + n
             cost[(workers, guarded, name)] = workers / rate * 1e3
+            cpu[(workers, guarded, name)] = (
+                statistics.median(r[name].cpu / max(1, r[name].requests) for r in runs) * 1e3
+            )
             ok &= errors == 0
             print(
                 f"{workers:7d} {name:12s} {'guarded' if guarded else 'stock':8s} {rate:7.1f} {workers / rate * 1e3:7.2f} "
@@ -238,9 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         for name in names:
             added = cost[(workers, True, name)] - cost[(workers, False, name)]
+            used = cpu[(workers, True, name)] - cpu[(workers, False, name)]
             print(
                 f"  {name}: the guard adds {added:+.2f} ms of a worker per request "
-                f"({cost[(workers, False, name)]:.2f} -> {cost[(workers, True, name)]:.2f} ms)"
+                f"({cost[(workers, False, name)]:.2f} -> {cost[(workers, True, name)]:.2f} ms); "
+                f"CPU of the proxy per request {cpu[(workers, False, name)]:.2f} -> {cpu[(workers, True, name)]:.2f} ms "
+                f"({used:+.2f})"
             )
             if workers == 1:
                 ok &= added <= (1.0 if name == "fitting" else 5.0)

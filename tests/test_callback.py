@@ -65,6 +65,87 @@ def test_proxy_then_deployment_hook_report_once():
     assert data["metadata"] == {"tags": ["x"]}  # the caller's metadata dict was not touched
 
 
+def _deployment_kwargs(first: dict, window: int = 3000) -> dict:
+    """The deployment hook's kwargs as the proxy builds them from the first pass's body."""
+    md = {**first["metadata"], "model_group": "m"}
+    return {
+        **first,
+        "metadata": md,
+        "model": "gpt-4o",
+        "model_info": {"max_input_tokens": window, "max_output_tokens": 500},
+    }
+
+
+def _counting_fits(g: ContextGuard) -> list[int]:
+    calls: list[int] = []
+    plan_for = g.engine.plan_for
+
+    def counted(request):
+        calls.append(1)
+        return plan_for(request)
+
+    g.engine.plan_for = counted  # type: ignore[method-assign]
+    return calls
+
+
+def test_the_deployment_pass_over_the_first_pass_body_takes_its_answer():
+    from guard.state import telemetry
+
+    g = guard(default_max_tokens=200)
+    fits = _counting_fits(g)
+    data = {**body(), "litellm_call_id": "call-repeat-1"}
+    requests_before = _sample(telemetry.REQUESTS)
+    first = run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
+    sent = copy.deepcopy(first["messages"])
+    report = first["metadata"][STATE_KEY]
+    assert report["outcome"] == "fitted" and len(fits) == 1
+    second = run(g.async_pre_call_deployment_hook(_deployment_kwargs(first), litellm.types.utils.CallTypes.acompletion))
+    again = second["metadata"][STATE_KEY]
+    assert len(fits) == 1  # not fitted again: nothing it reads changed
+    assert second["messages"] == sent and second["max_tokens"] == report["max_tokens"]
+    assert again["passes"] == 2 and again["actions"] == report["actions"]
+    assert again["input_tokens_after"] == report["input_tokens_after"]
+    assert _sample(telemetry.REQUESTS) - requests_before == 1
+
+
+def test_a_body_edited_between_the_passes_is_fitted_again():
+    g = guard(default_max_tokens=200)
+    fits = _counting_fits(g)
+    first = run(
+        g.async_pre_call_hook(
+            UserAPIKeyAuth(api_key="k"), None, {**body(), "litellm_call_id": "call-repeat-2"}, "acompletion"
+        )
+    )
+    room = first["metadata"][STATE_KEY]["room"]
+    # another callback grows the newest message in place (the same list, the same dict)
+    first["messages"][-1]["content"] += " and more" * 400
+    second = run(g.async_pre_call_deployment_hook(_deployment_kwargs(first), litellm.types.utils.CallTypes.acompletion))
+    assert len(fits) == 2
+    assert second["metadata"][STATE_KEY]["input_tokens_after"] <= room
+
+
+@pytest.mark.parametrize("change", ["window", "policy", "call", "first pass"])
+def test_a_pass_under_other_limits_policy_or_call_is_fitted_again(change):
+    g = guard(default_max_tokens=200)
+    fits = _counting_fits(g)
+    data = {**body(), "litellm_call_id": "call-repeat-3-" + change}
+    first = run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "acompletion"))
+    kwargs = _deployment_kwargs(first, window=1500 if change == "window" else 3000)
+    if change == "policy":  # a client's hint (it may only tighten): another policy
+        kwargs["metadata"]["context_guard_policy"] = {"safety_margin_tokens": 900}
+    if change == "call":
+        kwargs["litellm_call_id"] = "another-call"
+    if change == "first pass":  # a new request under the same call id (a client's): its own first pass
+        second = run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, first, "acompletion"))
+        assert second["metadata"][STATE_KEY]["passes"] == 1 and second["metadata"][STATE_KEY]["model"]
+    else:
+        second = run(g.async_pre_call_deployment_hook(kwargs, litellm.types.utils.CallTypes.acompletion))
+    assert len(fits) == 2
+    assert second["metadata"][STATE_KEY]["fits"]
+    if change == "window":
+        assert second["metadata"][STATE_KEY]["context_window"] == 1500  # cut again, to the smaller window
+
+
 def test_a_client_cannot_plant_a_report():
     g = guard()
     data = body(2)

@@ -19,12 +19,13 @@ route: call types, dialect, metadata key, refusal shape), `guard.shell.fitting` 
 metadata) and `guard.shell.sync_calls`. The hooks are defined on the class itself: the proxy skips
 inherited ones.
 
-Running twice is harmless: the engine is idempotent and counts are cached; reports are kept per
-`litellm_call_id`, so headers and metrics describe the attempt that served the reply, counted
-once. Refusals are raised as `ContextWindowExceededError` (LiteLLM's, and the guard's), which the
-proxy turns into a 400 and the Router into `context_window_fallbacks`. Guard state lives in
-request metadata (`metadata` on chat, `litellm_metadata` on `/v1/messages` and `/v1/responses`),
-never in top-level keys that would reach the provider.
+Running twice is harmless: the engine is idempotent, and a later pass over the body an earlier pass
+returned, nothing it reads changed, takes that answer without fitting again (`guard.shell.repeats`);
+reports are kept per `litellm_call_id`, so headers and metrics describe the attempt that served the
+reply, counted once. Refusals are raised as `ContextWindowExceededError` (LiteLLM's, and the
+guard's), which the proxy turns into a 400 and the Router into `context_window_fallbacks`. Guard
+state lives in request metadata (`metadata` on chat, `litellm_metadata` on `/v1/messages` and
+`/v1/responses`), never in top-level keys that would reach the provider.
 """
 
 from __future__ import annotations

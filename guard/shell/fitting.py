@@ -26,7 +26,7 @@ from guard.core.policy import Policy
 from guard.fit import temperature
 from guard.fit.engine import FitRequest, Judged
 from guard.fit.planner import Fitted
-from guard.shell import records, router_api, routes, routing
+from guard.shell import records, repeats, router_api, routes, routing
 from guard.shell.driving import drive, maybe_thread
 from guard.shell.routes import Route
 from guard.shell.services import Attempt
@@ -45,6 +45,10 @@ class GuardFailed(RuntimeError):
 class _FallBack(Exception):
     def __init__(self, target: str) -> None:
         self.target = target
+
+
+class _Repeat(Exception):
+    """The pass would repeat the previous one (`repeats.holds`): its answer stands."""
 
 
 # -- the hooks' entry points ---------------------------------------------------------------------
@@ -144,6 +148,7 @@ class _Pass:
     chain: list[str] | None
     start: float = field(default_factory=time.perf_counter)
     layers: list[str] = field(default_factory=list)  # the policy layers that applied, once known
+    seal: repeats.Seal | None = None  # what the fit depends on besides the body, once known
 
 
 async def fit(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt) -> dict[str, Any]:
@@ -177,6 +182,8 @@ async def fit(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt
         raise litellm.ContextWindowExceededError(
             message=message, model=one.name, llm_provider=provider(deployment)
         ) from None
+    except _Repeat:
+        return _repeated(data, one)
     except ContextWindowExceeded as e:
         return _too_long(e, data, one)
     except GuardError as e:  # bad body, unknown model, bad policy: a clear 400, never a silent pass
@@ -191,9 +198,21 @@ async def fit(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt
         report["other_context_managers"] = others
     out = fitted.body
     records.store(out, md_key, md, report, one.call)
+    repeats.seal(one.call, one.seal, out)
     elapsed = time.perf_counter() - one.start
     telemetry.observe(own, where, elapsed, first_pass=records.first_count(one.call, report["passes"] == 1))
     return out
+
+
+def _repeated(data: dict[str, Any], one: _Pass) -> dict[str, Any]:
+    """A pass over the body an earlier pass returned, nothing it reads changed: the body goes as
+    it is, the report counts the pass as a fit of it would have."""
+    own = repeats.own_report(one.md.get(STATE_KEY))
+    report = records.merge(one.md.get(STATE_KEY), own, one.layers)
+    records.store(data, one.md_key, one.md, report, one.call)
+    elapsed = time.perf_counter() - one.start
+    telemetry.observe(own, one.where, elapsed, first_pass=records.first_count(one.call, report["passes"] == 1))
+    return data
 
 
 async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Identity) -> Fitted:
@@ -202,6 +221,9 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     engine, dialect, deployment, name = cg.engine, one.route.dialect, one.deployment, one.name
     real = deployment.model if deployment else name
     policy, one.layers = policy_for(cg, name, real, identity, data, one.route)
+    one.seal = repeats.Seal.of(engine, name, policy, deployment)
+    if STATE_KEY in one.md and repeats.holds(one.call, one.seal, data):  # (a later pass of the request)
+        raise _Repeat
     turns = data.get(dialect.messages_key)
     big = isinstance(turns, list) and len(turns) >= THREAD_THRESHOLD
     if one.chain and policy.context_fallbacks == "before_cutting":
