@@ -15,10 +15,10 @@ from guard.fit.engine import Engine
 from guard.shell.callback import STATE_KEY, ContextGuard, GuardFailed
 
 
-def guard(**policy) -> ContextGuard:
+def guard(model: str = "gpt-4o", **policy) -> ContextGuard:
     engine = Engine(
         load_policy_set(policy),
-        deployments={"m": Deployment("m", "gpt-4o", {"max_input_tokens": 3000, "max_output_tokens": 500})},
+        deployments={"m": Deployment("m", model, {"max_input_tokens": 3000, "max_output_tokens": 500})},
         model_map=litellm.model_cost,
     )
     return ContextGuard(engine=engine)
@@ -106,6 +106,28 @@ def test_the_deployment_pass_over_the_first_pass_body_takes_its_answer():
     assert again["passes"] == 2 and again["actions"] == report["actions"]
     assert again["input_tokens_after"] == report["input_tokens_after"]
     assert _sample(telemetry.REQUESTS) - requests_before == 1
+
+
+def test_a_responses_request_takes_its_first_pass_answer_too():
+    # /v1/responses: the deployment hook's kwargs carry the provider apart (custom_llm_provider), which
+    # reaches the fit only through the deployment's limits, compared in the seal
+    g = guard("openai/gpt-4o", default_max_tokens=200)
+    fits = _counting_fits(g)
+    items = [{"role": "user", "content": "task"}] + [
+        {"role": "assistant", "content": f"step {i} " + "lorem ipsum " * 60} for i in range(30)
+    ]
+    data = {"model": "m", "input": items + [{"role": "user", "content": "question"}], "litellm_call_id": "call-r"}
+    first = run(g.async_pre_call_hook(UserAPIKeyAuth(api_key="k"), None, data, "aresponses"))
+    assert first["litellm_metadata"][STATE_KEY]["outcome"] == "fitted" and len(fits) == 1
+    kwargs = {
+        **first,
+        "litellm_metadata": {**first["litellm_metadata"], "model_group": "m"},
+        "model": "gpt-4o",
+        "custom_llm_provider": "openai",
+        "model_info": {"max_input_tokens": 3000, "max_output_tokens": 500},
+    }
+    second = run(g.async_pre_call_deployment_hook(kwargs, litellm.types.utils.CallTypes.aresponses))
+    assert len(fits) == 1 and second["litellm_metadata"][STATE_KEY]["passes"] == 2
 
 
 def test_a_body_edited_between_the_passes_is_fitted_again():

@@ -27,8 +27,9 @@ from guard.fit.engine import Engine
 from guard.shell.records import BOUND
 
 # what LiteLLM adds around a request and the fit never reads: the request's metadata (the policy
-# read from it is compared instead), the client's original body, the deployment (its limits are
-# compared instead), transport, logging and retry settings
+# read from it is compared instead), the client's original body, the deployment (model, model_info,
+# provider: its limits and calibration key are compared instead), transport, logging and retry
+# settings
 IGNORED = frozenset(
     {
         "metadata",
@@ -40,6 +41,7 @@ IGNORED = frozenset(
         "litellm_parent_otel_span",
         "model",
         "model_info",
+        "custom_llm_provider",
         "api_key",
         "api_base",
         "client",
