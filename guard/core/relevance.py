@@ -85,13 +85,26 @@ def _table(query: str, docs: Sequence[str]) -> tuple[Any, Any, Any] | None:
     if not hit:
         return None
     stats = _terms([docs[i] for i in hit])
-    present = [t for t in terms if any(t in counts for _, counts in stats)]
+    # the query's terms in each matching doc: a set intersection per doc (a long question, an
+    # agent's observation, has hundreds of terms; most docs hold few of them)
+    wanted = set(terms)
+    shared = [counts.keys() & wanted for _, counts in stats]
+    found = set().union(*shared)
+    present = [t for t in terms if t in found]
     if not present:
         return None
     per_term = sum(len(lowered[i]) for i in hit) / max(1, sum(length for length, _ in stats))
     lengths = np.array([max(1, round(len(d) / max(per_term, 1e-9))) for d in lowered], dtype=float)
     lengths[hit] = [length for length, _ in stats]
-    tf = np.array([[counts.get(t, 0) for t in present] for _, counts in stats], dtype=float)
+    column = {t: j for j, t in enumerate(present)}
+    rows, cols, values = [], [], []
+    for row, ((_, counts), common) in enumerate(zip(stats, shared)):
+        for t in common:
+            rows.append(row)
+            cols.append(column[t])
+            values.append(counts[t])
+    tf = np.zeros((len(stats), len(present)), dtype=float)
+    tf[rows, cols] = values
     return np.array(hit), tf, lengths
 
 
