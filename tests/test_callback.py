@@ -307,3 +307,16 @@ def test_a_prompt_on_a_route_the_guard_cannot_fit_is_counted_once_and_refused_on
     ]:
         assert pass_through(strict, dict(other), call_type) == other
     assert _sample(telemetry.UNGUARDED, call_type="pass_through_endpoint") == start + 2
+
+
+def test_the_prompt_digest_reads_the_prompt_not_litellms_plumbing():
+    from guard.shell.repeats import prompt_digest
+
+    body = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 10, "tools": [{"type": "function"}]}
+    plumbing = {**body, "api_key": "k", "timeout": 5, "metadata": {"x": 1}, "litellm_logging_obj": object()}
+    assert prompt_digest(body) == prompt_digest(plumbing) is not None
+    assert prompt_digest({**body, "max_tokens": 11}) != prompt_digest(body)
+    assert prompt_digest({**body, "messages": [{"role": "user", "content": "hi!"}]}) != prompt_digest(body)
+    # what JSON cannot hold (an SDK object, a key that is not a string): no digest, the pass fits again
+    assert prompt_digest({**body, "extra": object()}) is None
+    assert prompt_digest({**body, 1: "x"}) is None

@@ -90,10 +90,9 @@ def prompt_digest(body: Mapping[str, Any]) -> int | None:
     this process's only, and it keeps the GIL (hashlib lets go of it on large inputs, and a busy
     proxy's other threads then take it: ~0.5 ms a request in the load bench's profile)."""
     try:
-        data = orjson.dumps({k: body[k] for k in sorted(body) if k not in IGNORED})
-    except TypeError:  # a value orjson cannot write (an SDK object), or a non-string key
+        return hash(orjson.dumps({k: body[k] for k in sorted(body) if k not in IGNORED}))
+    except TypeError:  # a value orjson cannot write (an SDK object), or a key that is not a string
         return None
-    return hash(data)
 
 
 def seal(call: str | None, made: Seal | None, body: Mapping[str, Any]) -> None:
