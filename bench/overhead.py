@@ -19,10 +19,10 @@ p50 and p99 latency, errors and the proxy's memory (resident, every worker) afte
 what the guard adds, by throughput and by the CPU time the proxy's processes used per request (the
 steadier of the two on a shared machine: a neighbour's load slows the clock, not the CPU count).
 With two workers each request opens a new connection (so requests spread over the workers by load),
-for the stock and the guarded proxy alike. With one worker the proxy runs on
-core 0 and the clients on core 1; with two, both share the machine. Bars (issue 36): one worker,
-the guard adds <= 1 ms a fitting request, <= 5 ms an overflowing turn, <= 100 MB, 0 errors; two
-workers serve >= 1.6x the overflowing turns one does.
+for the stock and the guarded proxy alike. With one worker the proxy runs on core 0 and the clients
+on core 1; with two, both share the machine. Bars (issue 36): one worker, the guard adds <= 1 ms a
+fitting request, <= 5 ms an overflowing turn, <= 100 MB, 0 errors; two workers serve >= 1.6x the
+overflowing turns one does.
 """
 
 from __future__ import annotations
