@@ -320,3 +320,26 @@ def test_the_prompt_digest_reads_the_prompt_not_litellms_plumbing():
     # what JSON cannot hold (an SDK object, a key that is not a string): no digest, the pass fits again
     assert prompt_digest({**body, "extra": object()}) is None
     assert prompt_digest({**body, 1: "x"}) is None
+
+
+def test_an_sdk_call_s_only_pass_leaves_no_seal():
+    # the SDK runs the deployment hook alone: no later pass will repeat it, so it serializes nothing
+    from guard.shell import repeats
+
+    g = guard(default_max_tokens=200)
+    kwargs = {
+        **body(),
+        "litellm_call_id": "call-sdk-1",
+        "model": "gpt-4o",
+        "metadata": {"model_group": "m"},
+        "model_info": {"max_input_tokens": 3000, "max_output_tokens": 500},
+    }
+    out = run(g.async_pre_call_deployment_hook(kwargs, litellm.types.utils.CallTypes.acompletion))
+    assert out["metadata"][STATE_KEY]["outcome"] == "fitted"
+    assert "call-sdk-1" not in repeats._SEALS
+    first = run(
+        g.async_pre_call_hook(
+            UserAPIKeyAuth(api_key="k"), None, {**body(), "litellm_call_id": "call-px-1"}, "acompletion"
+        )
+    )
+    assert first["metadata"][STATE_KEY]["passes"] == 1 and "call-px-1" in repeats._SEALS

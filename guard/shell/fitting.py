@@ -205,8 +205,7 @@ async def fit(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt
 
 
 def _repeated(data: dict[str, Any], one: _Pass) -> dict[str, Any]:
-    """A pass over the body an earlier pass returned, nothing it reads changed: the body goes as
-    it is, the report counts the pass as a fit of it would have."""
+    """A pass over the body an earlier pass returned, nothing it reads changed: that answer stands."""
     own = repeats.own_report(one.md.get(STATE_KEY))
     report = records.merge(one.md.get(STATE_KEY), own, one.layers)
     records.store(data, one.md_key, one.md, report, one.call)
@@ -221,8 +220,9 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     engine, dialect, deployment, name = cg.engine, one.route.dialect, one.deployment, one.name
     real = deployment.model if deployment else name
     policy, one.layers = policy_for(cg, name, real, identity, data, one.route)
-    one.seal = repeats.Seal.of(engine, name, policy, deployment)
-    if STATE_KEY in one.md and repeats.holds(one.call, one.seal, data):  # (a later pass of the request)
+    key, later = engine.calibration_key(name, deployment), STATE_KEY in one.md  # (later: not a first pass)
+    one.seal = repeats.Seal.of(engine, name, policy, deployment, key) if later or one.where == "proxy" else None
+    if later and repeats.holds(one.call, one.seal, data):
         raise _Repeat
     turns = data.get(dialect.messages_key)
     big = isinstance(turns, list) and len(turns) >= THREAD_THRESHOLD
@@ -232,7 +232,7 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
         if target is not None:  # a fallback takes it whole: let the router send it there uncut
             raise _FallBack(target)
     # the deployment's record (learned ratios; counting misses, which count in static mode too)
-    await cg.calibrations.fresh(engine.calibration_key(name, deployment))
+    await cg.calibrations.fresh(key)
     summarizer = cg.summarizer if policy.allows("summarize") else None
     # when the conversation was last sent, as every worker knows it (its cache temperature);
     # a later pass of the same request (the deployment hook after the proxy's) has the record

@@ -4,11 +4,13 @@ returned. Where nothing a fit reads has changed since (the body's prompt, the po
 limits and calibration key), fitting again gives the same answer, so the later pass takes it
 (`holds`) and costs a serialization of the body instead of a fit.
 
-Kept per `litellm_call_id`, in this process, bounded like the reports (`records.BOUND`). The body is
-compared by its JSON (every key but LiteLLM's plumbing, `IGNORED`; a key this list does not know, or
-a value JSON cannot hold, means the pass fits again, as it always did), so an edit made between the
-passes (another callback's, in place or not) is seen. Left out on purpose: a calibration factor
-learned between the two passes (the next request counts with it; the margin covers the moment)."""
+Sealed: the proxy's first pass (the deployment hook's follows it) and every later pass (a retry may
+follow), not an SDK call's only pass. Kept per `litellm_call_id`, in this process, bounded like the
+reports (`records.BOUND`). The body is compared by its JSON (every key but LiteLLM's plumbing,
+`IGNORED`; a key this list does not know, or a value JSON cannot hold, means the pass fits again, as
+it always did), so an edit made between the passes (another callback's, in place or not) is seen.
+Left out on purpose: a calibration factor learned between the two passes (the next request counts
+with it; the margin covers the moment)."""
 
 from __future__ import annotations
 
@@ -72,11 +74,11 @@ class Seal:
     calibration_key: str
 
     @classmethod
-    def of(cls, engine: Engine, name: str, policy: Policy, deployment: Deployment | None) -> Seal | None:
-        """The seal of a fit of model `name` under `policy` on `deployment`; None where its limits
-        do not resolve (the fit says why, with its own error)."""
+    def of(cls, engine: Engine, name: str, policy: Policy, deployment: Deployment | None, key: str) -> Seal | None:
+        """The seal of a fit of model `name` under `policy` on `deployment`, counted for calibration
+        key `key`; None where its limits do not resolve (the fit says why, with its own error)."""
         try:
-            return cls(policy, engine.limits_for(name, policy, deployment), engine.calibration_key(name, deployment))
+            return cls(policy, engine.limits_for(name, policy, deployment), key)
         except GuardError:
             return None
 
