@@ -266,15 +266,23 @@ def request_body(
     return body, settings
 
 
+FACT_NAMES = ("zephyr", "quasar", "obsidian", "tundra", "marigold")
+FACT_VALUE = "Q7{t}1-55{t}0"
+
+
 @st.composite
 def long_agent_loop(
-    draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic", "responses")
+    draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic", "responses"), questions: bool = False
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(body, settings): one task, then 20-40 tool turns whose results (plain text or JSON, 60-400
     words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
-    has whole turns dropped on most turns. Turn sizes vary, so crossings fall anywhere."""
+    has whole turns dropped on most turns. Turn sizes vary, so crossings fall anywhere. With
+    `questions`, facts planted in the first results are asked about by the user in the second
+    half of the loop (after a reply of the model's), where the cuts have removed them."""
     turns = draw(st.integers(20, 40))
     sizes = draw(st.lists(st.integers(60, 400), min_size=turns, max_size=turns))
+    facts = draw(st.lists(st.sampled_from(FACT_NAMES), min_size=1, max_size=3, unique=True)) if questions else []
+    asked_at = {draw(st.integers(turns // 2, turns - 1)): name for name in facts}
     msgs: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a coding agent. " + CANARY, "x_id": 0},
         {"role": "user", "content": "Fix the failing import in the config loader. " + CANARY, "x_id": 1},
@@ -286,6 +294,12 @@ def long_agent_loop(
             if t % 3 == 0
             else f"{words} {CANARY}"
         )
+        if t < len(facts):
+            out += f"\nthe rollout key of the {facts[t]} cluster is {FACT_VALUE.format(t=t)}\n"
+        if t in asked_at:
+            msgs.append({"role": "assistant", "content": "Done with that step.", "x_id": len(msgs)})
+            question = f"What is the rollout key of the {asked_at[t]} cluster?"
+            msgs.append({"role": "user", "content": question, "x_id": len(msgs)})
         call = {
             "id": f"c{t}",
             "type": "function",

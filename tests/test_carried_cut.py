@@ -11,6 +11,7 @@ from guard.core.config import Deployment
 from guard.core.policy import Policy, PolicySet
 from guard.dialects import by_name
 from guard.fit.engine import Engine
+from guard.fit.notes import NOTE_MARK
 from guard.fit.replay import Past, last_cut
 
 
@@ -115,10 +116,12 @@ def test_turns_between_crossings_send_the_same_cut_and_report_where_it_was_decid
     assert carried >= 20
 
 
-def test_a_question_asked_after_the_crossing_about_a_cut_fact_moves_the_cut_once():
-    """A fact only an old, cut tool result holds: asked about after the crossing, the prefix is
-    cut again with the new question (the fact comes back); asked about a term the kept messages
-    still have, the cut stays."""
+def test_a_question_asked_after_the_crossing_about_a_cut_fact_gets_it_back_in_a_note_the_cache_keeps():
+    """A fact only an old, cut tool result holds, asked about after the crossing: the carried cut
+    stays byte for byte (the provider's cached prefix holds) and the line that holds the fact
+    comes back in a note of the guard's own just before the question; a question about what the
+    kept messages still have gets none. The next turn, whose answer names the fact, sends the
+    note again, byte for byte (judged on what came before the question)."""
     body = coding_trace(turns=120, seed=6)
     msgs = [dict(m) for m in body["messages"]]
     old = next(i for i, m in enumerate(msgs) if m["role"] == "tool" and len(m["content"]) > 2000 and i > 60)
@@ -130,19 +133,24 @@ def test_a_question_asked_after_the_crossing_about_a_cut_fact_moves_the_cut_once
     engine = _engine(22_000)
     plain = engine.fit({**body, "messages": msgs}, model="small")
     assert "Q731-5520" not in json.dumps(plain.body)  # cut with the task as the question
-    asked = engine.fit(
-        {**body, "messages": msgs + [{"role": "user", "content": "What is the rollback key of the zephyr cluster?"}]},
-        model="small",
-    )
-    assert "Q731-5520" in json.dumps(asked.body["messages"][:-1])
-    assert asked.report.cut != plain.report.cut
+    question = {"role": "user", "content": "What is the rollback key of the zephyr cluster?"}
+    asked = engine.fit({**body, "messages": [*msgs, question]}, model="small")
+    sent = asked.body["messages"]
+    assert sent[: len(plain.body["messages"])] == plain.body["messages"]  # the cached prefix holds
+    assert asked.report.cut == plain.report.cut and asked.report.cut_from == plain.report.cut_from
+    note, last = sent[-2], sent[-1]
+    assert last == question
+    assert note["role"] == "user" and note["content"].startswith(NOTE_MARK)
+    assert "Q731-5520" in note["content"] and note["content"].count("\n") <= 4
+    counter, _ = engine.counter_for("small", engine.policy_for("small"))
+    tokens = counter.message(by_name("openai"), note)
+    assert asked.report.note == {"before_message": len(msgs), "lines": note["content"].count("\n"), "tokens": tokens}
+    assert asked.report.input_tokens_after <= asked.report.room
     nudged = engine.fit(
-        {**body, "messages": msgs + [{"role": "user", "content": "Keep going with the tests."}]}, model="small"
+        {**body, "messages": [*msgs, {"role": "user", "content": "Keep going with the tests."}]}, model="small"
     )
-    assert nudged.report.cut == plain.report.cut
-    # the next turn, whose answer names the fact: the question's cut stays (judged on what came
-    # before the question, every later turn judges it the same), byte for byte
-    question = asked.body["messages"][-1]
+    assert nudged.report.note is None and nudged.report.cut == plain.report.cut
+    assert not any(NOTE_MARK in json.dumps(m) for m in nudged.body["messages"])
     answered = engine.fit(
         {
             **body,
@@ -155,8 +163,8 @@ def test_a_question_asked_after_the_crossing_about_a_cut_fact_moves_the_cut_once
         },
         model="small",
     )
-    assert answered.report.cut == asked.report.cut
-    assert answered.body["messages"][: len(asked.body["messages"])] == asked.body["messages"]
+    assert answered.report.cut == asked.report.cut and answered.report.note == asked.report.note
+    assert answered.body["messages"][: len(sent)] == sent
 
 
 def test_a_text_based_agent_whose_every_turn_is_a_user_message_keeps_its_cuts():

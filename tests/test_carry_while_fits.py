@@ -47,6 +47,16 @@ def test_a_carried_cut_is_kept_while_it_fits_and_only_then_replaced(case):
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
+@given(long_agent_loop(questions=True))
+def test_a_question_about_a_cut_fact_gets_a_note_and_the_carried_cut_stays(case):
+    """The user asks about facts the cuts removed: each such question gets the fact back in a
+    note after the cached prefix (`guard.fit.notes`), and the carried cut is still kept byte for
+    byte while it fits (before, the question cut the prefix again)."""
+    body, settings_ = case
+    _check((body, {**settings_, "relevance": "bm25"}), None)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(long_agent_loop())
 def test_with_a_summarizer_a_carried_cut_and_its_summary_are_kept_while_they_fit(case):
     """The same with a summarizer and its cache (a new cut's summary is asked for once, and every

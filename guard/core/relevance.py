@@ -196,16 +196,28 @@ def lost_terms(
     history holds is a tool's output or pasted text, not a question about a cut fact (the outputs a
     text-based agent sends as user messages share 25-73 terms with its history, half of them cut;
     a question about a fact, 3-8)."""
+    return bool(cut_terms(query, before, after, share, question_terms))
+
+
+def cut_terms(
+    query: str,
+    before: Sequence[str],
+    after: Sequence[str],
+    share: float = LOST_SHARE,
+    question_terms: int = QUESTION_TERMS,
+) -> frozenset[str]:
+    """The terms of the query that only a cut removed, where the query asks about what it removed
+    (see `lost_terms`); else none."""
     wanted = set(_terms([query])[0][1])
     if not wanted:
-        return False
+        return frozenset()
     words, joined = _vocabulary(tuple(before))
     had = {t for t in wanted if t in words or t in joined}
     if not had or len(had) > question_terms:
-        return False
+        return frozenset()
     kept = [_words(text) for text in after]
-    lost = sum(1 for t in had if not any(t in words for words in kept))
-    return lost >= max(1, share * len(had))
+    lost = frozenset(t for t in had if not any(t in words for words in kept))
+    return lost if len(lost) >= max(1, share * len(had)) else frozenset()
 
 
 def _words(text: str) -> str:

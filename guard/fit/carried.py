@@ -14,11 +14,11 @@ from guard.core.policy import Policy
 from guard.core.steps import BY_NAME
 from guard.core.tokens import TokenCounter, message_hash
 from guard.dialects import Dialect
-from guard.fit import summary
 from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.cut_summaries import CutSummaries, Made
 from guard.fit.marks import Marks
-from guard.fit.questions import cuts_into, history_of, query
+from guard.fit.notes import Notes
+from guard.fit.questions import history_of, query
 from guard.fit.replay import Past, last_cut, new_cut, room_bar
 from guard.fit.request import Counted
 from guard.fit.rounds import fit
@@ -55,9 +55,11 @@ def carried(
     anchor = temperature.anchor if temperature is not None else None
     if anchor is not None and (anchor.length > n or sum(counts[: anchor.length]) != anchor.prefix_tokens):
         anchor = None  # not this history's prefix (another conversation with the same task, or edited)
+    notes = Notes(req, budget, ctx, cuts.sent, cuts.cut, cuts.size)
     if temperature is not None and temperature.state == "warm" and anchor is not None:
         # the anchor's cut, carried while it fits the room (the cached prefix holds)
         held = yield from cuts.at(anchor.length, anchor.mark)
+        held = yield from notes.noted(held, anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.room:
             return (*held, anchor)
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
@@ -66,14 +68,16 @@ def carried(
     past = Past(req.dialect, messages, counts, cuts.sent, req.fixed)
     summaries = CutSummaries(cuts) if summarizing else None
     size_of, carry_of = (summaries.size, summaries.carry_size) if summaries else (cuts.size, None)
+    notes.prefix_size = carry_of or size_of
     made_at = summaries.made if summaries else cuts.made
-    found = yield from last_cut(past, budget, size_of, carry_of)
+    found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens)
     if found is None:
         return None
     m, mark = found
     made = yield from made_at(m, mark)
+    made = yield from notes.noted(made, m, mark)
     if made is None and m < n:
-        # the carried cut does not fit after all (a question asked since moved it): a new cut now
+        # the carried cut does not fit after all (with the note a question asked since gets): a new cut now
         mark = (yield from new_cut(past, n, budget, size_of))[0]
         made = yield from made_at(n, mark)
     return None if made is None else (*made, None)
@@ -242,29 +246,12 @@ class _Cuts:
         `end`, to the past request of the first `end` messages), if it fits the room (plus `over`:
         a cut whose markers a summary is yet to replace); with `summaries`, the prefix summarized
         as a request is (its spans, in quarter bands)."""
-        dialect, messages, counts, fixed = self.dialect, self.messages, self.counts, self.fixed
+        messages, counts = self.messages, self.counts
         end = len(messages) if end is None else end
-        if mark <= fixed:
+        found = yield from self.cut(m, mark, summaries)
+        if found is None:
             return None
-        # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill
-        # most of a small room): then no cut lasts a band, and the prefix is cut as deep as it can
-        # go; that cut is carried while the request fits, and the request is fitted whole once it
-        # does not (where they are over the room itself, only the last resort fits it: `_floor`)
-        floor = self._floor(m)
-        inside = floor > self.budget.room
-        deepest = floor > mark and not inside
-        mark = mark if inside else max(mark, floor)
-        question = query(dialect, messages[:m])
-        cut, part = yield from self._prefix(m, mark, question, summaries)
-        if part.history.relevance is not None:
-            # the band's question is the one its prefix ended with; the first question asked since
-            # that is about something the cut removed takes its place, once: a later one waits for
-            # the next crossing (agents that send each tool's output as a user message ask every turn)
-            asked = self._asked(m, end, question, cut, part)
-            if asked is not None:
-                cut, part = yield from self._prefix(m, mark, asked, summaries)
-        if cut.total > mark and not deepest:
-            return None
+        cut, part = found
         # what follows the prefix goes JSON compacted where that saves tokens (`sent`: counted exactly)
         tail, tail_counts = list(messages[m:end]), list(self.sent[m:end])
         for j, n in enumerate(tail_counts):
@@ -276,24 +263,26 @@ class _Cuts:
             return None
         return conv, part, m
 
-    def _asked(self, m: int, end: int, question: str | None, cut: Conversation, part: Context) -> str | None:
-        """The first question asked after the first `m` messages (up to `end`) that is about
-        something the cut of them removed: a term of it the prefix's history holds is in no
-        message the cut keeps, nor in any sent between the cut and the question. Judged on what
-        came before the question only, so every later turn judges it the same (an answer that
-        names the fact does not undo the cut the question made)."""
-        dialect, messages = self.dialect, self.messages
-        users = [j for j in range(m, end) if dialect.is_user_turn(messages[j])]
-        if not users:
+    def cut(
+        self, m: int, mark: int, summaries: bool = False
+    ) -> Generator[Any, Any, tuple[Conversation, Context] | None]:
+        """The cut of the first `m` messages down to `mark`, its lossy steps ranking by the band's
+        question (the one its prefix ended with: a later one gets a note, see `Notes`); None where
+        it cannot be made within its mark."""
+        if mark <= self.fixed:
             return None
-        lines = [line.split("] ", 1)[-1] for line in summary.transcript(dialect, messages[m : users[-1] + 1])]
-        seen = {question}
-        for j in users:
-            asked = lines[j - m]
-            if asked not in seen and cuts_into(cut, part, asked, lines[: j - m]):
-                return asked
-            seen.add(asked)
-        return None
+        # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill
+        # most of a small room): then no cut lasts a band, and the prefix is cut as deep as it can
+        # go; that cut is carried while the request fits, and the request is fitted whole once it
+        # does not (where they are over the room itself, only the last resort fits it: `_floor`)
+        floor = self._floor(m)
+        inside = floor > self.budget.room
+        deepest = floor > mark and not inside
+        mark = mark if inside else max(mark, floor)
+        cut, part = yield from self._prefix(m, mark, query(self.dialect, self.messages[:m]), summaries)
+        if cut.total > mark and not deepest:
+            return None
+        return cut, part
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort

@@ -193,6 +193,7 @@ class Context:
     ledger: Ledger = field(default_factory=Ledger)  # what the steps did and skipped (append-only)
     summarized: Summaries = field(default_factory=Summaries)  # what the fit knows of its summaries
     history: History = field(default_factory=History)  # the messages as sent, read-only
+    note: dict[str, int] | None = None  # the note a carried cut got (`guard.fit.notes.Note.report`)
 
     @property
     def exhausted(self) -> set[str]:

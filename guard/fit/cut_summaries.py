@@ -122,14 +122,6 @@ class CutSummaries:
         summarized, state = yield from self._summarized(made, m, room, ask=False)
         if state == "in" and summarized is not None:
             return summarized[0].total
-        if state == "missing" and made is not None and m < len(self.cuts.messages):
-            # a question asked since the cut was made may have re-decided it (`_Cuts.at`): the
-            # requests that carried it past that question sent that cut, with its summary
-            later = yield from self.cuts.at(m, plain, over=room)
-            if later is not None and absent(later[0], m) != absent(made[0], m):
-                found, state = yield from self._summarized(later, m, room, ask=False)
-                if state == "in" and found is not None:
-                    return found[0].total - sum(self.cuts.sent[m:])
         return base if state == "refused" else base + room  # (refused: the cut went without it)
 
     def _plan(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:

@@ -1,5 +1,5 @@
-"""What the last question is about: relevance verdicts per band of the history, the questions a
-request asks, and whether a cut removed what a question asks about."""
+"""What the last question is about: relevance verdicts per band of the history, and the questions a
+request asks (what a question asks about that a cut removed: `guard.fit.notes`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Any
 from guard.core import relevance
 from guard.dialects import Dialect
 from guard.fit import summary
-from guard.fit.conversation import Context, Conversation
 from guard.fit.history import History
 
 
@@ -80,18 +79,3 @@ def query(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> str | None
     """The last user message's question (see `questions`)."""
     users = [m for m in messages if dialect.is_user_turn(m)]
     return questions(dialect, users[-1:])[0] if users else None
-
-
-def cuts_into(cut: Conversation, part: Context, question: str, tail: Sequence[str]) -> bool:
-    """Whether `question` asks about something only the part `cut` removed held: a term of it
-    that the prefix's history has is in none of the messages the cut keeps, nor in `tail` (the
-    transcript lines of the messages after the prefix)."""
-    if part.history.transcript is None:
-        return False
-    lines = part.history.transcript()
-    kept = [
-        lines[o] if msg is part.history.messages[o] else summary.transcript(cut.dialect, (msg,))[0]
-        for o, msg in zip(cut.origin, cut.messages)
-        if o >= 0
-    ]
-    return relevance.lost_terms(question, lines, [*kept, *tail])

@@ -7,6 +7,7 @@ them in docs/glossary.md."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ ROOM_BAR = 0.6
 REWRITES_HEADROOM = 0.5
 
 SizeOf = Callable[[int, int], Generator[Any, Any, "int | None"]]
+NoteOf = Callable[[int, int], Generator[Any, Any, "tuple[int, int] | None"]]
 
 
 def room_bar(budget: Budget) -> int:
@@ -82,13 +84,28 @@ class Past:
         return self._boundaries[1]
 
     @cached_property
+    def users(self) -> list[int]:
+        """Where the user turns are."""
+        return [i for i, m in enumerate(self.messages) if self.dialect.is_user_turn(m)]
+
+    def asks(self, start: int, end: int) -> bool:
+        """Whether a user turn is among messages `start` to `end` (excluded)."""
+        users = self.users
+        i = bisect.bisect_left(users, start)
+        return i < len(users) and users[i] < end
+
+    @cached_property
     def first(self) -> int:
         """How many messages lead the history, pinned (`head_length`)."""
         return head_length(self.dialect, self.messages)
 
 
 def last_cut(
-    past: Past, budget: Budget, size_of: SizeOf, carry_of: SizeOf | None = None
+    past: Past,
+    budget: Budget,
+    size_of: SizeOf,
+    carry_of: SizeOf | None = None,
+    note_of: NoteOf | None = None,
 ) -> Generator[Any, Any, tuple[int, int] | None]:
     """Where this history's current cut was made and the mark it was cut to: the prefix length (a
     turn boundary, or the whole request) of the last turn that needed a new one, found by replaying
@@ -103,7 +120,9 @@ def last_cut(
     replica, so a cut is kept byte for byte for exactly as long as it fits (see `carried`).
 
     `carry_of`, where given, is the size a cut is carried with once its mark is chosen by
-    `size_of` (with a summarizer: the cut with the summary its request sent, see `carried`)."""
+    `size_of` (with a summarizer: the cut with the summary its request sent, see `carried`);
+    `note_of`, where given, where a cut's note goes and its tokens (`guard.fit.notes`): the
+    requests from that message on carried it too."""
     est, whole, fixed, n = past.est, past.whole, past.fixed, len(past.messages)
     room = budget.room
     rewritten = room - math.ceil(budget.band * REWRITES_HEADROOM)  # the most the rewrites alone may leave
@@ -119,8 +138,10 @@ def last_cut(
                 cut, made = (b, room), (yield from (carry_of or size_of)(b, room))
                 size = made if made is not None else room + 1
                 continue
-        elif size + est[b] - est[cut[0]] <= room:
-            continue
+        else:
+            note = (yield from note_of(*cut)) if note_of is not None and past.asks(cut[0], b) else None
+            if size + est[b] - est[cut[0]] + (note[1] if note is not None and note[0] < b else 0) <= room:
+                continue
         mark, made = yield from new_cut(past, b, budget, size_of)
         if b == n:  # a new cut of the request itself: the caller sends it
             return b, mark

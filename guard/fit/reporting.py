@@ -14,6 +14,7 @@ from guard.core.reasoning import ReasoningChange
 from guard.core.report import Report
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation
+from guard.fit.notes import NOTE_ORIGIN
 from guard.fit.request import Counted, Resolved
 from guard.fit.strategies.compact import compacted
 from guard.fit.temperature import Anchor, Temperature
@@ -57,9 +58,12 @@ def cut_fingerprint(dialect: Dialect, originals: tuple[Mapping[str, Any], ...], 
     or inserted with its hash, in order. A message whose only edit is compact JSON is left out:
     that rewrite is a pure function of the message, applied to all of them once a conversation is
     over its room (which every cut conversation is), so new JSON results would otherwise change
-    the fingerprint while the prompt still starts with the previous one."""
+    the fingerprint while the prompt still starts with the previous one; so is a note
+    (`guard.fit.notes`), which goes after the carried prefix."""
     edits: list[Any] = []
     for msg, origin in zip(conv.messages, conv.origin):
+        if origin == NOTE_ORIGIN:  # after the carried prefix, where the cache has not been
+            continue
         if origin < 0:
             edits.append(["inserted", sha256(msg)])
             continue
@@ -136,6 +140,7 @@ def build_report(req: Counted, resolved: Resolved, fit: Fit) -> Report:
         cache_temperature=temperature.state if temperature is not None else None,
         idle_seconds=idle,
         anchor=anchor.to_dict() if anchor is not None else None,
+        note=ctx.note,
     )
     if not fits:
         report.outcome = "rejected"
