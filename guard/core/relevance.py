@@ -208,16 +208,30 @@ def cut_terms(
 ) -> frozenset[str]:
     """The terms of the query that only a cut removed, where the query asks about what it removed
     (see `lost_terms`); else none."""
+    had = asked_terms(query, before, question_terms)
+    return lost_of(had, after, share) if had else frozenset()
+
+
+def asked_terms(query: str, before: Sequence[str], question_terms: int = QUESTION_TERMS) -> frozenset[str]:
+    """The query's terms that some text of `before` holds; none where it has more than
+    `question_terms` of them (a tool's output or pasted text, not a question: see `lost_terms`)."""
     wanted = set(_terms([query])[0][1])
     if not wanted:
         return frozenset()
     words, joined = _vocabulary(tuple(before))
-    had = {t for t in wanted if t in words or t in joined}
-    if not had or len(had) > question_terms:
+    exact = wanted & words
+    if len(exact) > question_terms:  # (a tool's output: decided without a substring search)
         return frozenset()
+    had = exact | {t for t in wanted - exact if t in joined}
+    return frozenset(had) if len(had) <= question_terms else frozenset()
+
+
+def lost_of(had: frozenset[str], after: Sequence[str], share: float = LOST_SHARE) -> frozenset[str]:
+    """Of the terms `had` (`asked_terms`), those in no text of `after`, where they are at least one
+    and at least `share` of them; else none."""
     kept = [_words(text) for text in after]
     lost = frozenset(t for t in had if not any(t in words for words in kept))
-    return lost if len(lost) >= max(1, share * len(had)) else frozenset()
+    return lost if lost and len(lost) >= share * len(had) else frozenset()
 
 
 def _words(text: str) -> str:

@@ -60,6 +60,7 @@ class Removed:
     def __init__(self, cut: Conversation, part: Context) -> None:
         transcript = part.history.transcript
         self.lines: list[str] = transcript() if transcript is not None else []
+        self.before = tuple(self.lines)
         messages = part.history.messages
         self.whole = {o for o, msg in zip(cut.origin, cut.messages) if o >= 0 and msg is messages[o]}
         self.kept = [
@@ -76,9 +77,8 @@ class Removed:
         lines sent between the cut and the question) and in no kept message; in order, each
         clipped around its first such term, at most `chars` characters in all, those that hold the
         most such terms first. None where the question is not about what the cut removed."""
-        if not self.lines:
-            return []
-        terms = relevance.cut_terms(question, self.lines, [*self.kept, *tail])
+        had = relevance.asked_terms(question, self.before) if self.lines else frozenset()
+        terms = relevance.lost_of(had, [*self.kept, *tail]) if had else frozenset()
         if not terms:
             return []
         if self._kept_lines is None:
