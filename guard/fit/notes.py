@@ -28,8 +28,8 @@ NOTE_MARK = (
 )
 NOTE_ORIGIN = -2  # a note's origin in a Conversation (markers: -1): not a cut's edit (see `cut_fingerprint`)
 LINE_CHARS = 400  # a restored line is clipped to this many characters around its first lost term
-# a note holds at most this many times the policy's truncated tool result and this share of the
-# room, in tokens (4 characters each)
+# a note's lines hold at most this many times the policy's truncated tool result and this share of
+# the room, in tokens
 NOTE_RESULTS, NOTE_ROOM = 2, 0.05
 
 
@@ -47,9 +47,9 @@ class Note:
         return {"before_message": self.index, "lines": self.lines, "tokens": self.tokens}
 
 
-def note_chars(truncated_result_tokens: int, room: int) -> int:
-    """The most characters a note's lines may hold (see NOTE_RESULTS, NOTE_ROOM)."""
-    return 4 * min(NOTE_RESULTS * truncated_result_tokens, int(room * NOTE_ROOM))
+def note_tokens(truncated_result_tokens: int, room: int) -> int:
+    """The most tokens a note's lines may hold (see NOTE_RESULTS, NOTE_ROOM)."""
+    return min(NOTE_RESULTS * truncated_result_tokens, int(room * NOTE_ROOM))
 
 
 class Removed:
@@ -191,15 +191,18 @@ class Notes:
             return None
         j, question = asked
         before = base + sum(self.sent[m : j + 1])  # the question's request, carrying the cut
-        left = room - before - self.counter.message(dialect, dialect.marker(NOTE_MARK))
-        chars = min(note_chars(self.policy.truncated_tool_result_tokens, room), 4 * left)
-        restored = removed.lines_for(question, lines[: j - m], chars)
-        while restored:
+        header = self.counter.message(dialect, dialect.marker(NOTE_MARK))
+        cap = min(note_tokens(self.policy.truncated_tool_result_tokens, room), room - before - header)
+        chars = 4 * cap
+        for _ in range(4):  # (lines of code or JSON take more tokens than 4 characters each)
+            restored = removed.lines_for(question, lines[: j - m], chars)
+            if not restored:
+                return None
             msg = dialect.marker("\n".join([NOTE_MARK, *restored]))
             tokens = self.counter.message(dialect, msg)
-            if before + tokens <= room:
+            if tokens <= header + cap:
                 return Note(j, msg, tokens, len(restored))
-            restored = restored[:-1]
+            chars = chars * cap // (tokens - header) - 1
         return None
 
 
