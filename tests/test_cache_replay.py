@@ -4,6 +4,7 @@ provider's prompt cache keeps hitting, and each cut still uses most of the room.
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pytest
 
@@ -255,3 +256,17 @@ def test_a_pinned_heavy_loop_is_cut_once_at_its_onset():
     r = row(name, base, run, body)
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
     assert r["breaks"] <= 2 and r["bill_over"] <= 1.0
+
+
+def test_a_customers_question_about_a_cut_fact_gets_a_note_and_the_cut_is_kept():
+    """tau-bench airline: the customer asks about something the carried cut removed. The cut
+    stays while it fits (before session 26 the question cut the prefix again, a needless re-cut:
+    bill over 0.75 against the carrying best cuts' 0.69) and the note brings the lines back."""
+    ((name, body),) = [(n, b) for n, b in loops() if n == "taubench/airline_3_0"]
+    notes: list[Any] = []
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.5), on_turn=lambda _, f: notes.append(f and f.report.note))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert any(notes) and all(n["tokens"] <= 0.05 * run.room + 64 for n in notes if n)
+    assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05
