@@ -196,20 +196,8 @@ def lost_terms(
     history holds is a tool's output or pasted text, not a question about a cut fact (the outputs a
     text-based agent sends as user messages share 25-73 terms with its history, half of them cut;
     a question about a fact, 3-8)."""
-    return bool(cut_terms(query, before, after, share, question_terms))
-
-
-def cut_terms(
-    query: str,
-    before: Sequence[str],
-    after: Sequence[str],
-    share: float = LOST_SHARE,
-    question_terms: int = QUESTION_TERMS,
-) -> frozenset[str]:
-    """The terms of the query that only a cut removed, where the query asks about what it removed
-    (see `lost_terms`); else none."""
     had = asked_terms(query, before, question_terms)
-    return lost_of(had, after, share) if had else frozenset()
+    return bool(had and lost_of(had, after, share))
 
 
 def asked_terms(query: str, before: Sequence[str], question_terms: int = QUESTION_TERMS) -> frozenset[str]:

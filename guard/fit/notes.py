@@ -20,7 +20,9 @@ from guard.core.budget import Budget
 from guard.core.content import MARKER_PREFIX
 from guard.fit import summary
 from guard.fit.conversation import Context, Conversation
+from guard.fit.cut_summaries import Made
 from guard.fit.questions import query
+from guard.fit.replay import SizeOf
 from guard.fit.request import Counted
 
 NOTE_MARK = (
@@ -73,7 +75,7 @@ class Removed:
     def lines_for(self, question: str, tail: Sequence[str], chars: int) -> list[str]:
         """The text lines of what the cut removed that `question` asks about: lines of the
         prefix's messages the cut left out or edited, holding a term of the question that only the
-        cut removed (`relevance.cut_terms`, against the kept messages and `tail`, the transcript
+        cut removed (`relevance.asked_terms` and `lost_of`, against the kept messages and `tail`, the transcript
         lines sent between the cut and the question) and in no kept message; in order, each
         clipped around its first such term, at most `chars` characters in all, those that hold the
         most such terms first. None where the question is not about what the cut removed."""
@@ -125,7 +127,6 @@ def with_note(conv: Conversation, note: Note, n: int) -> Conversation:
 
 
 CutOf = Callable[[int, int], Generator[Any, Any, "tuple[Conversation, Context] | None"]]
-SizeOf = Callable[[int, int], Generator[Any, Any, "int | None"]]
 
 
 class Notes:
@@ -156,7 +157,7 @@ class Notes:
         found = yield from self.note(m, mark)
         return None if found is None else (found.index, found.tokens)
 
-    def noted(self, made: Any, m: int, mark: int) -> Generator[Any, Any, Any]:
+    def noted(self, made: Made, m: int, mark: int) -> Generator[Any, Any, Made]:
         """`made` (the cut of the first `m` messages to `mark`, carried to the request: a
         conversation, its context and `m`) with its note, if it gets one and fits the room with
         it (None: it does not)."""
