@@ -270,3 +270,25 @@ def test_a_customers_question_about_a_cut_fact_gets_a_note_and_the_cut_is_kept()
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
     assert any(notes) and all(n["tokens"] <= 0.05 * run.room + 64 for n in notes if n)
     assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05
+
+
+def test_a_cut_raised_to_the_room_keeps_the_room_bar_where_a_whole_turn_cut_does():
+    """An OpenHands run the guard was not tuned on (tests/data/agents, same source and licence as
+    bench/corpus/agents' OpenHands Claude runs), at half its size: its first crossing's prefix has
+    two results of 4.5k and 5.7k tokens in a room of 18k. Every low-water mark cut to 0.597 of the
+    room, and so did the marks `choose_mark` raised up to the room, because the prefix fit's stop
+    was the band-quantized one under its mark; dropping only the oldest turn leaves 0.82. A carried
+    cut's prefix now stops at its mark: 0.82 there, and the room bar on every cut turn."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).parent / "data" / "agents" / "openhands__sphinx-doc__sphinx-8551.json.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        body = json.load(f)
+    base = replay("openhands/sphinx-doc__sphinx-8551", body, None)
+    run = replay("openhands/sphinx-doc__sphinx-8551", body, window_policy(body, 0.5))
+    r = row("openhands/sphinx-doc__sphinx-8551", base, run, body)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert r["room_min"] >= ROOM_BAR
+    assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["hit"] >= r["hit_best_cut"] - 0.05

@@ -30,10 +30,13 @@ class Marks:
         """The marks before a step: the stop mark is the conversation's total minus the overflow
         above the low-water mark rounded up to whole bands. The amount a step cuts then changes
         only when the total crosses a band, so a growing conversation keeps the same cut, turn
-        after turn, whatever the steps before it saved on newer messages."""
-        stop = quantized_stop(total, self.target, self.band)
-        if self.ceiling is not None:
-            stop = min(stop, self.ceiling)
+        after turn, whatever the steps before it saved on newer messages. A carried cut's prefix
+        (`ceiling`) stops at its mark itself: it is cut once, to a mark the replay chose to leave
+        the room bar (`guard.fit.replay.choose_mark`), and a band-quantized stop under that mark
+        let whole turns step below the bar even where the mark was raised to the room (a held-out
+        OpenHands loop: every mark up to the room cut to 0.597 of it, a whole-turn cut at 0.82
+        there)."""
+        stop = self.ceiling if self.ceiling is not None else quantized_stop(total, self.target, self.band)
         floor = stop - self.band
         if self.least < stop:
             floor = max(floor, self.least)
