@@ -282,7 +282,10 @@ def main(argv: list[str] | None = None) -> int:
             ok &= mem <= 100
     if 1 in args.workers and 2 in args.workers and "overflowing" in names:
         scale = cost[(1, True, "overflowing")] / cost[(2, True, "overflowing")] * 2
-        print(f"two workers serve {scale:.2f}x the overflowing turns one does (bar >= 1.6x)")
+        stock = cost[(1, False, "overflowing")] / cost[(2, False, "overflowing")] * 2
+        # (the clients share the two cores with the workers: the stock proxy's own scaling in the
+        # same run is what this machine allows, the guard's is to be read against it)
+        print(f"two workers serve {scale:.2f}x the overflowing turns one does (bar >= 1.6x; the stock proxy {stock:.2f}x)")
         ok &= scale >= 1.6
     print("all bars met" if ok else "SOME BARS MISSED")
     return 0 if ok else 1
