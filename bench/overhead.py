@@ -285,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         stock = cost[(1, False, "overflowing")] / cost[(2, False, "overflowing")] * 2
         # (the clients share the two cores with the workers: the stock proxy's own scaling in the
         # same run is what this machine allows, the guard's is to be read against it)
-        print(f"two workers serve {scale:.2f}x the overflowing turns one does (bar >= 1.6x; the stock proxy {stock:.2f}x)")
+        print(
+            f"two workers serve {scale:.2f}x the overflowing turns one does (bar >= 1.6x; the stock proxy {stock:.2f}x)"
+        )
         ok &= scale >= 1.6
     print("all bars met" if ok else "SOME BARS MISSED")
     return 0 if ok else 1

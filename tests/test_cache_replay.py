@@ -111,6 +111,19 @@ def test_a_long_coding_loop_whose_turns_must_go_costs_what_the_best_oldest_first
     assert r["room_min"] >= 0.6 and r["room_median"] >= 0.75
 
 
+def test_a_summarized_cut_keeps_the_room_bar_with_the_shortest_summary():
+    """A coding loop whose cuts drop turns in many runs (relevance keeps the ones the task is
+    about), with a summarizer: the summary takes the place of every run's marker, so a cut judged
+    with its markers could send less than it was judged at (0.585 of the room where the marks were
+    chosen at 0.605: the scripted summary is ~120 tokens, the markers it replaced more). Each cut
+    now keeps the room bar as sent, with the shortest summary its budget allows."""
+    from bench.cache import Scripted
+
+    ((name, body),) = [(n, b) for n, b in CODING if n == "coding2/chat"]
+    run = replay(name, body, window_policy(body, 0.5), Scripted())
+    assert run.rejected == 0 and min(run.room_used) >= ROOM_BAR
+
+
 def test_a_real_long_claude_code_session_costs_what_the_best_oldest_first_cuts_cost():
     """A real Claude Code subagent session (128 tool calls, web searches and fetches, ~50k tokens)
     the bench never tuned on, squeezed to half: before cuts were carried, 14 breaks, hit 0.74 of

@@ -73,7 +73,8 @@ class CutSummaries:
         self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
         self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, budget.band // 4))
         self._plans: dict[tuple[int, int], tuple[int, int, str | None]] = {}
-        self._short: set[tuple[int, int]] = set()  # cuts under the room bar with the shortest summary
+        # cuts under the room bar with the shortest summary: what they keep without their markers
+        self._short: dict[tuple[int, int], int] = {}
 
     def _room(self, room: int) -> int:
         """`room` if a summary of at least `MIN_SUMMARY` tokens fits it, else 0."""
@@ -101,12 +102,17 @@ class CutSummaries:
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens the replay chooses a mark by: the cut without its summary and the room it
         leaves its summary (see `_plan`); a cut that would keep less than the room bar with the
-        shortest summary, without that room (so a mark whose cut keeps the bar is chosen where
-        there is one). A pure function of the history."""
+        shortest summary, its tokens with that summary in its markers' place (so a mark whose cut
+        keeps the bar is chosen where there is one). A pure function of the history."""
         plain, room, _ = yield from self._plan(m, mark)
         size = yield from self.cuts.size(m, plain)
-        if size is None or (m, mark) in self._short:
-            return size  # (judged without its summary, whose room it would hold but not fill)
+        if size is None:
+            return None
+        if (m, mark) in self._short:
+            # judged as sent with the shortest summary, which takes the place of its markers (a
+            # drop in many runs leaves many: with them counted, a cut that sent 0.585 of the room
+            # was judged over the bar)
+            return self._short[m, mark] + self.framing + MIN_SUMMARY
         return size + room
 
     def carry_size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
@@ -154,7 +160,7 @@ class CutSummaries:
         kept = made[0].total - sum(markers(made[0]))
         bar = room_bar(self.cuts.budget) - self.framing - MIN_SUMMARY
         if kept < bar:
-            self._short.add((m, mark))
+            self._short[m, mark] = kept
         if mark - kept >= self.room:
             return mark, self.room, None
         lower = yield from self.cuts.at(m, mark - self.room, end=m)
