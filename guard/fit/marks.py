@@ -15,7 +15,7 @@ class Marks:
     room: int = 0  # the most input tokens the request may carry (see Budget.room)
     target: int = 0  # the low-water mark (see Budget.target)
     band: int = 1  # the quantum cuts move in (see Budget.band)
-    ceiling: int | None = None  # a stop mark no step may move above (a carried cut's, see guard.fit.carried)
+    ceiling: int | None = None  # a carried cut's mark: its prefix's stop mark (guard.fit.carried)
     least: int = 0  # a carried cut's bottom: a drop that would leave less is passed over when later turns can do
     # near-lossless rewrites run on every overflow, past the stop mark (one form per message, turn
     # after turn); a carried cut's prefix is fitted once per band and only as far as its mark
