@@ -393,7 +393,9 @@ def test_a_duplicate_whose_first_copy_was_dropped_is_sent_again():
     same = words(300)
     body = agent([same, words(400, 1), words(400, 2), words(100, 3), same, "r1", "r2"])
     total = engine(100_000).fit(body).report.input_tokens_before
-    for cut, restored in ((700, True), (1500, False)):
+    # (cut by 300-600 tokens the later copy is restored; since a carried cut's prefix stops at its
+    # mark, cut by 650-1400 the first copy's turn stays and another goes)
+    for cut, restored in ((500, True), (1500, False)):
         fitted = engine(total - cut, strategies=only("dedupe", "drop_oldest_turns"), keep_recent_groups=2).fit(body)
         tools = {m["tool_call_id"]: m["content"] for m in fitted.body["messages"] if m["role"] == "tool"}
         assert "c0" not in tools and fitted.report.fits  # the first copy went with its turn
