@@ -37,7 +37,10 @@ API body, with reasoning items before its calls). hit_over and bill_over: the sa
 overflowing turns only (the untrimmed loop over the room), cache reads at 0.1x and no write
 premium; best_bill_over: `best_cut`'s bill there (free to re-cut on any turn), best_carry_bill_over:
 the same for a cutter that, like the guard, keeps a cut on every turn it still fits; the two
-`_compact_` columns: both again with every request over the room JSON compacted, as the guard sends it. gap_bill and gap_bill_temp (`--gaps`, a
+`_compact_` columns: both again with every request over the room JSON compacted, as the guard sends it;
+best_rules_bill_over: the carrying one keeping the newest turns the guard keeps (its recent
+groups, the assistant message the newest user message answers), the yardstick under the guard's
+own rules. gap_bill and gap_bill_temp (`--gaps`, a
 10-minute pause every 15 turns by default, past the provider's 5-minute cache TTL): the Anthropic
 bill of the same loop with those pauses, against the untrimmed loop with them, without and with
 cache temperature (guard.fit.temperature); gap_room_median: the room used with it.
@@ -74,7 +77,7 @@ from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.dialects import detect  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
-from guard.fit.replay import head_length, turn_starts  # noqa: E402
+from guard.fit.replay import ROOM_BAR, head_length, turn_starts  # noqa: E402
 from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
@@ -370,15 +373,15 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
 def best_cut(
     body: Mapping[str, Any],
     room: int | None,
-    floor: float = 0.6,
     prices: str = "anthropic",
     carry: bool = False,
     compact: bool = False,
+    newest_as_guard: bool = False,
 ) -> tuple[float, float, float] | None:
     """The best a guard that cuts the oldest history in whole turns could do in this room, knowing
     every future turn: (cached tokens, tokens sent, bill) of the cheapest sequence of cuts (dynamic programming
     over the first turn kept at each request) where every request over the room keeps at least
-    `floor` of it (the room bar), the system prompt and first user message pinned, and the newest
+    `ROOM_BAR` of it (the room bar), the system prompt and first user message pinned, and the newest
     turn group kept (as the guard keeps it: a request is never sent without its last turn). A turn
     that keeps the previous cut re-reads the previous prompt from the cache; one that moves it reads
     only the pinned prefix. Markers and truncation are left out: a guard can beat this a little by
@@ -390,7 +393,10 @@ def best_cut(
     document is 59% of the room) and leaves the agent nothing of its history. With `compact`, every
     request over the room goes JSON compacted, as the guard sends it (a stronger yardstick where
     results are JSON: more turns fit a room; the first request over the room re-reads the previous
-    one only up to its first compacted message)."""
+    one only up to its first compacted message). With `newest_as_guard`, the newest turns kept are
+    the guard's own (the default policy's `keep_recent_groups` within `keep_recent_share`, the newest
+    group with content always, so an assistant message the newest user message answers stays, and
+    the last user message): a yardstick under the guard's rules for the newest turns."""
     if room is None:
         return None
     read, write, _ = PRICES[prices]
@@ -425,9 +431,12 @@ def best_cut(
         options = [first]
         if full > room:
             newest = max([first, *(g for g in boundaries if g < end)])  # where the request's last turn group starts
+            if newest_as_guard:
+                newest = min(newest, _guard_newest(dialect, messages[:end], squeezed[:end], fixed, room, first))
+                newest = max([first, *(g for g in boundaries if g <= newest)])
             fitting = [s for s in starts if s <= newest and pinned + cumulative[end] - cumulative[s] <= room]
             # at or above the bar; where no whole-turn cut is, the one closest to it (the most kept)
-            options = [s for s in fitting if pinned + cumulative[end] - cumulative[s] >= floor * room] or fitting[:1]
+            options = [s for s in fitting if pinned + cumulative[end] - cumulative[s] >= ROOM_BAR * room] or fitting[:1]
             options = options or [newest]
         new: dict[int | None, tuple[float, float, float, int]] = {}
         for previous, (bill, cached, total, last) in states.items():
@@ -442,6 +451,26 @@ def best_cut(
         states = new
     bill, cached, total, _ = min(states.values())
     return cached, total, bill
+
+
+def _guard_newest(
+    dialect: Any, messages: list[Mapping[str, Any]], counts: list[int], fixed: int, room: int, first: int
+) -> int:
+    """Where the newest messages the guard keeps whole (its recent groups under the default policy,
+    and the last user message) begin: no whole-turn cut of the guard starts after it."""
+    from guard.fit.conversation import Conversation, Keeping
+
+    policy = Policy()
+    band = max(1, math.floor(room * policy.cut_quantum_ratio))
+    share = policy.keep_recent_share
+    keeping = Keeping(policy.keep_recent_groups, True, None if share is None else (room, share, room - band))
+    built = Conversation.build(dialect, messages, counts, fixed, keeping)
+    kept = [
+        i
+        for i in range(first, len(messages))
+        if built.recent[i] or (built.pinned[i] and dialect.is_user_turn(messages[i]))
+    ]
+    return min(kept, default=len(messages))
 
 
 def over_room(base: Replay, run: Replay, prices: str = "openai-0.1") -> tuple[float, float] | None:
@@ -468,13 +497,14 @@ def best_over_room(
     body: Mapping[str, Any],
     base: Replay,
     room: int | None,
-    prices: str = "openai-0.1",
     carry: bool = False,
     compact: bool = False,
+    newest_as_guard: bool = False,
 ) -> float | None:
     """`best_cut`'s bill over the overflowing turns only (see `over_room`): the turns that fit are
     sent whole by every cutter, so the cheapest cuts of the whole loop are the cheapest there too."""
-    best = best_cut(body, room, prices=prices, carry=carry, compact=compact)
+    prices = "openai-0.1"  # (as `over_room`)
+    best = best_cut(body, room, prices=prices, carry=carry, compact=compact, newest_as_guard=newest_as_guard)
     if best is None or room is None:
         return None
     read, write, _ = PRICES[prices]
@@ -514,6 +544,9 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
         "best_compact_bill_over": best_over_room(body, base, run.room, compact=True) if body is not None else None,
         "best_carry_compact_bill_over": (
             best_over_room(body, base, run.room, carry=True, compact=True) if body is not None else None
+        ),
+        "best_rules_bill_over": (  # carrying, the newest turns kept as the guard keeps them
+            best_over_room(body, base, run.room, carry=True, newest_as_guard=True) if body is not None else None
         ),
         "openai": run.cost("openai") / base.cost("openai"),
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
@@ -587,6 +620,7 @@ def table(rows: list[dict[str, Any]], title: str) -> str:
         "best_carry_bill_over",
         "best_compact_bill_over",
         "best_carry_compact_bill_over",
+        "best_rules_bill_over",
         "openai",
         "openai_0.1",
         "room_min",

@@ -269,6 +269,31 @@ def test_a_pinned_heavy_loop_is_cut_once_at_its_onset():
     r = row(name, base, run, body)
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
     assert r["breaks"] <= 2 and r["bill_over"] <= 1.0
+    # the yardstick under the guard's own rules for the newest turns (the assistant message the
+    # newest user message answers stays): never cheaper than the carrying best cuts, and the guard
+    # within 0.05 of it (0.879 against 0.872; against the carrying best, which drops that message,
+    # 0.833)
+    assert r["best_rules_bill_over"] >= r["best_carry_bill_over"] - 1e-9
+    assert r["bill_over"] <= r["best_rules_bill_over"] + 0.05
+
+
+def test_the_rules_yardstick_keeps_the_message_the_newest_user_message_answers():
+    """`best_cut(newest_as_guard=True)` keeps the newest turns the guard keeps: in a tau2 telecom
+    conversation whose pinned policy fills the band, the customer's newest message and the
+    assistant message it answers (index 23, a 294-token list of checks to run); with a room that
+    leaves the newest groups their share, one more."""
+    from bench.cache import _guard_newest, detect, engine_for
+
+    ((name, body),) = [
+        (n, b) for n, b in loops() if n.startswith("tau2/telecom_mobile_data_issue_airplane_mode_on_data")
+    ]
+    dialect = detect(body)
+    messages = list(dialect.messages(body))[:25]
+    counter, _ = engine_for(body, None).counter_for(body["model"], engine_for(body, None).policy_for(body["model"]))
+    counts, fixed = counter.messages(dialect, messages), counter.fixed(dialect, body)
+    assert dialect.is_user_turn(messages[24]) and messages[23]["role"] == "assistant"
+    assert _guard_newest(dialect, messages, counts, fixed, 10_264, 3) == 23
+    assert _guard_newest(dialect, messages, counts, fixed, 100_000, 3) == 22
 
 
 def test_a_customers_question_about_a_cut_fact_gets_a_note_and_the_cut_is_kept():
