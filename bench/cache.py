@@ -431,10 +431,12 @@ def best_cut(
         options = [first]
         if full > room:
             newest = max([first, *(g for g in boundaries if g < end)])  # where the request's last turn group starts
-            if newest_as_guard:
-                newest = min(newest, _guard_newest(dialect, messages[:end], squeezed[:end], fixed, room, first))
-                newest = max([first, *(g for g in boundaries if g <= newest)])
             fitting = [s for s in starts if s <= newest and pinned + cumulative[end] - cumulative[s] <= room]
+            if newest_as_guard:
+                # (where no whole-turn cut that keeps the guard's newest turns fits, the guard cuts
+                # inside them, its last resort: the cuts above stand in for that)
+                ours = _guard_newest(dialect, messages[:end], squeezed[:end], fixed, room, first)
+                fitting = [s for s in fitting if s <= ours] or fitting
             # at or above the bar; where no whole-turn cut is, the one closest to it (the most kept)
             options = [s for s in fitting if pinned + cumulative[end] - cumulative[s] >= ROOM_BAR * room] or fitting[:1]
             options = options or [newest]
