@@ -88,6 +88,33 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
     assert sorted({a for a, _ in asked}) == [9, 11, 13]
 
 
+def test_a_band_over_forty_percent_of_the_room_cuts_to_its_floor_without_raising_the_mark():
+    """With `cut_quantum_ratio` 0.5 the band's bottom (half the room) is under the room bar (60%):
+    such a band cuts below the bar by design, so its mark is not raised toward the bar. (It was, in
+    effect, only where the band-quantized stop under a raised mark happened to allow it; once a
+    carried prefix stopped at its mark, big bands were raised to the bar on every new cut: bench.cache
+    at band 0.5, median bill over 0.82 -> 0.85. Cutting to the floor: 0.67, room used median 0.72.)"""
+    from guard.core.budget import Budget
+    from guard.core.limits import ModelLimits
+    from guard.fit.replay import choose_mark, low_water, room_bar
+
+    budget = Budget(ModelLimits("m", 200, 0, "separate", "test"), 0, 0, 1.0, 0.5)  # room 200, band 100
+    assert budget.floor == 100 and room_bar(budget) == 120
+    chat = by_name("openai")
+    msgs = [{"role": "user", "content": "task"}] + [{"role": "assistant", "content": "x"}] * 4
+    past = Past(chat, tuple(msgs), (10, 60, 60, 60, 60), (10, 60, 60, 60, 60), 0)
+    marks = low_water(past, 5, budget)
+    assert marks == (100,)
+    asked = []
+
+    def size_of(m, mark):  # a cut lands a little under its mark
+        asked.append(mark)
+        return mark - 5
+        yield
+
+    assert _drive(choose_mark(5, marks, budget, size_of)) == (100, 95) and asked == [100]
+
+
 def _engine(window: int) -> Engine:
     return Engine(
         PolicySet(defaults=Policy(default_max_tokens=256, safety_margin_tokens=0, safety_margin_ratio=0.0)),

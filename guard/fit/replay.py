@@ -175,6 +175,8 @@ def choose_mark(
             return mark, size
     assert chosen is not None
     mark, size = chosen
+    if mark < bar:  # a band over 40% of the room: its cuts reach below the bar by design (`low_water`)
+        return chosen
     short = mark + bar - size if size is not None else mark
     for higher in dict.fromkeys((short, (mark + budget.room) // 2, budget.room)):
         if mark < higher <= budget.room:
