@@ -164,7 +164,8 @@ def choose_mark(
     that cut's tokens. Where none does (or none can be made without cutting into the newest
     turns), the chosen mark raised, by what its cut fell short of the bar, then halfway to the
     room, then to the room (truncation and drops step coarsely and can land well under a mark),
-    until a cut leaves the bar; else the first cut that can be made (None: none can)."""
+    until a cut leaves the bar; else the first cut that can be made (None: none can). A mark under
+    the bar (a band over 40% of the room, whose cuts reach below it by design) is not raised."""
     bar = room_bar(budget)
     chosen: tuple[int, int | None] | None = None
     for mark in marks:
