@@ -165,7 +165,8 @@ def choose_mark(
     turns), the chosen mark raised, by what its cut fell short of the bar, then halfway to the
     room, then to the room (truncation and drops step coarsely and can land well under a mark),
     until a cut leaves the bar; else the first cut that can be made (None: none can). A mark under
-    the bar (a band over 40% of the room, whose cuts reach below it by design) is not raised."""
+    the bar (a band over 40% of the room, whose cuts reach below it by design, `low_water`) is not
+    raised where its cut can be made."""
     bar = room_bar(budget)
     chosen: tuple[int, int | None] | None = None
     for mark in marks:
@@ -176,7 +177,7 @@ def choose_mark(
             return mark, size
     assert chosen is not None
     mark, size = chosen
-    if mark < bar:  # a band over 40% of the room: its cuts reach below the bar by design (`low_water`)
+    if mark < bar and size is not None:  # a band over 40% of the room: its cuts reach below the bar by design
         return chosen
     short = mark + bar - size if size is not None else mark
     for higher in dict.fromkeys((short, (mark + budget.room) // 2, budget.room)):
