@@ -460,13 +460,15 @@ def _guard_newest(
 ) -> int:
     """Where the newest messages the guard keeps whole (its recent groups under the default policy,
     and the last user message) begin: no whole-turn cut of the guard starts after it."""
+    from guard.core.budget import Budget
+    from guard.core.limits import ModelLimits
     from guard.fit.conversation import Conversation, Keeping
 
     policy = Policy()
-    band = max(1, math.floor(room * policy.cut_quantum_ratio))
-    share = policy.keep_recent_share
-    keeping = Keeping(policy.keep_recent_groups, True, None if share is None else (room, share, room - band))
-    built = Conversation.build(dialect, messages, counts, fixed, keeping)
+    budget = Budget(
+        ModelLimits("bench", room, 0, "separate", "bench"), 0, 0, policy.low_water_ratio, policy.cut_quantum_ratio
+    )
+    built = Conversation.build(dialect, messages, counts, fixed, Keeping.of(policy, budget))
     kept = [
         i
         for i in range(first, len(messages))
