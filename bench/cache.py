@@ -61,6 +61,7 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench.clients import CLIENTS, Client, named  # noqa: E402
 from bench.traces import (  # noqa: E402
     agent_runs,
     agent_trace,
@@ -137,18 +138,31 @@ _MODEL_TURN = ("reasoning", "function_call")  # a Responses model turn starts wi
 
 def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     """The body as the agent sent it turn by turn: the history before each assistant message
-    (on the Responses API, before each model turn: a reasoning item, calls or a message)."""
+    (on the Responses API, before each model turn: a reasoning item, calls or a message); as its
+    client edits it before each request, for a body `with_client`."""
     dialect = detect(body)
     key, out = dialect.messages_key, dialect.output_key(body, str(body.get("model")))
     messages = list(dialect.messages(body))
     clean = {k: v for k, v in body.items() if not k.startswith("x_")}
-    for i, m in enumerate(messages):
-        starts = m.get("role") == "assistant" or (
-            m.get("type") in _MODEL_TURN and messages[i - 1].get("type") not in _MODEL_TURN
+    client = body.get("x_client")
+    ends = [
+        i
+        for i, m in enumerate(messages)
+        if i > 0
+        and (
+            m.get("role") == "assistant"
+            or (m.get("type") in _MODEL_TURN and messages[i - 1].get("type") not in _MODEL_TURN)
         )
-        if starts and i > 0 and not (m.get("role") == "assistant" and messages[i - 1].get("type") == "reasoning"):
-            yield {**clean, key: messages[:i], out: OUTPUT}
-    yield {**clean, key: messages, out: OUTPUT}
+        and not (m.get("role") == "assistant" and messages[i - 1].get("type") == "reasoning")
+    ]
+    for end in (*ends, len(messages)):
+        turns = messages[:end] if client is None else client(dialect, messages[:end])
+        yield {**clean, key: turns, out: OUTPUT}
+
+
+def with_client(body: Mapping[str, Any], client: Client | None) -> dict[str, Any]:
+    """The loop as `client` sends it: each request's history edited before it goes (`bench.clients`)."""
+    return {**body, "x_client": client} if client is not None else dict(body)
 
 
 @dataclass
@@ -246,7 +260,8 @@ def replay(
     provider would find cached from the previous turn. Turns are STEP_SECONDS apart; `gaps`
     (every, seconds) adds an idle pause before every `every`-th turn, and a turn after a pause
     longer than PROVIDER_TTL finds nothing cached. The guard reads the same clock, so it knows
-    the cache is cold (unless its policy sets `cache_ttl_seconds: 0`)."""
+    the cache is cold (unless its policy sets `cache_ttl_seconds: 0`). A body `with_client` has
+    every request edited as that client edits its history (`bench.clients`)."""
     now = [0.0]
     engine = engine_for(body, policy, clock=lambda: now[0])
     dialect = detect(body)
@@ -521,6 +536,8 @@ def best_over_room(
 
 
 def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One loop's columns. Without `body` (a client that edits its history: the yardsticks cut the
+    history as appended), the best cuts' columns are left out."""
     used = run.room_used
     best = best_cut(body, run.room) if body is not None else None
     over = over_room(base, run)
@@ -565,15 +582,17 @@ def measure(
     summarize: bool = False,
     match: str | None = None,
     gaps: tuple[int, float] | None = None,
+    client: Client | None = None,
     **settings: Any,
 ) -> list[dict[str, Any]]:
     rows = []
     for name, body in loops(limit, match):
-        base = replay(name, body, None)
+        edited = with_client(body, client)
+        base = replay(name, edited, None)
         policy = window_policy(body, ratio, **settings)
-        run = replay(name, body, policy, Scripted() if summarize else None)
-        rows.append(row(name, base, run, body))
-        if gaps and not summarize:
+        run = replay(name, edited, policy, Scripted() if summarize else None)
+        rows.append(row(name, base, run, None if client else body))
+        if gaps and not summarize and not client:
             rows[-1].update(gap_columns(name, body, policy, gaps))
     return rows
 
@@ -687,21 +706,30 @@ def main(argv: list[str] | None = None) -> None:
         "--gaps", default="15,600", help="EVERY,SECONDS: idle pauses for the cache-temperature columns (0: none)"
     )
     parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
+    parser.add_argument(
+        "--client",
+        default=None,
+        help="NAME:N, what the agent does to its history before each request (bench.clients: "
+        + ", ".join(CLIENTS)
+        + "); the best cuts' columns are then left out",
+    )
     args = parser.parse_args(argv)
     settings = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
     every, _, seconds = args.gaps.partition(",")
     gaps = (int(every), float(seconds)) if int(every) > 0 else None
+    client = named(args.client) if args.client else None
+    edits = f", the client's {args.client}" if args.client else ""
     print(
         table(
-            measure(args.ratio, args.loops, match=args.match, gaps=gaps, **settings),
-            f"window {args.ratio:.0%} of each loop, no summarizer",
+            measure(args.ratio, args.loops, match=args.match, gaps=gaps, client=client, **settings),
+            f"window {args.ratio:.0%} of each loop, no summarizer{edits}",
         )
     )
     print()
     print(
         table(
-            measure(args.ratio, args.loops, summarize=True, match=args.match, **settings),
-            f"window {args.ratio:.0%}, scripted summarizer",
+            measure(args.ratio, args.loops, summarize=True, match=args.match, client=client, **settings),
+            f"window {args.ratio:.0%}, scripted summarizer{edits}",
         )
     )
     if args.chart:

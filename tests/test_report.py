@@ -49,6 +49,15 @@ def full_report() -> Report:
         cache_temperature="warm",
         idle_seconds=1.5,
         anchor={"length": 4, "mark": 500, "prefix_tokens": 700},
+        carried={
+            "length": 4,
+            "mark": 500,
+            "prefix_tokens": 700,
+            "history": 9,
+            "digest": "0f",
+            "spine": "1e",
+            "edited": False,
+        },
         note={"before_message": 5, "lines": 2, "tokens": 60},
     )
 

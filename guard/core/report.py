@@ -79,6 +79,9 @@ class Report:
     cache_temperature: str | None = None
     idle_seconds: float | None = None
     anchor: dict[str, int] | None = None
+    # the cut this request carries as the conversation's record keeps it, for a history the client
+    # edits before its next turn (guard.fit.edited: counts and a digest of the per-message counts)
+    carried: dict[str, Any] | None = None
     # the note a question asked since the carried cut got: the lines of what the cut removed that
     # it asks about, put before it (guard.fit.notes): where, how many lines, its tokens
     note: dict[str, int] | None = None
@@ -99,6 +102,7 @@ class Report:
         data["skipped"] = [{"kind": s.kind, "reason": s.reason} for s in self.skipped]
         data["breakdown"], data["unseen_state"] = dict(self.breakdown), list(self.unseen_state)
         data["anchor"] = None if self.anchor is None else dict(self.anchor)
+        data["carried"] = None if self.carried is None else dict(self.carried)
         data["note"] = None if self.note is None else dict(self.note)
         data["summary"], data["reasoning"] = copy.deepcopy(self.summary), copy.deepcopy(self.reasoning)
         data["tokens_saved"] = self.tokens_saved

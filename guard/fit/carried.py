@@ -16,6 +16,7 @@ from guard.core.tokens import TokenCounter, message_hash
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.cut_summaries import CutSummaries, Made
+from guard.fit.edited import LastCut
 from guard.fit.marks import Marks
 from guard.fit.notes import Notes
 from guard.fit.questions import history_of, query
@@ -32,7 +33,7 @@ def carried(
     ctx: Context,
     temperature: Temperature | None = None,
     summarizing: bool = False,
-) -> Generator[Any, Any, tuple[Conversation, Context, int, Anchor | None] | None]:
+) -> Generator[Any, Any, Carried | None]:
     """The cut this request carries, kept byte for byte while it fits.
 
     Agents resend their history, so a cut made on a prefix of it can be applied to every later
@@ -48,8 +49,9 @@ def carried(
     under its mark for a summary of them, which takes the place of their markers: one summary a
     new cut, the same on every turn that carries it (`guard.fit.cut_summaries`). A conversation
     whose provider cache is known to be cold is cut below the band instead and the cut anchored
-    (see `guard.fit.temperature`). None when no carried cut fits (the request is then fitted
-    whole)."""
+    (see `guard.fit.temperature`). A history the client changed since its last turn (not only
+    appended to) carries the cut that turn sent, from the conversation's record, while it fits
+    (`guard.fit.edited`). None when no carried cut fits (the request is then fitted whole)."""
     cuts = _Cuts(req, budget, ctx, summarizing)
     messages, counts, n = req.messages, req.counts, len(req.messages)
     anchor = temperature.anchor if temperature is not None else None
@@ -61,16 +63,39 @@ def carried(
         held = yield from cuts.at(anchor.length, anchor.mark)
         held = yield from notes.noted(held, anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.room:
-            return (*held, anchor)
+            return (*held, anchor, LastCut.of(req.dialect, messages, counts, anchor.length, anchor.mark))
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
-        return (yield from _anchored(cuts.summarized_at, n, total, sum(counts), budget, temperature.state))
-    past = Past(req.dialect, messages, counts, cuts.sent, req.fixed)
+        return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
+    last = temperature.last if temperature is not None else None
+    return (yield from _warm(req, budget, cuts, notes, last, summarizing))
+
+
+def _warm(
+    req: Counted, budget: Budget, cuts: _Cuts, notes: Notes, last: LastCut | None, summarizing: bool
+) -> Generator[Any, Any, Carried | None]:
+    """The cut a warm conversation carries: the one its last turn sent (`last`) while it fits, its
+    prefix as it went less what the client took out since; else the one the replay finds; a new
+    one where the client edited the history (its past is not what was sent) or none fits."""
+    dialect, messages, counts, n = req.dialect, req.messages, req.counts, len(req.messages)
+    past = Past(dialect, messages, counts, cuts.sent, req.fixed)
     summaries = CutSummaries(cuts) if summarizing else None
     size_of, carry_of = (summaries.size, summaries.carry_size) if summaries else (cuts.size, None)
     notes.prefix_size = carry_of or size_of
     made_at = summaries.made if summaries else cuts.made
-    found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens)
+    edited = False
+    if last is not None and last.of_this(dialect, messages, counts) and last.length in (n, *past.requests):
+        cuts.ghost = last.taken(counts)
+        made = yield from made_at(last.length, last.mark)
+        made = yield from notes.noted(made, last.length, last.mark)
+        # (what the client took out may leave it under the room bar: then a new cut uses the room)
+        if made is not None and not made[0].total < room_bar(budget) <= made[0].total + cuts.ghost:
+            return (*made, None, last.carried(dialect, messages, counts))
+        cuts.ghost, edited = 0, last.edited or last.changed(counts)
+    if edited:
+        found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])
+    else:
+        found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens)
     if found is None:
         return None
     m, mark = found
@@ -78,28 +103,32 @@ def carried(
     made = yield from notes.noted(made, m, mark)
     if made is None and m < n:
         # the carried cut does not fit after all (with the note a question asked since gets): a new cut now
-        mark = (yield from new_cut(past, n, budget, size_of))[0]
+        m, mark = n, (yield from new_cut(past, n, budget, size_of))[0]
         made = yield from made_at(n, mark)
-    return None if made is None else (*made, None)
+    if made is None:
+        return None
+    return (*made, None, replace(LastCut.of(dialect, messages, counts, m, mark), edited=edited))
 
 
 CutAt = Callable[[int, int], Generator[Any, Any, Made]]
+# a carried cut: the request as cut, its context, the leading messages it was made on, its anchor, its record
+Carried = tuple[Conversation, Context, int, Anchor | None, LastCut | None]
 
 
 def _anchored(
-    cut_at: CutAt, n: int, total: int, prefix_tokens: int, budget: Budget, state: str
-) -> Generator[Any, Any, tuple[Conversation, Context, int, Anchor | None] | None]:
+    cut_at: CutAt, req: Counted, total: int, budget: Budget, state: str
+) -> Generator[Any, Any, Carried | None]:
     """A cold cache (nothing to break): the whole request cut below the band, halfway to the room
     bar, so the cut lasts longer than a band; an anchor that no longer fits: to the bottom of the
     band. Where whole turns land under the bar there, at the next mark up; where none fits, the
     first that does. The cut is anchored (remembered by the shell) for the turns after it."""
-    bar = room_bar(budget)
+    bar, counts, n = room_bar(budget), req.counts, len(req.counts)
     marks = ((bar + budget.floor) // 2, budget.floor) if state == "cold" else (budget.floor,)
-    first = None
+    first: Carried | None = None
     for mark in dict.fromkeys((*marks, quantized_stop(total, budget.target, budget.band))):
         made = yield from cut_at(n, mark)
         if made is not None and (made[0].total >= bar or first is None):
-            first = (*made, Anchor(n, mark, prefix_tokens))
+            first = (*made, Anchor(n, mark, sum(counts)), LastCut.of(req.dialect, req.messages, counts, n, mark))
             if made[0].total >= bar:
                 break
     return first
@@ -210,6 +239,10 @@ class _Cuts:
         self.floors: dict[int, int] = {}
         self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
         self.fitted: dict[tuple[Any, ...], Any] = {}  # this request's prefix fits (see `_prefix`)
+        # tokens the client took out of a carried cut's prefix since it was made (an edited
+        # history, `guard.fit.edited`): the prefix is cut as if they were still there, so the
+        # same oldest turns go
+        self.ghost = 0
         self.keys = _SizeKeys(req, budget, policy, summarizing)
         self.forms = _Forms(req, ctx.counter, policy.allows("compact_json"), self.keys.hashes)
         self.sent = self.forms.sent()
@@ -269,20 +302,20 @@ class _Cuts:
         """The cut of the first `m` messages down to `mark`, its lossy steps ranking by the band's
         question (the one its prefix ended with: a later one gets a note, see `Notes`); None where
         it cannot be made within its mark."""
-        if mark <= self.fixed:
+        if mark <= self.fixed + self.ghost:
             return None
         # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill
         # most of a small room): then no cut lasts a band, and the prefix is cut as deep as it can
         # go; that cut is carried while the request fits, and the request is fitted whole once it
         # does not (where they are over the room itself, only the last resort fits it: `_floor`)
-        floor = self._floor(m)
+        floor = self._floor(m) + self.ghost
         inside = floor > self.budget.room
         deepest = floor > mark and not inside
         mark = mark if inside else max(mark, floor)
         cut, part = yield from self._prefix(m, mark, query(self.dialect, self.messages[:m]), summaries)
         if cut.total > mark and not deepest:
             return None
-        return cut, part
+        return (replace(cut, fixed=cut.fixed - self.ghost) if self.ghost else cut), part
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort
@@ -311,7 +344,7 @@ class _Cuts:
         if summaries:
             return (yield from _fit_prefix(self, m, mark, question, summaries))
         # (the counter itself: an engine keeps one per encoding, factor and image formula)
-        key = (self.keys(m, mark), question, tuple(self.ctx.actions), self.ctx.counter)
+        key = (self.keys(m, mark), question, tuple(self.ctx.actions), self.ctx.counter, self.ghost)
         prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
         made = self.fitted.get(key) or prefixes.get(key)
         if made is None or made[0] != prefix:
@@ -360,7 +393,7 @@ def _fit_prefix(
         part.record(action.kind, action.tokens_saved, action.items)
     part.summarized.known = cuts.known
     part.summarized.calls = ctx.summarized.calls
-    prefix = Conversation.build(dialect, messages, counts, cuts.fixed, Keeping.of(policy, budget))
+    prefix = Conversation.build(dialect, messages, counts, cuts.fixed + cuts.ghost, Keeping.of(policy, budget))
     cut, part = yield from fit(prefix, part, policy, can_summarize=summaries)
     ctx.summarized.calls = part.summarized.calls
     cuts.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)

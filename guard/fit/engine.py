@@ -30,6 +30,7 @@ from guard.core.models import profile
 from guard.core.policy import Policy, PolicySet
 from guard.core.tokens import Encoding, TokenCounter
 from guard.dialects import Dialect, by_name, detect
+from guard.fit.edited import LastCut
 from guard.fit.planner import Fitted, Plan, SummaryRequest, plan, run
 from guard.fit.request import Resolved
 from guard.fit.temperature import Anchor, Seen, SeenLog, Temperature, fingerprint, judge, ttl_seconds
@@ -338,5 +339,5 @@ def _recorded(inner: Plan, log: SeenLog, conversation: str, now: float, temperat
     anchor = Anchor.from_dict(report.anchor) if report.anchor else None
     if anchor is None and report.cut is None:
         anchor = temperature.anchor
-    log.put(conversation, Seen(now, anchor))
+    log.put(conversation, Seen(now, anchor, LastCut.from_dict(report.carried)))
     return fitted

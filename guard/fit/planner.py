@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from guard.core import reasoning
 from guard.core.budget import OUTPUT_KEYS, Budget
@@ -24,6 +24,7 @@ from guard.core.steps import CLAMP, SUMMARIZE
 from guard.core.tokens import TokenCounter
 from guard.fit.carried import carried
 from guard.fit.conversation import Context, Conversation, Keeping
+from guard.fit.edited import LastCut
 from guard.fit.marks import Marks
 from guard.fit.questions import history_of
 from guard.fit.reporting import Fit, Unchanged, build_report
@@ -42,6 +43,15 @@ class Fitted:
 
 
 Plan = Generator["SummaryRequest | CachedSummaries", Any, Fitted]
+
+
+class Carry(NamedTuple):
+    """Where a fit's cut came from: the leading messages it was decided on (None: the whole
+    request), the anchor it was carried from (a cold cache's) and the conversation's record of it."""
+
+    cut_from: int | None = None
+    anchor: Anchor | None = None
+    last: LastCut | None = None
 
 
 def plan(
@@ -68,12 +78,11 @@ def plan(
     floor = reasoning.output_floor(body, resolved.family, resolved.adaptive_thinking)
     ctx = _context(req, policy, resolved.counter)
     conv: Conversation | Unchanged = Unchanged(req.dialect, req.messages, req.counts, req.fixed)
-    cut_from: int | None = None
-    anchor: Anchor | None = None
+    carry = Carry()
     if not budget.fits(req.before):
         budget = _clamp_output(budget, req.before, policy, ctx, floor)
         summarizing = can_summarize and policy.allows(SUMMARIZE)
-        conv, ctx, cut_from, anchor = yield from _over_room(req, budget, ctx, temperature, summarizing)
+        conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, summarizing)
         if budget.reserved_output != req.budget.reserved_output:
             reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
     source = "clamped_by_policy" if any(a.kind == CLAMP for a in ctx.actions) else req.source
@@ -82,8 +91,9 @@ def plan(
     updates, thinking = reasoned
     if thinking:
         ctx.record("clamp_thinking", 0, len(thinking))
-    report = build_report(req, resolved, Fit(budget, ctx, conv, source, temperature, anchor, thinking))
-    return _finished(req, budget, conv, report, updates, cut_from)
+    outcome = Fit(budget, ctx, conv, source, temperature, carry.anchor, thinking, carry.last)
+    report = build_report(req, resolved, outcome)
+    return _finished(req, budget, conv, report, updates, carry.cut_from)
 
 
 def _context(req: Counted, policy: Policy, counter: TokenCounter) -> Context:
@@ -99,17 +109,18 @@ def _over_room(
     ctx: Context,
     temperature: Temperature | None,
     summarizing: bool,
-) -> Generator[Any, Any, tuple[Conversation, Context, int | None, Anchor | None]]:
+) -> Generator[Any, Any, tuple[Conversation, Context, Carry]]:
     """A request over its room: the band's carried cut where one fits (with a summarizer, its prefix
     summarized: see `carried`), else the strategies on the whole request."""
     policy = ctx.policy
     made = yield from carried(req, budget, ctx, temperature, summarizing)
     if made is not None:
-        return made
+        conv, ctx, m, anchor, last = made
+        return conv, ctx, Carry(m, anchor, last)
     full = Conversation.build(req.dialect, req.messages, req.counts, req.fixed, Keeping.of(policy, budget))
     ctx.marks = Marks.of(budget, req.before)
     conv, ctx = yield from fit(full, ctx, policy, summarizing)
-    return conv, ctx, None, None
+    return conv, ctx, Carry()
 
 
 def _finished(

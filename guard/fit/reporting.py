@@ -14,6 +14,7 @@ from guard.core.reasoning import ReasoningChange
 from guard.core.report import Report
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation
+from guard.fit.edited import LastCut
 from guard.fit.notes import NOTE_ORIGIN
 from guard.fit.request import Counted, Resolved
 from guard.fit.strategies.compact import compacted
@@ -94,6 +95,7 @@ class Fit:
     temperature: Temperature | None = None
     anchor: Anchor | None = None
     thinking: list[ReasoningChange] = field(default_factory=list)
+    last: LastCut | None = None  # the cut carried, as the conversation's record keeps it
 
 
 def build_report(req: Counted, resolved: Resolved, fit: Fit) -> Report:
@@ -140,6 +142,7 @@ def build_report(req: Counted, resolved: Resolved, fit: Fit) -> Report:
         cache_temperature=temperature.state if temperature is not None else None,
         idle_seconds=idle,
         anchor=anchor.to_dict() if anchor is not None else None,
+        carried=fit.last.to_dict() if fit.last is not None else None,
         note=ctx.note,
     )
     if not fits:

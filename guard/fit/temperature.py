@@ -11,8 +11,9 @@ band. A conversation never seen cold keeps the stateless replay, unchanged.
 
 A conversation is recognised by a fingerprint of its model, its pinned prompt (system) and its task
 (the first user message): every turn of an agent loop resends both. What is remembered per
-fingerprint is when it was last sent and its anchor (counts only: the prefix's message count, the
-mark it was cut to, and its token count, which tells a changed prefix apart). The log here is
+fingerprint is when it was last sent, its anchor (counts only: the prefix's message count, the
+mark it was cut to, and its token count, which tells a changed prefix apart) and the cut its last
+turn carried (for histories the client edits: `guard.fit.edited`). The log here is
 bounded and in process memory; the proxy mirrors it in its coordination Redis
 (`guard.state.seen_store`), and when that Redis is configured but fails the shell reports the
 temperature as unknown: the guard then behaves as if every cache were warm (no anchors).
@@ -30,6 +31,7 @@ from typing import Any, Literal
 
 from guard.core.content import blocks
 from guard.dialects import Dialect
+from guard.fit.edited import LastCut
 
 State = Literal["cold", "warm", "unknown"]
 # how long a provider keeps an unused cached prefix, per model family (seconds)
@@ -64,13 +66,21 @@ class Anchor:
 
 @dataclass(frozen=True)
 class Seen:
-    """When a conversation was last sent (seconds since the epoch) and the anchor it was sent with."""
+    """When a conversation was last sent (seconds since the epoch), the anchor it was sent with and
+    the cut its last turn carried (`guard.fit.edited`)."""
 
     at: float
     anchor: Anchor | None = None
+    last: LastCut | None = None
 
     def to_json(self) -> str:
-        return json.dumps({"at": self.at, "anchor": self.anchor.to_dict() if self.anchor else None})
+        return json.dumps(
+            {
+                "at": self.at,
+                "anchor": self.anchor.to_dict() if self.anchor else None,
+                "last": self.last.to_dict() if self.last else None,
+            }
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes | None) -> Seen | None:
@@ -84,7 +94,7 @@ class Seen:
             or isinstance(data.get("at"), bool)
         ):
             return None
-        return cls(float(data["at"]), Anchor.from_dict(data.get("anchor")))
+        return cls(float(data["at"]), Anchor.from_dict(data.get("anchor")), LastCut.from_dict(data.get("last")))
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,7 @@ class Temperature:
     state: State
     idle_seconds: float | None = None  # since the conversation was last sent (None: never seen)
     anchor: Anchor | None = None
+    last: LastCut | None = None  # the cut the conversation's last turn carried
 
 
 UNKNOWN = Temperature("unknown")
@@ -155,7 +166,7 @@ def judge(seen: Seen | None, now: float, ttl: int) -> Temperature:
         return Temperature("warm")
     idle = max(0.0, now - seen.at)
     cold = ttl > 0 and idle > ttl
-    return Temperature("cold" if cold else "warm", idle, seen.anchor)
+    return Temperature("cold" if cold else "warm", idle, seen.anchor, seen.last)
 
 
 class SeenLog:

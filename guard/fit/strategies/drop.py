@@ -7,7 +7,7 @@ import bisect
 from guard.dialects import MARKER_PREFIX, Message, cache_breakpoint, last_breakpoints
 from guard.fit.conversation import Context, Conversation, Outcome
 
-OMITTED_MARK = MARKER_PREFIX + " {m} earlier messages ({n} tokens) omitted to fit the context window]"
+OMITTED_MARK = MARKER_PREFIX + " {m} earlier messages omitted to fit the context window]"
 
 
 def droppable_groups(conv: Conversation) -> list[list[int]]:
@@ -93,7 +93,7 @@ class _Runs:
     def _marker(self, a: int, b: int) -> int:
         if a > b:
             return 0
-        msg = _marker(self.conv, a, b, self._tokens(a, b), self.breakpoints)
+        msg = _marker(self.conv, a, b, self.breakpoints)
         return self.ctx.counter.message(self.conv.dialect, msg)
 
     def total_without(self, group: list[int]) -> int | None:
@@ -147,13 +147,15 @@ def drop_messages(conv: Conversation, ctx: Context, chosen: set[int]) -> Convers
     return result
 
 
-def _marker(conv: Conversation, a: int, b: int, tokens: int, breakpoints: list[int]) -> Message:
-    """The marker standing for messages a..b. A prompt-cache breakpoint among them moves onto it
-    (Anthropic `cache_control`): the cache still ends where the client wanted, and the number of
-    breakpoints never grows (one or more dropped, at most one added)."""
+def _marker(conv: Conversation, a: int, b: int, breakpoints: list[int]) -> Message:
+    """The marker standing for messages a..b: how many, not their tokens (a client that edits
+    messages the guard already dropped, stubbing old results, leaves the marker and the cached
+    prefix after it as they were: `guard.fit.edited`). A prompt-cache breakpoint among them moves
+    onto it (Anthropic `cache_control`): the cache still ends where the client wanted, and the
+    number of breakpoints never grows (one or more dropped, at most one added)."""
     last = breakpoints[b]
     cache_control = cache_breakpoint(conv.messages[last]) if last >= a else None
-    return conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1, n=tokens), cache_control)
+    return conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1), cache_control)
 
 
 def _without(conv: Conversation, ctx: Context, chosen: set[int]) -> Conversation:
@@ -165,8 +167,7 @@ def _without(conv: Conversation, ctx: Context, chosen: set[int]) -> Conversation
             run.append(i)
             continue
         if run:
-            tokens = sum(conv.counts[j] for j in run)
-            msg = _marker(conv, run[0], run[-1], tokens, breakpoints)
+            msg = _marker(conv, run[0], run[-1], breakpoints)
             markers[run[0]] = (msg, ctx.counter.message(conv.dialect, msg))
             run = []
     return conv.replacing(chosen, markers)

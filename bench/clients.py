@@ -1,0 +1,83 @@
+"""What agents do to their own history before each request, for `bench.cache` to replay: not every
+client only appends. Each processor takes a request's messages (in its dialect) and returns them as
+that client would send them; the replay applies it to every turn, the untrimmed loop's too.
+
+- `last_n_observations`: SWE-agent's history processor of that name (its 0.7 configs and others:
+  `type: last_n_observations, n: 5`): every tool result but the newest `n` becomes
+  "Old environment output: (k lines omitted)", so a result changes once, `n` turns after it came.
+- `breakpoints`: a prompt-cache breakpoint (`cache_control`) on the newest `n` user or tool
+  messages, moved every turn (SWE-agent's `cache_control` processor, Claude Code, LiteLLM's
+  `cache_control_injection_points`).
+
+`CLIENTS` names them for the command line: `python -m bench.cache --client last_n_observations:5`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from guard.core.content import blocks
+from guard.dialects import Dialect
+
+Message = Mapping[str, Any]
+Client = Callable[[Dialect, Sequence[Message]], list[Message]]
+
+
+def _lines(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content.splitlines())
+    if isinstance(content, list):
+        return sum(_lines(b.get("text", "")) for b in content if isinstance(b, Mapping))
+    return 0
+
+
+def last_n_observations(n: int) -> Client:
+    def client(dialect: Dialect, messages: Sequence[Message]) -> list[Message]:
+        results = [(i, slot) for i, m in enumerate(messages) for slot, _ in dialect.tool_results(m)]
+        out = list(messages)
+        for i, slot in results[: max(0, len(results) - n)]:
+            content = dict(dialect.tool_results(out[i]))[slot]
+            stub = f"Old environment output: ({_lines(content)} lines omitted)"
+            out[i] = dialect.with_tool_result(out[i], slot, stub)
+        return out
+
+    return client
+
+
+def _marked(msg: Message) -> dict[str, Any]:
+    content = msg.get("content")
+    parts = (
+        [{"type": "text", "text": content}] if isinstance(content, str) and content else [dict(b) for b in blocks(msg)]
+    )
+    if not parts:
+        return dict(msg)
+    parts[-1]["cache_control"] = {"type": "ephemeral"}
+    return {**msg, "content": parts}
+
+
+def breakpoints(n: int) -> Client:
+    def client(dialect: Dialect, messages: Sequence[Message]) -> list[Message]:
+        out = list(messages)
+        if dialect.name == "responses":
+            return out  # (no breakpoints on the Responses API)
+        asks = [i for i, m in enumerate(out) if m.get("role") in ("user", "tool")]
+        for i in asks[-n:]:
+            out[i] = _marked(out[i])
+        return out
+
+    return client
+
+
+CLIENTS: dict[str, Callable[[int], Client]] = {
+    "last_n_observations": last_n_observations,
+    "breakpoints": breakpoints,
+}
+
+
+def named(spec: str) -> Client:
+    """A client from `name:n` (`last_n_observations:5`)."""
+    name, _, n = spec.partition(":")
+    if name not in CLIENTS:
+        raise ValueError(f"unknown client {name!r}: one of {', '.join(CLIENTS)}")
+    return CLIENTS[name](int(n or 5))

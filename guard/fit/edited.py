@@ -1,0 +1,120 @@
+"""Histories a client edits between turns. Most agents only append to what they resend, and a
+carried cut is found again on every turn by replaying the history's past turns (counts only, see
+`guard.fit.replay`). Some change messages they sent before: SWE-agent's `last_n_observations`
+replaces all but the newest results with a one-line stub, Claude Code clears old tool results,
+others drop a reminder or move their cache breakpoints. The replay then sees a past that was
+never sent (smaller: the old results already stubbed), finds that earlier turns fitted, and cuts
+anew on every turn while the cut the last turn sent still fits.
+
+So the conversation's record keeps the cut its last turn carried (`LastCut`: counts and a digest
+of the per-message counts, never text), and a turn whose history is not the last one's with
+messages appended (`LastCut.edited`) carries that cut while it fits: its prefix is cut to the same
+mark as if what the client took out of it were still there, so the same oldest turns go and the
+kept ones are sent as the client sends them now (the cached prefix holds up to the first message
+the client changed). Edits that leave every count as it was (a moved breakpoint) change
+nothing the replay reads. Without a record (a worker that never saw the conversation, a shared
+store down) the replay decides, as for any history."""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from guard.dialects import Dialect
+
+
+def counts_digest(counts: Sequence[int]) -> str:
+    """A digest of per-message counts, the same in every process (a conversation's record is
+    shared by workers and replicas)."""
+    return hashlib.blake2b(array("q", counts).tobytes(), digest_size=8).hexdigest()
+
+
+def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> str:
+    """A digest of where the model's own messages are in a history and their counts: what clients
+    that edit their history leave as it was (they stub results, reminders and breakpoints), and
+    what tells another conversation with the same task apart (its replies differ)."""
+    return counts_digest([x for i, msg in enumerate(messages) if dialect.is_reply(msg) for x in (i, counts[i])])
+
+
+@dataclass(frozen=True)
+class LastCut:
+    """The cut a conversation's last turn carried: of its first `length` messages (then
+    `prefix_tokens` tokens) down to `mark`, in a history of `history` messages whose counts have
+    the digest `digest` and whose replies the `spine`; `edited`: the client has changed messages
+    of this history since the cut was made (the replay of its past is then not what was sent)."""
+
+    length: int
+    mark: int
+    prefix_tokens: int
+    history: int
+    digest: str
+    spine: str
+    edited: bool = False
+
+    @classmethod
+    def of(
+        cls, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int], length: int, mark: int
+    ) -> LastCut:
+        """The record of a cut of the first `length` of a history's messages (each `counts` tokens) to `mark`."""
+        return cls(
+            length, mark, sum(counts[:length]), len(counts), counts_digest(counts), spine(dialect, messages, counts)
+        )
+
+    def of_this(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> bool:
+        """Whether this record is of this history: of a history it grew from, its replies as they
+        were (shorter histories are another: the client's own compaction, or a body the guard
+        already cut)."""
+        n = self.history
+        return n <= len(counts) and spine(dialect, messages[:n], counts[:n]) == self.spine
+
+    def changed(self, counts: Sequence[int]) -> bool:
+        """Whether the client changed messages of the recorded history (of this one, `of_this`)."""
+        return counts_digest(counts[: self.history]) != self.digest
+
+    def taken(self, counts: Sequence[int]) -> int:
+        """The tokens the client took out of this cut's prefix since the cut was made (none where
+        its edits added): the prefix is cut as if they were still there, so the same oldest turns
+        go (`guard.fit.carried`)."""
+        return max(0, self.prefix_tokens - sum(counts[: self.length]))
+
+    def carried(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> LastCut:
+        """This cut, carried by a history (of this one, `of_this`): recorded as made (its prefix's
+        tokens then), in that history."""
+        return replace(
+            self,
+            history=len(counts),
+            digest=counts_digest(counts),
+            spine=spine(dialect, messages, counts),
+            edited=self.edited or self.changed(counts),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "length": self.length,
+            "mark": self.mark,
+            "prefix_tokens": self.prefix_tokens,
+            "history": self.history,
+            "digest": self.digest,
+            "spine": self.spine,
+            "edited": self.edited,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> LastCut | None:
+        if not isinstance(data, Mapping):
+            return None
+        ints = [data.get(k) for k in ("length", "mark", "prefix_tokens", "history")]
+        digest, spine_, edited = data.get("digest"), data.get("spine"), data.get("edited", False)
+        counts = [v for v in ints if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+        if (
+            len(counts) != 4
+            or not isinstance(digest, str)
+            or not isinstance(spine_, str)
+            or not isinstance(edited, bool)
+        ):
+            return None
+        length, mark, prefix_tokens, history = counts
+        return cls(length, mark, prefix_tokens, history, digest, spine_, edited)
