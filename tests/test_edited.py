@@ -38,7 +38,7 @@ def _history(results: list[str]) -> list[dict[str, Any]]:
 def test_a_record_tells_an_edited_history_from_an_appended_one_and_from_another_conversation():
     msgs = _history(["one two three", "four five", "six"])
     counts = [5, 3, 9, 12, 9, 7, 9, 4]
-    last = LastCut.of(CHAT, msgs, counts, 6, 20)
+    last = LastCut.of(CHAT, msgs, counts, (6, 20))
     assert (last.length, last.mark, last.prefix_tokens, last.history) == (6, 20, 45, 8)
     grown = msgs + _history(["seven"])[2:]
     assert last.of_this(CHAT, grown, [*counts, 9, 6]) and not last.changed([*counts, 9, 6])  # appended
@@ -55,7 +55,7 @@ def test_a_record_tells_an_edited_history_from_an_appended_one_and_from_another_
 
 
 def test_the_record_goes_through_the_shared_log_and_rejects_what_is_not_one():
-    last = LastCut.of(CHAT, _history(["a"]), [1, 2, 3, 4], 4, 9)
+    last = LastCut.of(CHAT, _history(["a"]), [1, 2, 3, 4], (4, 9), under_bar=True)
     seen = Seen(5.0, None, last)
     assert Seen.from_json(seen.to_json()) == seen
     assert Seen.from_json(json.dumps({"at": 5.0})) == Seen(5.0)  # a record written before there was one

@@ -63,7 +63,8 @@ def carried(
         held = yield from cuts.at(anchor.length, anchor.mark)
         held = yield from notes.noted(held, anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.room:
-            return (*held, anchor, LastCut.of(req.dialect, messages, counts, anchor.length, anchor.mark))
+            record = LastCut.of(req.dialect, messages, counts, (anchor.length, anchor.mark))
+            return (*held, anchor, replace(record, under_bar=held[0].total < room_bar(budget)))
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
@@ -89,7 +90,7 @@ def _warm(
         made = yield from made_at(last.length, last.mark)
         made = yield from notes.noted(made, last.length, last.mark)
         # (what the client took out may leave it under the room bar: then a new cut uses the room)
-        if made is not None and not made[0].total < room_bar(budget) <= made[0].total + cuts.ghost:
+        if made is not None and (made[0].total >= room_bar(budget) or last.under_bar):
             return (*made, None, last.carried(dialect, messages, counts))
         cuts.ghost, edited = 0, last.edited or last.changed(counts)
     if edited:
@@ -101,13 +102,13 @@ def _warm(
     m, mark = found
     made = yield from made_at(m, mark)
     made = yield from notes.noted(made, m, mark)
-    if made is None and m < n:
-        # the carried cut does not fit after all (with the note a question asked since gets): a new cut now
+    if made is None and m < n:  # it does not fit after all (with the note a question asked since gets): a new cut
         m, mark = n, (yield from new_cut(past, n, budget, size_of))[0]
         made = yield from made_at(n, mark)
     if made is None:
         return None
-    return (*made, None, replace(LastCut.of(dialect, messages, counts, m, mark), edited=edited))
+    record = LastCut.of(dialect, messages, counts, (m, mark), under_bar=made[0].total < room_bar(budget))
+    return (*made, None, replace(record, edited=edited))
 
 
 CutAt = Callable[[int, int], Generator[Any, Any, Made]]
@@ -128,7 +129,8 @@ def _anchored(
     for mark in dict.fromkeys((*marks, quantized_stop(total, budget.target, budget.band))):
         made = yield from cut_at(n, mark)
         if made is not None and (made[0].total >= bar or first is None):
-            first = (*made, Anchor(n, mark, sum(counts)), LastCut.of(req.dialect, req.messages, counts, n, mark))
+            record = LastCut.of(req.dialect, req.messages, counts, (n, mark), made[0].total < bar)
+            first = (*made, Anchor(n, mark, sum(counts)), record)
             if made[0].total >= bar:
                 break
     return first
@@ -239,10 +241,8 @@ class _Cuts:
         self.floors: dict[int, int] = {}
         self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
         self.fitted: dict[tuple[Any, ...], Any] = {}  # this request's prefix fits (see `_prefix`)
-        # tokens the client took out of a carried cut's prefix since it was made (an edited
-        # history, `guard.fit.edited`): the prefix is cut as if they were still there, so the
-        # same oldest turns go
-        self.ghost = 0
+        # tokens the client took out of a carried cut's prefix since it was made (`guard.fit.edited`)
+        self.ghost = 0  # the prefix is cut as if they were still there: the same oldest turns go
         self.keys = _SizeKeys(req, budget, policy, summarizing)
         self.forms = _Forms(req, ctx.counter, policy.allows("compact_json"), self.keys.hashes)
         self.sent = self.forms.sent()
@@ -252,7 +252,7 @@ class _Cuts:
         cannot be made): a past request's cut is made again where the engine does not remember it
         (a new worker or replica; with a summarizer, its summaries come from the summary cache,
         where that request left them); the request's own cut is kept in `made_here`."""
-        key = self.keys(m, mark)
+        key = (*self.keys(m, mark), self.ghost)
         sizes = memo.current().cut_sizes
         if m < len(self.messages) and key in sizes:
             return sizes.get(key)

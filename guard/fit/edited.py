@@ -44,7 +44,9 @@ class LastCut:
     """The cut a conversation's last turn carried: of its first `length` messages (then
     `prefix_tokens` tokens) down to `mark`, in a history of `history` messages whose counts have
     the digest `digest` and whose replies the `spine`; `edited`: the client has changed messages
-    of this history since the cut was made (the replay of its past is then not what was sent)."""
+    of this history since the cut was made (the replay of its past is then not what was sent);
+    `under_bar`: the cut left less than the room bar when it was made (whole turns allowed no
+    more), so carrying it under the bar is no loss of the client's edits."""
 
     length: int
     mark: int
@@ -53,15 +55,22 @@ class LastCut:
     digest: str
     spine: str
     edited: bool = False
+    under_bar: bool = False
 
     @classmethod
     def of(
-        cls, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int], length: int, mark: int
+        cls,
+        dialect: Dialect,
+        messages: Sequence[Mapping[str, Any]],
+        counts: Sequence[int],
+        cut: tuple[int, int],
+        under_bar: bool = False,
     ) -> LastCut:
-        """The record of a cut of the first `length` of a history's messages (each `counts` tokens) to `mark`."""
-        return cls(
-            length, mark, sum(counts[:length]), len(counts), counts_digest(counts), spine(dialect, messages, counts)
-        )
+        """The record of a cut of the first `cut[0]` of a history's messages (each `counts` tokens)
+        to `cut[1]`."""
+        length, mark = cut
+        digest, spine_ = counts_digest(counts), spine(dialect, messages, counts)
+        return cls(length, mark, sum(counts[:length]), len(counts), digest, spine_, under_bar=under_bar)
 
     def of_this(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> bool:
         """Whether this record is of this history: of a history it grew from, its replies as they
@@ -100,6 +109,7 @@ class LastCut:
             "digest": self.digest,
             "spine": self.spine,
             "edited": self.edited,
+            "under_bar": self.under_bar,
         }
 
     @classmethod
@@ -107,14 +117,12 @@ class LastCut:
         if not isinstance(data, Mapping):
             return None
         ints = [data.get(k) for k in ("length", "mark", "prefix_tokens", "history")]
-        digest, spine_, edited = data.get("digest"), data.get("spine"), data.get("edited", False)
+        digest, spine_ = data.get("digest"), data.get("spine")
+        flags = [data.get("edited", False), data.get("under_bar", False)]
         counts = [v for v in ints if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
-        if (
-            len(counts) != 4
-            or not isinstance(digest, str)
-            or not isinstance(spine_, str)
-            or not isinstance(edited, bool)
-        ):
+        if len(counts) != 4 or not isinstance(digest, str) or not isinstance(spine_, str):
+            return None
+        if not all(isinstance(f, bool) for f in flags):
             return None
         length, mark, prefix_tokens, history = counts
-        return cls(length, mark, prefix_tokens, history, digest, spine_, edited)
+        return cls(length, mark, prefix_tokens, history, digest, spine_, *flags)
