@@ -144,3 +144,33 @@ def test_a_loop_whose_client_stubs_old_results_is_cut_anew_no_more_often_with_th
     recorded = _new_cuts(_engine(settings_), turns, settings_["dialect"], recorded=True)
     replayed = _new_cuts(_engine(settings_), turns, settings_["dialect"], recorded=False)
     assert recorded <= replayed
+
+
+def test_two_workers_sharing_the_record_cut_an_edited_loop_as_one_does():
+    """Turns of a loop whose client stubs old results, sent alternately through two engines (two
+    workers or replicas) whose records meet in the shared store: the same cuts, turn by turn, as
+    through one engine."""
+    import asyncio
+
+    from bench.cache import engine_for, fit, requests
+    from guard.state.cache import CacheSettings, SummaryCache
+    from guard.state.seen_store import SeenStore
+    from tests.test_temperature import FakeRedis
+
+    name, body = SWE[0]
+    policy = window_policy(body, 0.5)
+    turns = list(requests(with_client(body, last_n_observations(5))))
+    one = engine_for(body, policy)
+    alone = [fit(one, turn, None).report.carried for turn in turns]
+    shared = FakeRedis()
+    engines = [engine_for(body, policy), engine_for(body, policy)]
+    stores = [SeenStore(SummaryCache(CacheSettings(memory_entries=0), shared=shared), e.conversations) for e in engines]
+    both = []
+    for i, turn in enumerate(turns):
+        engine, store = engines[i % 2], stores[i % 2]
+        key = engine.conversation_key(turn, turn["model"])
+        assert asyncio.run(store.fresh(key))
+        both.append(fit(engine, turn, None).report.carried)
+        asyncio.run(store.record(key))
+    assert sum(c is not None for c in alone) >= 30
+    assert both == alone

@@ -84,8 +84,8 @@ def _warm(
     size_of, carry_of = (summaries.size, summaries.carry_size) if summaries else (cuts.size, None)
     notes.prefix_size = carry_of or size_of
     made_at = summaries.made if summaries else cuts.made
-    edited = False
-    if last is not None and last.of_this(dialect, messages, counts) and last.length in (n, *past.requests):
+    edited = False  # (the record of the turn just before this one, not an older one: another worker served since)
+    if last is not None and last.history in (n, *past.requests[-1:]) and last.of_this(dialect, messages, counts):
         cuts.ghost = last.taken(counts)
         made = yield from made_at(last.length, last.mark)
         made = yield from notes.noted(made, last.length, last.mark)
