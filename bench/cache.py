@@ -145,6 +145,13 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     messages = list(dialect.messages(body))
     clean = {k: v for k, v in body.items() if not k.startswith("x_")}
     client = body.get("x_client")
+    if body.get("x_requests"):  # the requests the run sent, as sent (`convert.py moatless_requests`)
+        sent: list[Any] = []
+        for keep, added in body["x_requests"]:
+            sent = [*sent[:keep], *added]
+            yield {**clean, key: sent if client is None else client(dialect, sent), out: OUTPUT}
+        yield {**clean, key: messages if client is None else client(dialect, messages), out: OUTPUT}
+        return
     ends = [
         i
         for i, m in enumerate(messages)
@@ -536,8 +543,11 @@ def best_over_room(
 
 
 def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One loop's columns. Without `body` (a client that edits its history: the yardsticks cut the
-    history as appended), the best cuts' columns are left out."""
+    """One loop's columns. Without `body` (a client that edits its history, or a loop of the
+    requests a run sent: the yardsticks cut the history as appended), the best cuts' columns are
+    left out."""
+    if body is not None and body.get("x_requests"):
+        body = None
     used = run.room_used
     best = best_cut(body, run.room) if body is not None else None
     over = over_room(base, run)

@@ -45,13 +45,15 @@ def test_a_record_tells_an_edited_history_from_an_appended_one_and_from_another_
     stubbed = [*counts[:3], 2, *counts[4:]]  # the client stubbed the first result
     assert last.of_this(CHAT, msgs, stubbed) and last.changed(stubbed)
     assert last.taken(stubbed) == 10  # what the client took out of the cut's prefix
-    assert last.taken([*counts[:3], 20, *counts[4:]]) == 0  # an edit that adds takes nothing out
+    assert last.taken([*counts[:3], 20, *counts[4:]]) == -8  # an edit that adds: less than nothing
+    rewritten = [*counts[:4], 14, 9, *counts[6:]]  # the client rewrote the last exchange the cut was made on
+    assert last.of_this(CHAT, msgs, rewritten) and last.changed(rewritten)
     other = [5, 3, 11, *counts[3:]]  # another run of the same task: the model's first reply differs
     assert not last.of_this(CHAT, msgs, other)
     assert not last.of_this(CHAT, msgs[:6], counts[:6])  # shorter: the client's own compaction, or a cut body
     carried = last.carried(CHAT, msgs, stubbed)
     assert (carried.length, carried.mark, carried.prefix_tokens) == (6, 20, 45) and carried.edited
-    assert carried.digest == counts_digest(stubbed) and carried.spine == spine(CHAT, msgs, stubbed)
+    assert carried.digest == counts_digest(stubbed) and carried.spine == spine(CHAT, msgs, stubbed, 6)
 
 
 def test_the_record_goes_through_the_shared_log_and_rejects_what_is_not_one():
@@ -174,3 +176,21 @@ def test_two_workers_sharing_the_record_cut_an_edited_loop_as_one_does():
         asyncio.run(store.record(key))
     assert sum(c is not None for c in alone) >= 30
     assert both == alone
+
+
+def test_the_requests_a_real_run_sent_keep_the_guards_cut_where_the_run_rewrote_its_last_exchange():
+    """Moatless Tools stores every request its run sent (bench/corpus/agents, `moatless_requests`):
+    a breakpoint moved every turn, and on this run the last exchange (a retried action) rewritten on
+    19 turns. Replayed as sent at half its size: before the record (and before the record's
+    identity left the rewritten last reply out), 10 new cuts and 0.99x the untrimmed requests'
+    bill over the overflowing turns; measured 4 and 0.80."""
+    (name, body) = next((n, b) for n, b in loops() if n == "moatless_requests/django__django-12284")
+    assert len(body["x_requests"]) == 29
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.5))
+    r = row(name, base, run, body)
+    assert r["best_bill_over"] is None  # (the yardsticks cut a history as appended: none here)
+    assert r["rejected"] == 0 and r["cut"] >= 20
+    assert r["new_cuts"] <= 5, r["new_cuts"]
+    assert r["bill_over"] <= 0.9, r["bill_over"]
+    assert r["room_min"] >= 0.6

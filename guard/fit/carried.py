@@ -86,7 +86,7 @@ def _warm(
     made_at = summaries.made if summaries else cuts.made
     edited = False  # (the record of the turn just before this one, not an older one: another worker served since)
     if last is not None and last.history in (n, *past.requests[-1:]) and last.of_this(dialect, messages, counts):
-        cuts.ghost = last.taken(counts)
+        cuts.ghost = max(last.taken(counts), -req.fixed)
         made = yield from made_at(last.length, last.mark)
         made = yield from notes.noted(made, last.length, last.mark)
         # (what the client took out may leave it under the room bar: then a new cut uses the room)

@@ -35,11 +35,16 @@ def counts_digest(counts: Sequence[int]) -> str:
     return hashlib.blake2b(array("q", counts).tobytes(), digest_size=8).hexdigest()
 
 
-def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> str:
-    """A digest of where the model's own messages are in a history and their counts: what clients
-    that edit their history leave as it was (they stub results, reminders and breakpoints), and
-    what tells another conversation with the same task apart (its replies differ)."""
-    return counts_digest([x for i, msg in enumerate(messages) if dialect.is_reply(msg) for x in (i, counts[i])])
+def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int], length: int) -> str:
+    """A digest of where the model's own messages are in the first `length` messages of a history
+    and their counts, but for its last reply (one message, or a run: reasoning and calls): what
+    clients that edit their history leave as it was (they stub results, reminders and breakpoints;
+    some rewrite their last exchange, Moatless Tools' retried actions), and what tells another
+    conversation with the same task apart (its replies differ)."""
+    replies = [i for i in range(min(length, len(messages))) if dialect.is_reply(messages[i])]
+    while len(replies) > 1 and replies[-2] == replies[-1] - 1:
+        replies.pop()
+    return counts_digest([x for i in replies[:-1] for x in (i, counts[i])])
 
 
 @dataclass(frozen=True)
@@ -72,25 +77,24 @@ class LastCut:
         """The record of a cut of the first `cut[0]` of a history's messages (each `counts` tokens)
         to `cut[1]`."""
         length, mark = cut
-        digest, spine_ = counts_digest(counts), spine(dialect, messages, counts)
+        digest, spine_ = counts_digest(counts), spine(dialect, messages, counts, length)
         return cls(length, mark, sum(counts[:length]), len(counts), digest, spine_, under_bar=under_bar)
 
     def of_this(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> bool:
-        """Whether this record is of this history: of a history it grew from, its replies as they
-        were (shorter histories are another: the client's own compaction, or a body the guard
-        already cut)."""
-        n = self.history
-        return n <= len(counts) and spine(dialect, messages[:n], counts[:n]) == self.spine
+        """Whether this record is of this history: of a history it grew from, the replies its cut
+        was made on as they were (shorter histories are another: the client's own compaction, or a
+        body the guard already cut)."""
+        return self.history <= len(counts) and spine(dialect, messages, counts, self.length) == self.spine
 
     def changed(self, counts: Sequence[int]) -> bool:
         """Whether the client changed messages of the recorded history (of this one, `of_this`)."""
         return counts_digest(counts[: self.history]) != self.digest
 
     def taken(self, counts: Sequence[int]) -> int:
-        """The tokens the client took out of this cut's prefix since the cut was made (none where
-        its edits added): the prefix is cut as if they were still there, so the same oldest turns
-        go (`guard.fit.carried`)."""
-        return max(0, self.prefix_tokens - sum(counts[: self.length]))
+        """The tokens the client took out of this cut's prefix since the cut was made (less than
+        none where its edits added): the prefix is cut as if it were still as it was, so the same
+        oldest turns go (`guard.fit.carried`)."""
+        return self.prefix_tokens - sum(counts[: self.length])
 
     def carried(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> LastCut:
         """This cut, carried by a history (of this one, `of_this`): recorded as made (its prefix's
@@ -99,7 +103,7 @@ class LastCut:
             self,
             history=len(counts),
             digest=counts_digest(counts),
-            spine=spine(dialect, messages, counts),
+            spine=spine(dialect, messages, counts, self.length),
             edited=self.edited or self.changed(counts),
         )
 

@@ -27,6 +27,9 @@ dropped. Per family (see README.md beside this file for sources and licences):
   input of the run's last `build_action` completion plus its response, as an Anthropic messages
   body (system from `agent.system_prompt`). Tool schemas are not stored: each tool gets an object
   schema of the input keys it was called with.
+- moatless_requests: the same, with every request the run sent (`x_requests`, each the messages
+  it kept of the request before it and those it added): Moatless's history is not append-only,
+  and `bench.cache` replays these requests as sent.
 - tau2: tau2-bench simulations (gpt-4.1, OpenAI function calling, parallel calls): the agent's
   view (the user simulator's own tool calls left out), system prompt and tool schemas from the
   producing version's templates (or, with `--tools-source`/`--prompts-source`, read from the
@@ -231,6 +234,28 @@ def moatless(traj: dict[str, Any]) -> dict[str, Any]:
         "tools": tools,
         "messages": messages,
     }
+
+
+def moatless_requests(traj: dict[str, Any]) -> dict[str, Any]:
+    """`moatless`, with every request the run sent (`x_requests`): Moatless stores each step's
+    exact input, and its history is not append-only (a breakpoint moved every turn, a retried
+    action's exchange rewritten). Each request is `[keep, added]`: the first `keep` messages of the
+    request before it, then `added`."""
+    body = moatless(traj)
+    steps = [
+        n["completions"]["build_action"]["input"]
+        for n in traj["nodes"]
+        if (n.get("completions") or {}).get("build_action", {}).get("input")
+    ]
+    requests: list[list[Any]] = []
+    previous: list[Any] = []
+    for messages in steps:
+        keep = 0
+        while keep < min(len(messages), len(previous)) and messages[keep] == previous[keep]:
+            keep += 1
+        requests.append([keep, messages[keep:]])
+        previous = messages
+    return {**body, "x_requests": requests}
 
 
 def tau2(
@@ -545,6 +570,7 @@ def main() -> None:
             "openhands",
             "sweagent",
             "moatless",
+            "moatless_requests",
             "tau2",
             "taubench",
             "livemcp",
@@ -584,6 +610,10 @@ def main() -> None:
         elif args.family == "moatless":
             traj = json.loads(text)
             _write(args.out, f"{args.prefix}moatless__{path.parent.name}", moatless(traj), str(path))
+        elif args.family == "moatless_requests":
+            traj = json.loads(text)
+            name = f"{args.prefix}moatless_requests__{path.parent.name}"
+            _write(args.out, name, moatless_requests(traj), str(path))
         elif args.family == "taubench":
             tools = json.loads(args.tools.read_text())
             domain = path.stem.rsplit("-", 1)[-1]
