@@ -13,15 +13,13 @@ from hypothesis import strategies as st
 
 from bench.cache import loops, replay, row, window_policy, with_client
 from bench.clients import breakpoints, last_n_observations
-from guard.core.config import Deployment
-from guard.core.policy import Policy, PolicySet
 from guard.dialects import by_name, detect
 from guard.fit.edited import LastCut, counts_digest, spine
 from guard.fit.engine import Engine, FitRequest, Judged
 from guard.fit.planner import run
 from guard.fit.temperature import Seen, Temperature
 from tests.strategies import long_agent_loop
-from tests.test_properties import UNDERLYING, _engine, _growing, _turns
+from tests.test_properties import _engine, _growing, _turns, sized
 
 CHAT = by_name("openai")
 
@@ -131,15 +129,8 @@ def test_a_loop_whose_client_stubs_old_results_is_cut_anew_no_more_often_with_th
     """Generated loops of 20-40 turns at a fifth to a half of their size, the client stubbing all
     but its newest `keep` results: with the conversation's record the guard makes no more new cuts
     than the replay alone (150 examples: 1.1 against 5.0 on average, fewer on 57, more on none)."""
-    body, settings_ = case
+    body, settings_ = case[0], sized(*case)
     d = by_name(settings_["dialect"])
-    probe = Engine(
-        PolicySet(defaults=Policy()),
-        deployments={"tiny": Deployment("tiny", UNDERLYING[settings_["dialect"]], {"max_input_tokens": 10**7})},
-        model_map={},
-    )
-    full = probe.fit(body, dialect=settings_["dialect"]).report.input_tokens_before
-    settings_["window"] = int(full * settings_["share"]) + settings_["max_output"]
     key = "input" if "input" in body else "messages"
     client = last_n_observations(keep)
     turns = [{**turn, key: client(d, _turns(turn))} for turn in _growing(body)]

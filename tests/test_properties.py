@@ -637,6 +637,18 @@ def test_the_guards_count_of_a_body_is_what_its_fit_reports(case):
     assert _engine(settings).count(body, dialect=settings["dialect"]) == result.report.input_tokens_before
 
 
+def sized(body: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """`settings` with the window of a `long_agent_loop` set: its `share` of the whole loop."""
+    probe = Engine(
+        PolicySet(defaults=Policy()),
+        deployments={"tiny": Deployment("tiny", UNDERLYING[settings["dialect"]], {"max_input_tokens": 10**7})},
+        model_map={},
+    )
+    full = probe.fit(body, dialect=settings["dialect"]).report.input_tokens_before
+    settings["window"] = int(full * settings["share"]) + settings["max_output"]
+    return settings
+
+
 @given(long_agent_loop())
 def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
     """Issue 24: a loop that grows to 2-5x its room (20-40 turns: each example replays every turn),
@@ -645,14 +657,7 @@ def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
     except on turns whose report marks a new cut; and new cuts come once per band of growth (the
     quantum, `cut_quantum_ratio` of the room), plus one, not once per turn."""
     body, settings = case
-    probe = Engine(
-        PolicySet(defaults=Policy()),
-        deployments={"tiny": Deployment("tiny", UNDERLYING[settings["dialect"]], {"max_input_tokens": 10**7})},
-        model_map={},
-    )
-    full = probe.fit(body, dialect=settings["dialect"]).report.input_tokens_before
-    settings["window"] = int(full * settings["share"]) + settings["max_output"]
-    engine = _engine(settings)
+    engine = _engine(sized(body, settings))
     previous: Fitted | None = None
     new_cuts = cut_turns = 0
     last_before = room = band = 0
