@@ -49,6 +49,11 @@ def test_a_record_tells_an_edited_history_from_an_appended_one_and_from_another_
     other = [5, 3, 11, *counts[3:]]  # another run of the same task: the model's first reply differs
     assert not last.of_this(CHAT, msgs, other)
     assert not last.of_this(CHAT, msgs[:6], counts[:6])  # shorter: the client's own compaction, or a cut body
+    # a cut that sent the pinned two, a marker and messages 4 on: a stub of what it left out takes nothing
+    dropping = LastCut.of(CHAT, msgs, counts, (6, 20), kept=[0, 1, -1, 4, 5])
+    assert (dropping.dropped, dropping.dropped_tokens) == (((2, 4),), 21)
+    assert dropping.taken(stubbed) == 0 and dropping.taken([*counts[:4], 5, *counts[5:]]) == 4
+    assert LastCut.from_dict(dropping.to_dict()) == dropping
     carried = last.carried(CHAT, msgs, stubbed)
     assert (carried.length, carried.mark, carried.prefix_tokens) == (6, 20, 45) and carried.edited
     assert carried.digest == counts_digest(stubbed) and carried.spine == spine(CHAT, msgs, stubbed, 6)
@@ -59,7 +64,7 @@ def test_the_record_goes_through_the_shared_log_and_rejects_what_is_not_one():
     seen = Seen(5.0, None, last)
     assert Seen.from_json(seen.to_json()) == seen
     assert Seen.from_json(json.dumps({"at": 5.0})) == Seen(5.0)  # a record written before there was one
-    for bad in ({"length": -1}, {**last.to_dict(), "mark": "9"}, {**last.to_dict(), "spine": None}, [1, 2]):
+    for bad in ({"length": -1}, {"mark": "9"}, {"spine": None}, {"dropped": [[1]]}, {"dropped_tokens": -2}, [1, 2]):
         data = bad if not isinstance(bad, dict) or "digest" in bad else {**last.to_dict(), **bad}
         assert LastCut.from_dict(data) is None
 

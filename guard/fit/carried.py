@@ -63,7 +63,7 @@ def carried(
         held = yield from cuts.at(anchor.length, anchor.mark)
         held = yield from notes.noted(held, anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.room:
-            record = LastCut.of(req.dialect, messages, counts, (anchor.length, anchor.mark))
+            record = LastCut.of(req.dialect, messages, counts, (anchor.length, anchor.mark), kept=held[0].origin)
             return (*held, anchor, replace(record, under_bar=held[0].total < room_bar(budget)))
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
@@ -107,7 +107,7 @@ def _warm(
         made = yield from made_at(n, mark)
     if made is None:
         return None
-    record = LastCut.of(dialect, messages, counts, (m, mark), under_bar=made[0].total < room_bar(budget))
+    record = LastCut.of(dialect, messages, counts, (m, mark), made[0].total < room_bar(budget), made[0].origin)
     return (*made, None, replace(record, edited=edited))
 
 
@@ -129,7 +129,7 @@ def _anchored(
     for mark in dict.fromkeys((*marks, quantized_stop(total, budget.target, budget.band))):
         made = yield from cut_at(n, mark)
         if made is not None and (made[0].total >= bar or first is None):
-            record = LastCut.of(req.dialect, req.messages, counts, (n, mark), made[0].total < bar)
+            record = LastCut.of(req.dialect, req.messages, counts, (n, mark), made[0].total < bar, made[0].origin)
             first = (*made, Anchor(n, mark, sum(counts)), record)
             if made[0].total >= bar:
                 break

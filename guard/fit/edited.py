@@ -54,7 +54,8 @@ class LastCut:
     the digest `digest` and whose replies the `spine`; `edited`: the client has changed messages
     of this history since the cut was made (the replay of its past is then not what was sent);
     `under_bar`: the cut left less than the room bar when it was made (whole turns allowed no
-    more), so carrying it under the bar is no loss of the client's edits."""
+    more), so carrying it under the bar is no loss of the client's edits; `dropped`: the runs of
+    messages of the prefix the cut left out (`[start, end)`), then `dropped_tokens` tokens."""
 
     length: int
     mark: int
@@ -64,6 +65,8 @@ class LastCut:
     spine: str
     edited: bool = False
     under_bar: bool = False
+    dropped: tuple[tuple[int, int], ...] = ()
+    dropped_tokens: int = 0
 
     @classmethod
     def of(
@@ -73,12 +76,15 @@ class LastCut:
         counts: Sequence[int],
         cut: tuple[int, int],
         under_bar: bool = False,
+        kept: Sequence[int] = (),
     ) -> LastCut:
         """The record of a cut of the first `cut[0]` of a history's messages (each `counts` tokens)
-        to `cut[1]`."""
+        to `cut[1]`, which sends the messages `kept` (their places in the history)."""
         length, mark = cut
         digest, spine_ = counts_digest(counts), spine(dialect, messages, counts, length)
-        return cls(length, mark, sum(counts[:length]), len(counts), digest, spine_, under_bar=under_bar)
+        dropped = _runs(sorted(set(range(length)) - set(kept))) if kept else ()
+        tokens = sum(sum(counts[a:b]) for a, b in dropped)
+        return cls(length, mark, sum(counts[:length]), len(counts), digest, spine_, False, under_bar, dropped, tokens)
 
     def of_this(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> bool:
         """Whether this record is of this history: of a history it grew from, the replies its cut
@@ -91,10 +97,12 @@ class LastCut:
         return counts_digest(counts[: self.history]) != self.digest
 
     def taken(self, counts: Sequence[int]) -> int:
-        """The tokens the client took out of this cut's prefix since the cut was made (less than
-        none where its edits added): the prefix is cut as if it were still as it was, so the same
-        oldest turns go (`guard.fit.carried`)."""
-        return self.prefix_tokens - sum(counts[: self.length])
+        """The tokens the client took out of what this cut's prefix keeps since the cut was made
+        (less than none where its edits added; what it changed of the messages the cut leaves out
+        does not count): the prefix is cut as if it were still as it was, so the same oldest turns
+        go (`guard.fit.carried`)."""
+        dropped_now = sum(sum(counts[a:b]) for a, b in self.dropped)
+        return (self.prefix_tokens - self.dropped_tokens) - (sum(counts[: self.length]) - dropped_now)
 
     def carried(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> LastCut:
         """This cut, carried by a history (of this one, `of_this`): recorded as made (its prefix's
@@ -117,6 +125,8 @@ class LastCut:
             "spine": self.spine,
             "edited": self.edited,
             "under_bar": self.under_bar,
+            "dropped": [list(r) for r in self.dropped],
+            "dropped_tokens": self.dropped_tokens,
         }
 
     @classmethod
@@ -124,12 +134,35 @@ class LastCut:
         if not isinstance(data, Mapping):
             return None
         ints = [data.get(k) for k in ("length", "mark", "prefix_tokens", "history")]
+        ints.append(data.get("dropped_tokens", 0))
         digest, spine_ = data.get("digest"), data.get("spine")
         flags = [data.get("edited", False), data.get("under_bar", False)]
-        counts = [v for v in ints if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
-        if len(counts) != 4 or not isinstance(digest, str) or not isinstance(spine_, str):
+        runs = data.get("dropped", [])
+        counts = [v for v in ints if isinstance(v, int) and _count(v)]
+        if len(counts) != 5 or not isinstance(digest, str) or not isinstance(spine_, str):
             return None
-        if not all(isinstance(f, bool) for f in flags):
+        if not all(isinstance(f, bool) for f in flags) or not isinstance(runs, list):
             return None
-        length, mark, prefix_tokens, history = counts
-        return cls(length, mark, prefix_tokens, history, digest, spine_, *flags)
+        dropped = tuple(
+            (int(r[0]), int(r[1])) for r in runs if isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
+        )
+        if len(dropped) != len(runs):
+            return None
+        length, mark, prefix_tokens, history, tokens = counts
+        edited, under_bar = (bool(f) for f in flags)
+        return cls(length, mark, prefix_tokens, history, digest, spine_, edited, under_bar, dropped, tokens)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _runs(indices: Sequence[int]) -> tuple[tuple[int, int], ...]:
+    """Sorted indices as runs `[start, end)`."""
+    runs: list[tuple[int, int]] = []
+    for i in indices:
+        if runs and runs[-1][1] == i:
+            runs[-1] = (runs[-1][0], i + 1)
+        else:
+            runs.append((i, i + 1))
+    return tuple(runs)
