@@ -77,19 +77,20 @@ def test_a_real_loop_whose_client_stubs_old_results_keeps_its_cut_while_it_fits(
     the newest five stubbed, so each changes five turns after it came), at half its size. The
     replay of a stubbed past finds earlier turns fitting that were cut when sent; before the record
     the guard cut anew on 9 turns and paid 1.34x the untrimmed loop's input bill over the
-    overflowing turns (the client's stubs break the untrimmed loop's cache on every turn too)."""
+    overflowing turns (the client's stubs break the untrimmed loop's cache on every turn too);
+    measured with it: 1 new cut, 0.85x."""
     name, body = SWE[0]
     edited = with_client(body, last_n_observations(5))
     d = detect(body)
     sent: list[tuple[list[dict[str, Any]], str | None]] = []
     base = replay(name, edited, None)
-    run = replay(
+    guarded = replay(
         name,
         edited,
         window_policy(body, 0.5),
         on_turn=lambda _, fitted: sent.append((list(d.messages(fitted.body)), fitted.report.cut)),
     )
-    r = row(name, base, run)
+    r = row(name, base, guarded)
     assert r["rejected"] == 0 and r["cut"] >= 30
     assert r["new_cuts"] <= 4, r["new_cuts"]
     assert r["bill_over"] <= 1.0, r["bill_over"]
@@ -183,8 +184,8 @@ def test_the_requests_a_real_run_sent_keep_the_guards_cut_where_the_run_rewrote_
     (name, body) = next((n, b) for n, b in loops() if n == "moatless_requests/django__django-12284")
     assert len(body["x_requests"]) == 29
     base = replay(name, body, None)
-    run = replay(name, body, window_policy(body, 0.5))
-    r = row(name, base, run, body)
+    guarded = replay(name, body, window_policy(body, 0.5))
+    r = row(name, base, guarded, body)
     assert r["best_bill_over"] is None  # (the yardsticks cut a history as appended: none here)
     assert r["rejected"] == 0 and r["cut"] >= 20
     assert r["new_cuts"] <= 5, r["new_cuts"]
