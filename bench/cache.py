@@ -145,12 +145,16 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     messages = list(dialect.messages(body))
     clean = {k: v for k, v in body.items() if not k.startswith("x_")}
     client = body.get("x_client")
+
+    def request(turns: list[Any]) -> dict[str, Any]:
+        return {**clean, key: turns if client is None else client(dialect, turns), out: OUTPUT}
+
     if body.get("x_requests"):  # the requests the run sent, as sent (`convert.py moatless_requests`)
         sent: list[Any] = []
         for keep, added in body["x_requests"]:
             sent = [*sent[:keep], *added]
-            yield {**clean, key: sent if client is None else client(dialect, sent), out: OUTPUT}
-        yield {**clean, key: messages if client is None else client(dialect, messages), out: OUTPUT}
+            yield request(sent)
+        yield request(messages)
         return
     ends = [
         i
@@ -163,8 +167,7 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         and not (m.get("role") == "assistant" and messages[i - 1].get("type") == "reasoning")
     ]
     for end in (*ends, len(messages)):
-        turns = messages[:end] if client is None else client(dialect, messages[:end])
-        yield {**clean, key: turns, out: OUTPUT}
+        yield request(messages[:end])
 
 
 def with_client(body: Mapping[str, Any], client: Client | None) -> dict[str, Any]:

@@ -54,7 +54,7 @@ def test_a_record_tells_an_edited_history_from_an_appended_one_and_from_another_
     assert (dropping.dropped, dropping.dropped_tokens) == (((2, 4),), 21)
     assert dropping.taken(stubbed) == 0 and dropping.taken([*counts[:4], 5, *counts[5:]]) == 4
     assert LastCut.from_dict(dropping.to_dict()) == dropping
-    carried = last.carried(CHAT, msgs, stubbed)
+    carried = last.carried(stubbed)
     assert (carried.length, carried.mark, carried.prefix_tokens) == (6, 20, 45) and carried.edited
     assert carried.digest == counts_digest(stubbed) and carried.spine == spine(CHAT, msgs, stubbed, 6)
 

@@ -63,8 +63,8 @@ def carried(
         held = yield from cuts.at(anchor.length, anchor.mark)
         held = yield from notes.noted(held, anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.room:
-            record = LastCut.of(req.dialect, messages, counts, (anchor.length, anchor.mark), kept=held[0].origin)
-            return (*held, anchor, replace(record, under_bar=held[0].total < room_bar(budget)))
+            under, cut = held[0].total < room_bar(budget), (anchor.length, anchor.mark)
+            return (*held, anchor, LastCut.of(req.dialect, messages, counts, cut, under, held[0].origin))
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
@@ -91,7 +91,7 @@ def _warm(
         made = yield from notes.noted(made, last.length, last.mark)
         # (what the client took out may leave it under the room bar: then a new cut uses the room)
         if made is not None and (made[0].total >= room_bar(budget) or last.under_bar):
-            return (*made, None, last.carried(dialect, messages, counts))
+            return (*made, None, last.carried(counts))
         cuts.ghost, edited = 0, last.edited or last.changed(counts)
     if edited:
         found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])

@@ -104,15 +104,11 @@ class LastCut:
         dropped_now = sum(sum(counts[a:b]) for a, b in self.dropped)
         return (self.prefix_tokens - self.dropped_tokens) - (sum(counts[: self.length]) - dropped_now)
 
-    def carried(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> LastCut:
-        """This cut, carried by a history (of this one, `of_this`): recorded as made (its prefix's
-        tokens then), in that history."""
+    def carried(self, counts: Sequence[int]) -> LastCut:
+        """This cut, carried by a history (each message's `counts`) it is of (`of_this`: the spine
+        is the same): recorded as made (its prefix's tokens then), in that history."""
         return replace(
-            self,
-            history=len(counts),
-            digest=counts_digest(counts),
-            spine=spine(dialect, messages, counts, self.length),
-            edited=self.edited or self.changed(counts),
+            self, history=len(counts), digest=counts_digest(counts), edited=self.edited or self.changed(counts)
         )
 
     def to_dict(self) -> dict[str, Any]:
