@@ -95,15 +95,93 @@ def test_a_real_loop_whose_client_stubs_old_results_keeps_its_cut_while_it_fits(
     assert r["new_cuts"] <= 4, r["new_cuts"]
     assert r["bill_over"] <= 1.0, r["bill_over"]
     assert r["room_min"] >= 0.6
+    assert _carried_turns(sent) >= 30
+
+
+def _carried_turns(sent: list[tuple[list[dict[str, Any]], str | None]]) -> int:
+    """How many turns carried the previous turn's cut (the same fingerprint), asserting that on
+    each the guard stopped sending a message only where the client changed it."""
     carried = 0
     for (before, was), (after, now) in zip(sent, sent[1:]):
         if now is None or now != was:
             continue
         carried += 1
         k = next((i for i, (a, b) in enumerate(zip(before, after)) if a != b), None)
-        # the guard stops sending a message only where the client changed it
         assert k is None or before[k] not in after, (k, now)
-    assert carried >= 30
+    return carried
+
+
+def test_a_stubbing_client_that_edits_what_the_cut_dropped_changes_nothing_the_cut_keeps():
+    """A real Claude Code session replayed with `last_n_observations: 5` at half its size: its cut
+    drops old turns out of order (relevance keeps what the newest question is about), and the
+    client goes on stubbing results the cut already dropped. Cut again by choice, a smaller dropped
+    group changed what the drop took (54 messages instead of 55, one new cut a turn on two
+    turns: 3 new cuts, 1.34x the untrimmed loop's bill over the overflowing turns); the messages
+    the carried cut dropped go again (`History.dropped`): measured 1 new cut, 0.82x."""
+    name, body = next((n, b) for n, b in loops(match="claudecode/196820da"))
+    edited = with_client(body, last_n_observations(5))
+    d = detect(body)
+    sent: list[tuple[list[dict[str, Any]], str | None]] = []
+    base = replay(name, edited, None)
+    guarded = replay(
+        name,
+        edited,
+        window_policy(body, 0.5),
+        on_turn=lambda _, fitted: sent.append((list(d.messages(fitted.body)), fitted.report.cut)),
+    )
+    r = row(name, base, guarded)
+    assert r["rejected"] == 0 and r["cut"] == 7
+    assert r["new_cuts"] == 1, r["new_cuts"]
+    assert r["bill_over"] <= 0.9, r["bill_over"]
+    assert _carried_turns(sent) == 6
+
+
+def test_the_drop_takes_again_what_a_carried_cut_dropped_however_the_client_changed_it():
+    """The drop step, given the messages a carried cut dropped (`History.dropped`) and what the
+    client took out of them since (`dropped_ghost`, in the conversation's fixed tokens until they
+    go): it drops those very messages and the phantom tokens go with them; where they do not reach
+    the stop mark, it chooses, and the phantom stays unless all of them went."""
+    from dataclasses import replace
+
+    from guard.core.policy import Policy
+    from guard.core.encodings import get_encoding
+    from guard.core.tokens import TokenCounter
+    from guard.fit.conversation import Context, Conversation, Keeping
+    from guard.fit.history import History
+    from guard.fit.marks import Marks
+    from guard.fit.strategies.drop import drop_oldest_turns
+
+    counter = TokenCounter(get_encoding("o200k_base"))
+    word = "lorem ipsum dolor sit amet "
+    results = [word * 60, word * 8, word * 5, word * 5, word * 5]
+    msgs = _history(results) + [{"role": "user", "content": "what now?"}]
+    counts = counter.messages(CHAT, msgs)
+
+    def drop(messages, fixed, stop_at, history=History()):
+        conv = Conversation.build(CHAT, messages, counter.messages(CHAT, messages), fixed, Keeping(1))
+        marks = Marks(stop_at=stop_at, floor=stop_at - 40, room=stop_at + 200, target=stop_at, band=40)
+        ctx = Context(counter=counter, policy=Policy(), marks=marks, history=history)
+        out = drop_oldest_turns(conv, ctx)
+        return out.conv, {i for i in range(len(messages)) if i not in out.conv.origin}
+
+    stop_at = sum(counts) - sum(counts[2:6]) + 30  # the first two turns have to go
+    cut, gone = drop(msgs, 0, stop_at)
+    assert gone == {2, 3, 4, 5}
+    stub = "[old output omitted]"
+    stubbed = [*msgs[:3], {**msgs[3], "content": stub}, *msgs[4:]]
+    taken = counts[3] - counter.messages(CHAT, [stubbed[3]])[0]
+    # chosen anew, the stubbed turn no longer reaches the mark: more goes (or, with the tokens
+    # taken out in the fixed part, the stub and the turn after it)
+    assert drop(stubbed, taken, stop_at)[1] != gone
+    again, gone_again = drop(stubbed, taken, stop_at, History(dropped=frozenset(gone), dropped_ghost=taken))
+    assert gone_again == gone and again.fixed == 0
+    assert again.messages == cut.messages and again.total == cut.total  # byte for byte, as sent before
+    # a stop mark the same messages do not reach: the drop chooses; the phantom goes once all of them have
+    lower, chosen = drop(
+        stubbed, taken, stop_at - counts[5] - 10, History(dropped=frozenset(gone), dropped_ghost=taken)
+    )
+    assert chosen > gone and lower.fixed == 0
+    assert replace(lower, fixed=taken).total <= stop_at - counts[5] - 10 + taken
 
 
 def test_a_moving_cache_breakpoint_changes_no_cut():

@@ -86,13 +86,16 @@ def _warm(
     made_at = summaries.made if summaries else cuts.made
     edited = False  # (the record of the turn just before this one, not an older one: another worker served since)
     if last is not None and last.history in (n, *past.requests[-1:]) and last.of_this(dialect, messages, counts):
-        cuts.ghost = max(last.taken(counts), -req.fixed)
+        cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
+        if edited and not summarizing:  # (the same messages go again: `History.dropped`)
+            cuts.dropped = frozenset(i for a, b in last.dropped for i in range(a, b))
+            cuts.dropped_ghost = max(last.dropped_tokens - sum(sum(counts[a:b]) for a, b in last.dropped), -cuts.ghost)
         made = yield from made_at(last.length, last.mark)
         made = yield from notes.noted(made, last.length, last.mark)
         # (what the client took out may leave it under the room bar: then a new cut uses the room)
         if made is not None and (made[0].total >= room_bar(budget) or last.under_bar):
             return (*made, None, last.carried(counts))
-        cuts.ghost, edited = 0, last.edited or last.changed(counts)
+        cuts.ghost, cuts.dropped, cuts.dropped_ghost = 0, frozenset(), 0
     if edited:
         found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])
     else:
@@ -243,6 +246,8 @@ class _Cuts:
         self.fitted: dict[tuple[Any, ...], Any] = {}  # this request's prefix fits (see `_prefix`)
         # tokens the client took out of a carried cut's prefix since it was made (`guard.fit.edited`)
         self.ghost = 0  # the prefix is cut as if they were still there: the same oldest turns go
+        self.dropped: frozenset[int] = frozenset()  # and the messages it dropped go again
+        self.dropped_ghost = 0  # (with the tokens the client took out of them: `History.dropped_ghost`)
         self.keys = _SizeKeys(req, budget, policy, summarizing)
         self.forms = _Forms(req, ctx.counter, policy.allows("compact_json"), self.keys.hashes)
         self.sent = self.forms.sent()
@@ -252,7 +257,7 @@ class _Cuts:
         cannot be made): a past request's cut is made again where the engine does not remember it
         (a new worker or replica; with a summarizer, its summaries come from the summary cache,
         where that request left them); the request's own cut is kept in `made_here`."""
-        key = (*self.keys(m, mark), self.ghost)
+        key = (*self.keys(m, mark), self.ghost, self.dropped, self.dropped_ghost)
         sizes = memo.current().cut_sizes
         if m < len(self.messages) and key in sizes:
             return sizes.get(key)
@@ -313,9 +318,9 @@ class _Cuts:
         deepest = floor > mark and not inside
         mark = mark if inside else max(mark, floor)
         cut, part = yield from self._prefix(m, mark, query(self.dialect, self.messages[:m]), summaries)
-        if cut.total > mark and not deepest:
-            return None
-        return (replace(cut, fixed=cut.fixed - self.ghost) if self.ghost else cut), part
+        if (cut.total > mark and not deepest) or cut.fixed != self.fixed + self.ghost:
+            return None  # (or the messages a carried cut dropped did not go again: `History.dropped`)
+        return (replace(cut, fixed=self.fixed) if self.ghost else cut), part
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort
@@ -344,7 +349,15 @@ class _Cuts:
         if summaries:
             return (yield from _fit_prefix(self, m, mark, question, summaries))
         # (the counter itself: an engine keeps one per encoding, factor and image formula)
-        key = (self.keys(m, mark), question, tuple(self.ctx.actions), self.ctx.counter, self.ghost)
+        key = (
+            self.keys(m, mark),
+            question,
+            tuple(self.ctx.actions),
+            self.ctx.counter,
+            self.ghost,
+            self.dropped,
+            self.dropped_ghost,
+        )
         prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
         made = self.fitted.get(key) or prefixes.get(key)
         if made is None or made[0] != prefix:
@@ -389,11 +402,14 @@ def _fit_prefix(
     )
     part = Context(counter=ctx.counter, policy=policy, marks=marks)
     part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
+    if cuts.dropped:
+        part.history = replace(part.history, dropped=cuts.dropped, dropped_ghost=cuts.dropped_ghost)
     for action in ctx.actions:  # the output clamp of this request
         part.record(action.kind, action.tokens_saved, action.items)
     part.summarized.known = cuts.known
     part.summarized.calls = ctx.summarized.calls
-    prefix = Conversation.build(dialect, messages, counts, cuts.fixed + cuts.ghost, Keeping.of(policy, budget))
+    fixed = cuts.fixed + cuts.ghost + cuts.dropped_ghost
+    prefix = Conversation.build(dialect, messages, counts, fixed, Keeping.of(policy, budget))
     cut, part = yield from fit(prefix, part, policy, can_summarize=summaries)
     ctx.summarized.calls = part.summarized.calls
     cuts.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)

@@ -32,6 +32,12 @@ class History:
     # every older slot counts as settled (see `settled_slots`): the drop-first pass, which sees no
     # counts as sent, so no step waits for a band
     all_settled: bool = False
+    # the messages (original indices) a carried cut left out when it was made, where the client has
+    # edited the history since: the drop takes them again, whatever the client did to them or to
+    # what relevance reads (`guard.fit.edited`); None: the drop chooses. `dropped_ghost`: the
+    # tokens the client took out of them since, in the conversation's fixed tokens until they go
+    dropped: frozenset[int] | None = None
+    dropped_ghost: int = 0
     _relevant: dict[frozenset[int], frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
     _ends: list[int] = field(default_factory=list, compare=False, repr=False)
 

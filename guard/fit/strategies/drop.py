@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from dataclasses import replace
 
 from guard.dialects import MARKER_PREFIX, Message, cache_breakpoint, last_breakpoints
 from guard.fit.conversation import Context, Conversation, Outcome
@@ -29,16 +30,42 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Outcome:
     ctx = ctx.own()
     if ctx.done(conv):
         return ctx.outcome(conv)
-    groups = ctx.relevant_last(droppable_groups(conv), lambda g: (conv.origin[i] for i in g))
-    chosen = _oldest_first(conv, ctx, groups, skip_overshoot=True)
-    if not ctx.done(_without(conv, ctx, chosen)):
-        chosen = _oldest_first(conv, ctx, groups, skip_overshoot=False)
-    result = drop_messages(conv, ctx, _restore(conv, ctx, groups, chosen))
+    chosen = _again(conv, ctx)
+    if chosen is None:
+        groups = ctx.relevant_last(droppable_groups(conv), lambda g: (conv.origin[i] for i in g))
+        chosen = _oldest_first(conv, ctx, groups, skip_overshoot=True)
+        if not ctx.done(_without(conv, ctx, chosen)):
+            chosen = _oldest_first(conv, ctx, groups, skip_overshoot=False)
+        chosen = _restore(conv, ctx, groups, chosen)
+    result = drop_messages(conv, ctx, chosen)
+    dropped = ctx.history.dropped
+    if dropped and dropped <= {conv.origin[i] for i in chosen}:  # (what the client took out of them goes with them)
+        result = replace(result, fixed=result.fixed - ctx.history.dropped_ghost)
     # turns given back may end between the stop mark and the low-water mark: that is still below
     # the target, so nothing after this step (the last-resort truncation) should cut further
     below = ctx.target if ctx.ceiling is None else ctx.ceiling
     ctx.marks = ctx.marks.stopping_at(max(ctx.stop_at, min(result.total, below)))
     return ctx.outcome(result)
+
+
+def _again(conv: Conversation, ctx: Context) -> set[int] | None:
+    """The messages a carried cut dropped when it was made (`History.dropped`, for a history the
+    client edited since), where they are whole droppable groups here and dropping them again reaches
+    the stop mark: the same oldest turns go, so the kept ones are sent as they were, whatever the
+    client did to those that went (stubbed them: smaller groups another choice would give back, or
+    other words for relevance: the tokens it took out of them stand in the conversation's fixed
+    tokens until they go). None: the drop chooses."""
+    dropped = ctx.history.dropped
+    if not dropped:
+        return None
+    chosen = {i for i, o in enumerate(conv.origin) if o in dropped}
+    whole = [g for g in droppable_groups(conv) if chosen.intersection(g)]
+    if len(chosen) != len(dropped) or sum(len(g) for g in whole) != len(chosen):
+        return None
+    result = _without(conv, ctx, chosen)
+    if result.total >= conv.total:  # (their markers would cost more than they do now)
+        return None
+    return chosen if ctx.done(replace(result, fixed=result.fixed - ctx.history.dropped_ghost)) else None
 
 
 def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: set[int]) -> set[int]:

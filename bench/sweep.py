@@ -1,0 +1,169 @@
+"""bench.cache over several window ratios at once, summed up against issue 34's bars.
+
+    .venv/bin/python -m bench.sweep [--ratios 0.3,0.5,0.7] [--match moatless/] [--client N:K]
+        [--corpus DIR] [--out rows.json] [--against old.json] [--jobs 2]
+    .venv/bin/python -m bench.sweep --trace moatless/django__django-12284 --ratios 0.5 [--client N:K]
+
+Each (ratio, loop) pair is one `bench.cache` row (default policy, no summarizer, no idle gaps),
+worked out in `--jobs` processes. Per ratio it prints the loops over the room: the mean and median
+bill over the overflowing turns against the carrying best cuts' (`best_carry_bill_over`), how many
+loops are over 1.0x, over the carrying best + 0.05, under its hit - 0.05, the new cuts, needless
+breaks and the room used (minimum). `--corpus` replays another folder of agent loops (a held-out
+set converted by bench/corpus/agents/convert.py) instead of the whole bench; `--against` lists the
+loops whose bill moved by more than 0.005 since an earlier `--out`. `--trace LOOP` prints one
+loop turn by turn instead (at the first ratio): the untrimmed and the guarded request's tokens, the
+guarded one's cached prefix, its room used, and whether its cut is new or the prefix broke.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+_LOOPS: list[tuple[str, dict[str, Any]]] | None = None
+
+
+def _loops(match: str | None, corpus: str | None) -> list[tuple[str, dict[str, Any]]]:
+    global _LOOPS
+    if _LOOPS is None:
+        from bench import cache, traces
+
+        if corpus:
+            traces.AGENTS_CORPUS = Path(corpus)
+            _LOOPS = [(n, b) for n, b in traces.agent_runs() if not match or match in n]
+        else:
+            _LOOPS = cache.loops(match=match)
+    return _LOOPS
+
+
+def _row(task: tuple[float, int, str | None, str | None, str | None]) -> dict[str, Any]:
+    from bench import cache
+    from bench.clients import named
+
+    ratio, index, match, corpus, client_name = task
+    name, body = _loops(match, corpus)[index]
+    client = named(client_name) if client_name else None
+    edited = cache.with_client(body, client)
+    base = cache.replay(name, edited, None)
+    run = cache.replay(name, edited, cache.window_policy(body, ratio))
+    return {"ratio": ratio, **cache.row(name, base, run, None if client else body)}
+
+
+def rows(
+    ratios: list[float], match: str | None, corpus: str | None, client: str | None, jobs: int
+) -> list[dict[str, Any]]:
+    count = len(_loops(match, corpus))
+    tasks = [(r, i, match, corpus, client) for r in ratios for i in range(count)]
+    if jobs <= 1:
+        return [_row(t) for t in tasks]
+    with ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(_row, tasks, chunksize=1))
+
+
+def trace(name: str, ratio: float, corpus: str | None, client_name: str | None) -> str:
+    from bench import cache
+    from bench.clients import named
+
+    body = dict(next(b for n, b in _loops(None, corpus) if n == name))
+    edited = cache.with_client(body, named(client_name) if client_name else None)
+    base = cache.replay(name, edited, None)
+    run = cache.replay(name, edited, cache.window_policy(body, ratio))
+    lines = [f"{name} at {ratio:.0%}, room {run.room}", "turn  untrimmed    sent  cached  room  "]
+    for i, (b, t) in enumerate(zip(base.turns, run.turns)):
+        prev = run.turns[i - 1].sent if i else 0
+        lines.append(
+            f"{i:>4} {b.sent:>10} {t.sent:>7} {t.cached:>7}  "
+            f"{'-' if t.room_used is None else f'{t.room_used:.2f}'}"
+            f"{'  new cut' if t.new_cut and t.cut else ''}{'  break' if i and t.cached < prev else ''}"
+            f"{'  over' if run.room is not None and b.sent > run.room else ''}"
+        )
+    return "\n".join(lines)
+
+
+def summary(rows: list[dict[str, Any]]) -> str:
+    lines = ["ratio loops  mean  best  median best_med  >1.0x  >best+.05  hit<best-.05  new_cuts needless room_min"]
+    for ratio in sorted({r["ratio"] for r in rows}):
+        over = [r for r in rows if r["ratio"] == ratio and r["bill_over"] is not None]
+        if not over:
+            continue
+        bills = [r["bill_over"] for r in over]
+        best = [r["best_carry_bill_over"] for r in over if r["best_carry_bill_over"] is not None]
+        above = [
+            r
+            for r in over
+            if r["best_carry_bill_over"] is not None and r["bill_over"] > r["best_carry_bill_over"] + 0.05
+        ]
+        low_hit = [r for r in over if r["hit_best_cut"] is not None and r["hit"] < r["hit_best_cut"] - 0.05]
+        rooms = [r["room_min"] for r in over if r["room_min"] is not None]
+        lines.append(
+            f"{ratio:<5} {len(over):>5} {statistics.mean(bills):.4f} "
+            f"{statistics.mean(best) if best else float('nan'):.4f} {statistics.median(bills):.4f} "
+            f"{statistics.median(best) if best else float('nan'):.4f}   {sum(b > 1.0 for b in bills):>4} "
+            f"{len(above):>10} {len(low_hit):>13} {sum(r['new_cuts'] for r in over):>9} "
+            f"{sum(r['needless'] for r in over):>8} {min(rooms) if rooms else float('nan'):.3f}"
+        )
+        for r in sorted(over, key=lambda r: -r["bill_over"]):
+            flags = []
+            if r["bill_over"] > 1.0:
+                flags.append(">1.0x")
+            if r in above:
+                flags.append(">best+.05")
+            if r in low_hit:
+                flags.append("hit")
+            if flags:
+                best_carry = r["best_carry_bill_over"]
+                lines.append(
+                    f"      {r['loop']:<58} bill {r['bill_over']:.3f} best "
+                    f"{'-' if best_carry is None else f'{best_carry:.3f}'} new_cuts {r['new_cuts']} "
+                    f"room_min {r['room_min'] if r['room_min'] is None else round(r['room_min'], 3)} " + " ".join(flags)
+                )
+    return "\n".join(lines)
+
+
+def moved(rows: list[dict[str, Any]], old: list[dict[str, Any]], by: float = 0.005) -> str:
+    before = {(r["ratio"], r["loop"]): r for r in old}
+    lines = []
+    for r in rows:
+        o = before.get((r["ratio"], r["loop"]))
+        if o is None or r["bill_over"] is None or o["bill_over"] is None:
+            continue
+        if abs(r["bill_over"] - o["bill_over"]) > by or r["new_cuts"] != o["new_cuts"]:
+            lines.append(
+                f"{r['ratio']:<5} {r['loop']:<58} bill {o['bill_over']:.3f} -> {r['bill_over']:.3f} "
+                f"new_cuts {o['new_cuts']} -> {r['new_cuts']}"
+            )
+    return "\n".join(lines) if lines else "no loop moved"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ratios", default="0.3,0.5,0.7")
+    parser.add_argument("--match", default=None)
+    parser.add_argument("--corpus", default=None, help="a folder of converted agent loops instead of the bench's")
+    parser.add_argument("--client", default=None, help="NAME:N (bench.clients)")
+    parser.add_argument("--out", default=None, help="write every row to this JSON file")
+    parser.add_argument("--against", default=None, help="an earlier --out: list the loops that moved")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--trace", default=None, help="one loop, turn by turn")
+    args = parser.parse_args(argv)
+    ratios = [float(r) for r in args.ratios.split(",")]
+    if args.trace:
+        print(trace(args.trace, ratios[0], args.corpus, args.client))
+        return
+    out = rows(ratios, args.match, args.corpus, args.client, args.jobs)
+    if args.out:
+        Path(args.out).write_text(json.dumps(out))
+    print(summary(out))
+    if args.against:
+        print(moved(out, json.loads(Path(args.against).read_text())))
+
+
+if __name__ == "__main__":
+    main()
