@@ -278,9 +278,9 @@ def test_a_long_context_carried_prefix_is_fitted_once_too(monkeypatch):
 
 def test_a_key_collision_never_sends_another_conversations_prefix(monkeypatch):
     """The fast path's memo is keyed by hashes; a hit must hold the very messages of this prefix."""
-    from guard.fit import carried
+    from guard.fit import prefix_forms
 
-    monkeypatch.setattr(carried._SizeKeys, "__call__", lambda self, m, mark: ("collide", m, mark))
+    monkeypatch.setattr(prefix_forms.PrefixKeys, "__call__", lambda self, m, mark: ("collide", m, mark))
     engine = _engine(20_000)
     a = coding_trace(turns=120, seed=5)
     b = json.loads(json.dumps(a))  # the same conversation but for one old result's secret

@@ -143,8 +143,8 @@ def test_the_drop_takes_again_what_a_carried_cut_dropped_however_the_client_chan
     the stop mark, it chooses, and the phantom stays unless all of them went."""
     from dataclasses import replace
 
-    from guard.core.policy import Policy
     from guard.core.encodings import get_encoding
+    from guard.core.policy import Policy
     from guard.core.tokens import TokenCounter
     from guard.fit.conversation import Context, Conversation, Keeping
     from guard.fit.history import History
