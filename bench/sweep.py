@@ -1,10 +1,11 @@
 """bench.cache over several window ratios at once, summed up against issue 34's bars.
 
     .venv/bin/python -m bench.sweep [--ratios 0.3,0.5,0.7] [--match moatless/] [--client N:K]
-        [--corpus DIR] [--out rows.json] [--against old.json] [--jobs 2]
+        [--corpus DIR] [--summarize] [--out rows.json] [--against old.json] [--jobs 2]
     .venv/bin/python -m bench.sweep --trace moatless/django__django-12284 --ratios 0.5 [--client N:K]
 
-Each (ratio, loop) pair is one `bench.cache` row (default policy, no summarizer, no idle gaps),
+Each (ratio, loop) pair is one `bench.cache` row (default policy, no idle gaps; no summarizer but
+with `--summarize`, bench.cache's scripted one),
 worked out in `--jobs` processes. Per ratio it prints the loops over the room: the mean and median
 bill over the overflowing turns against the carrying best cuts' (`best_carry_bill_over`), how many
 loops are over 1.0x, over the carrying best + 0.05, under its hit - 0.05, the new cuts, needless
@@ -43,24 +44,24 @@ def _loops(match: str | None, corpus: str | None) -> list[tuple[str, dict[str, A
     return _LOOPS
 
 
-def _row(task: tuple[float, int, str | None, str | None, str | None]) -> dict[str, Any]:
+def _row(task: tuple[float, int, str | None, str | None, str | None, bool]) -> dict[str, Any]:
     from bench import cache
     from bench.clients import named
 
-    ratio, index, match, corpus, client_name = task
+    ratio, index, match, corpus, client_name, summarize = task
     name, body = _loops(match, corpus)[index]
     client = named(client_name) if client_name else None
     edited = cache.with_client(body, client)
     base = cache.replay(name, edited, None)
-    run = cache.replay(name, edited, cache.window_policy(body, ratio))
+    run = cache.replay(name, edited, cache.window_policy(body, ratio), cache.Scripted() if summarize else None)
     return {"ratio": ratio, **cache.row(name, base, run, None if client else body)}
 
 
 def rows(
-    ratios: list[float], match: str | None, corpus: str | None, client: str | None, jobs: int
+    ratios: list[float], match: str | None, corpus: str | None, client: str | None, jobs: int, summarize: bool = False
 ) -> list[dict[str, Any]]:
     count = len(_loops(match, corpus))
-    tasks = [(r, i, match, corpus, client) for r in ratios for i in range(count)]
+    tasks = [(r, i, match, corpus, client, summarize) for r in ratios for i in range(count)]
     if jobs <= 1:
         return [_row(t) for t in tasks]
     with ProcessPoolExecutor(jobs) as pool:
@@ -152,12 +153,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--against", default=None, help="an earlier --out: list the loops that moved")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--trace", default=None, help="one loop, turn by turn")
+    parser.add_argument("--summarize", action="store_true", help="with bench.cache's scripted summarizer")
     args = parser.parse_args(argv)
     ratios = [float(r) for r in args.ratios.split(",")]
     if args.trace:
         print(trace(args.trace, ratios[0], args.corpus, args.client))
         return
-    out = rows(ratios, args.match, args.corpus, args.client, args.jobs)
+    out = rows(ratios, args.match, args.corpus, args.client, args.jobs, args.summarize)
     if args.out:
         Path(args.out).write_text(json.dumps(out))
     print(summary(out))

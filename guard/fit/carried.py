@@ -85,7 +85,7 @@ def _warm(
     edited = False  # (the record of the turn just before this one, not an older one: another worker served since)
     if last is not None and last.history in (n, *past.requests[-1:]) and last.of_this(dialect, messages, counts):
         cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
-        if edited and not summarizing:  # (the same messages go again: `History.dropped`)
+        if edited:  # (the same messages go again: `History.dropped`)
             cuts.dropped = frozenset(i for a, b in last.dropped for i in range(a, b))
             cuts.dropped_ghost = max(last.dropped_tokens - sum(sum(counts[a:b]) for a, b in last.dropped), -cuts.ghost)
         made = yield from made_at(last.length, last.mark)
