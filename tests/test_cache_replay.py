@@ -332,3 +332,23 @@ def test_a_cut_raised_to_the_room_keeps_the_room_bar_where_a_whole_turn_cut_does
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
     assert r["room_min"] >= ROOM_BAR
     assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["hit"] >= r["hit_best_cut"] - 0.05
+
+
+def test_the_sweep_sums_up_the_bench_rows_against_the_bars_and_finds_what_moved():
+    """`bench.sweep` (bench.cache over several ratios at once): its rows are bench.cache's own, its
+    summary flags a loop over 1.0x or over the carrying best + 0.05, and `moved` lists a loop whose
+    bill changed."""
+    from bench import sweep
+
+    rows = sweep.rows([0.5], "docent/47", None, None, jobs=1)
+    ((name, body),) = [(n, b) for n, b in loops() if "docent/47" in n]
+    base = replay(name, body, None)
+    assert rows == [{"ratio": 0.5, **row(name, base, replay(name, body, window_policy(body, 0.5)), body)}]
+    (r,) = rows
+    text = sweep.summary(rows)
+    flagged = (
+        r["bill_over"] > 1.0 or r["bill_over"] > r["best_carry_bill_over"] + 0.05 or r["hit"] < r["hit_best_cut"] - 0.05
+    )
+    assert text.splitlines()[1].startswith("0.5") and (name in text) == flagged
+    assert sweep.moved(rows, rows) == "no loop moved"
+    assert name in sweep.moved(rows, [{**r, "bill_over": r["bill_over"] + 0.01}])
