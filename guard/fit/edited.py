@@ -24,7 +24,7 @@ import hashlib
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from guard.dialects import Dialect
 
@@ -134,13 +134,13 @@ class LastCut:
         digest, spine_ = data.get("digest"), data.get("spine")
         flags = [data.get("edited", False), data.get("under_bar", False)]
         runs = data.get("dropped", [])
-        counts = [v for v in ints if isinstance(v, int) and _count(v)]
+        counts = [v for v in ints if is_count(v)]
         if len(counts) != 5 or not isinstance(digest, str) or not isinstance(spine_, str):
             return None
         if not all(isinstance(f, bool) for f in flags) or not isinstance(runs, list):
             return None
         dropped = tuple(
-            (int(r[0]), int(r[1])) for r in runs if isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
+            (int(r[0]), int(r[1])) for r in runs if isinstance(r, list) and len(r) == 2 and all(is_count(v) for v in r)
         )
         if len(dropped) != len(runs):
             return None
@@ -149,7 +149,8 @@ class LastCut:
         return cls(length, mark, prefix_tokens, history, digest, spine_, edited, under_bar, dropped, tokens)
 
 
-def _count(value: Any) -> bool:
+def is_count(value: Any) -> TypeGuard[int]:
+    """Whether a value read back from the shared record is a count (a non-negative int, not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from guard.core.content import blocks
 from guard.dialects import Dialect
-from guard.fit.edited import LastCut
+from guard.fit.edited import LastCut, is_count
 
 State = Literal["cold", "warm", "unknown"]
 # how long a provider keeps an unused cached prefix, per model family (seconds)
@@ -58,7 +58,7 @@ class Anchor:
         if not isinstance(data, Mapping):
             return None
         values = [data.get(k) for k in ("length", "mark", "prefix_tokens")]
-        ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+        ints = [v for v in values if is_count(v)]
         if len(ints) != 3:
             return None
         return cls(*ints)
