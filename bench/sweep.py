@@ -68,14 +68,14 @@ def rows(
         return list(pool.map(_row, tasks, chunksize=1))
 
 
-def trace(name: str, ratio: float, corpus: str | None, client_name: str | None) -> str:
+def trace(name: str, ratio: float, corpus: str | None, client_name: str | None, summarize: bool = False) -> str:
     from bench import cache
     from bench.clients import named
 
     body = dict(next(b for n, b in _loops(None, corpus) if n == name))
     edited = cache.with_client(body, named(client_name) if client_name else None)
     base = cache.replay(name, edited, None)
-    run = cache.replay(name, edited, cache.window_policy(body, ratio))
+    run = cache.replay(name, edited, cache.window_policy(body, ratio), cache.Scripted() if summarize else None)
     lines = [f"{name} at {ratio:.0%}, room {run.room}", "turn  untrimmed    sent  cached  room  "]
     for i, (b, t) in enumerate(zip(base.turns, run.turns)):
         prev = run.turns[i - 1].sent if i else 0
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     ratios = [float(r) for r in args.ratios.split(",")]
     if args.trace:
-        print(trace(args.trace, ratios[0], args.corpus, args.client))
+        print(trace(args.trace, ratios[0], args.corpus, args.client, args.summarize))
         return
     out = rows(ratios, args.match, args.corpus, args.client, args.jobs, args.summarize)
     if args.out:
