@@ -223,6 +223,46 @@ def test_a_loop_whose_client_stubs_old_results_is_cut_anew_no_more_often_with_th
     assert recorded <= replayed
 
 
+@settings(max_examples=max(40, settings.default.max_examples // 5))  # (each example replays a loop)
+@given(long_agent_loop(), st.integers(2, 6))
+def test_a_carried_cut_of_a_stubbing_clients_loop_stops_sending_only_what_the_client_changed(case, keep):
+    """Generated loops of 20-40 turns at a fifth to a half of their size, the client stubbing all
+    but its newest `keep` results: on every turn that carries the previous turn's cut (the same
+    fingerprint), the prompt starts with the previous one up to the first message the client
+    changed since (compact JSON as sent: the same on both turns); a message the guard sent before
+    it is sent again."""
+    body, settings_ = case[0], sized(*case)
+    d = by_name(settings_["dialect"])
+    key = "input" if "input" in body else "messages"
+    client = last_n_observations(keep)
+    engine = _engine(settings_)
+    previous: tuple[list[str], str | None, list[Any]] | None = None
+    for turn in _growing(body):
+        asked = client(d, _turns(turn))
+        fitted = run(engine.plan_for(FitRequest({**turn, key: asked}, dialect=settings_["dialect"], judged=Judged())))
+        sent = [json.dumps(m, sort_keys=True) for m in d.messages(fitted.body)]
+        cut = fitted.report.cut
+        if previous is not None and cut is not None and cut == previous[1]:
+            before, _, was_asked = previous
+            changed = {json.dumps(m, sort_keys=True) for m, a in zip(was_asked, asked) if m != a}
+            k = next((i for i, (a, b) in enumerate(zip(before, sent)) if a != b), None)
+            # the first message no longer sent as it was: one the client changed (its compact form, as sent)
+            assert k is None or before[k] not in sent, k
+            assert k is None or any(before[k] == json.dumps(c, sort_keys=True) for c in _forms(d, changed)), k
+        previous = (sent, cut, asked)
+
+
+def _forms(d: Any, changed: set[str]) -> list[Any]:
+    """Messages the client changed, as they were, and their compact JSON forms (as a cut sends them)."""
+    from guard.fit.strategies.compact import compacted
+
+    out: list[Any] = []
+    for text in changed:
+        m = json.loads(text)
+        out += [m, compacted(d, m)]
+    return out
+
+
 def test_two_workers_sharing_the_record_cut_an_edited_loop_as_one_does():
     """Turns of a loop whose client stubs old results, sent alternately through two engines (two
     workers or replicas) whose records meet in the shared store: the same cuts, turn by turn, as
