@@ -39,8 +39,8 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Outcome:
         chosen = _restore(conv, ctx, groups, chosen)
     result = drop_messages(conv, ctx, chosen)
     dropped = ctx.history.dropped
-    if dropped and dropped <= {conv.origin[i] for i in chosen}:  # (what the client took out of them goes with them)
-        result = replace(result, fixed=result.fixed - ctx.history.dropped_ghost)
+    if dropped and result is not conv and dropped <= {conv.origin[i] for i in chosen}:
+        result = replace(result, fixed=result.fixed - ctx.history.dropped_ghost)  # (it goes with them)
     # turns given back may end between the stop mark and the low-water mark: that is still below
     # the target, so nothing after this step (the last-resort truncation) should cut further
     below = ctx.target if ctx.ceiling is None else ctx.ceiling
