@@ -28,20 +28,22 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-_LOOPS: list[tuple[str, dict[str, Any]]] | None = None
+_LOOPS: dict[tuple[str | None, str | None], list[tuple[str, dict[str, Any]]]] = {}  # (read once a process)
 
 
 def _loops(match: str | None, corpus: str | None) -> list[tuple[str, dict[str, Any]]]:
-    global _LOOPS
-    if _LOOPS is None:
+    if (match, corpus) not in _LOOPS:
         from bench import cache, traces
 
         if corpus:
-            traces.AGENTS_CORPUS = Path(corpus)
-            _LOOPS = [(n, b) for n, b in traces.agent_runs() if not match or match in n]
+            bench_corpus, traces.AGENTS_CORPUS = traces.AGENTS_CORPUS, Path(corpus)
+            try:
+                _LOOPS[match, corpus] = [(n, b) for n, b in traces.agent_runs() if not match or match in n]
+            finally:
+                traces.AGENTS_CORPUS = bench_corpus
         else:
-            _LOOPS = cache.loops(match=match)
-    return _LOOPS
+            _LOOPS[match, corpus] = cache.loops(match=match)
+    return _LOOPS[match, corpus]
 
 
 def _row(task: tuple[float, int, str | None, str | None, str | None, bool]) -> dict[str, Any]:
