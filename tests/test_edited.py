@@ -79,7 +79,17 @@ def test_a_real_loop_whose_client_stubs_old_results_keeps_its_cut_while_it_fits(
     the guard cut anew on 9 turns and paid 1.34x the untrimmed loop's input bill over the
     overflowing turns (the client's stubs break the untrimmed loop's cache on every turn too);
     measured with it: 1 new cut, 0.85x."""
-    name, body = SWE[0]
+    r, carried = _stubbed_at_half(*SWE[0])
+    assert r["rejected"] == 0 and r["cut"] >= 30
+    assert r["new_cuts"] <= 4, r["new_cuts"]
+    assert r["bill_over"] <= 1.0, r["bill_over"]
+    assert r["room_min"] >= 0.6
+    assert carried >= 30
+
+
+def _stubbed_at_half(name: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A loop replayed as a client with `last_n_observations: 5` sends it, at half its size: its
+    bench.cache row and how many turns carried the previous turn's cut (`_carried_turns`)."""
     edited = with_client(body, last_n_observations(5))
     d = detect(body)
     sent: list[tuple[list[dict[str, Any]], str | None]] = []
@@ -90,12 +100,7 @@ def test_a_real_loop_whose_client_stubs_old_results_keeps_its_cut_while_it_fits(
         window_policy(body, 0.5),
         on_turn=lambda _, fitted: sent.append((list(d.messages(fitted.body)), fitted.report.cut)),
     )
-    r = row(name, base, guarded)
-    assert r["rejected"] == 0 and r["cut"] >= 30
-    assert r["new_cuts"] <= 4, r["new_cuts"]
-    assert r["bill_over"] <= 1.0, r["bill_over"]
-    assert r["room_min"] >= 0.6
-    assert _carried_turns(sent) >= 30
+    return row(name, base, guarded), _carried_turns(sent)
 
 
 def _carried_turns(sent: list[tuple[list[dict[str, Any]], str | None]]) -> int:
@@ -118,22 +123,11 @@ def test_a_stubbing_client_that_edits_what_the_cut_dropped_changes_nothing_the_c
     group changed what the drop took (54 messages instead of 55, one new cut a turn on two
     turns: 3 new cuts, 1.34x the untrimmed loop's bill over the overflowing turns); the messages
     the carried cut dropped go again (`History.dropped`): measured 1 new cut, 0.82x."""
-    name, body = next((n, b) for n, b in loops(match="claudecode/196820da"))
-    edited = with_client(body, last_n_observations(5))
-    d = detect(body)
-    sent: list[tuple[list[dict[str, Any]], str | None]] = []
-    base = replay(name, edited, None)
-    guarded = replay(
-        name,
-        edited,
-        window_policy(body, 0.5),
-        on_turn=lambda _, fitted: sent.append((list(d.messages(fitted.body)), fitted.report.cut)),
-    )
-    r = row(name, base, guarded)
+    r, carried = _stubbed_at_half(*next((n, b) for n, b in loops(match="claudecode/196820da")))
     assert r["rejected"] == 0 and r["cut"] == 7
     assert r["new_cuts"] == 1, r["new_cuts"]
     assert r["bill_over"] <= 0.9, r["bill_over"]
-    assert _carried_turns(sent) == 6
+    assert carried == 6
 
 
 def test_the_drop_takes_again_what_a_carried_cut_dropped_however_the_client_changed_it():

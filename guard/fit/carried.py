@@ -86,8 +86,8 @@ def _warm(
     if last is not None and last.history in (n, *past.requests[-1:]) and last.of_this(dialect, messages, counts):
         cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
         if edited:  # (the same messages go again: `History.dropped`)
-            cuts.dropped = frozenset(i for a, b in last.dropped for i in range(a, b))
-            cuts.dropped_ghost = max(last.dropped_tokens - sum(sum(counts[a:b]) for a, b in last.dropped), -cuts.ghost)
+            cuts.dropped = last.dropped_messages
+            cuts.dropped_ghost = max(last.taken_from_dropped(counts), -cuts.ghost)
         made = yield from made_at(last.length, last.mark)
         made = yield from notes.noted(made, last.length, last.mark)
         # (what the client took out may leave it under the room bar: then a new cut uses the room)

@@ -101,8 +101,16 @@ class LastCut:
         (less than none where its edits added; what it changed of the messages the cut leaves out
         does not count): the prefix is cut as if it were still as it was, so the same oldest turns
         go (`guard.fit.carried`)."""
-        dropped_now = sum(sum(counts[a:b]) for a, b in self.dropped)
-        return (self.prefix_tokens - self.dropped_tokens) - (sum(counts[: self.length]) - dropped_now)
+        return self.prefix_tokens - sum(counts[: self.length]) - self.taken_from_dropped(counts)
+
+    def taken_from_dropped(self, counts: Sequence[int]) -> int:
+        """The tokens the client took out of the messages this cut left out since it was made."""
+        return self.dropped_tokens - sum(sum(counts[a:b]) for a, b in self.dropped)
+
+    @property
+    def dropped_messages(self) -> frozenset[int]:
+        """The places of the messages this cut left out."""
+        return frozenset(i for a, b in self.dropped for i in range(a, b))
 
     def carried(self, counts: Sequence[int]) -> LastCut:
         """This cut, carried by a history (each message's `counts`) it is of (`of_this`: the spine
