@@ -11,6 +11,7 @@ from unittest import mock
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.traces import agent_trace
 from guard.core.config import Deployment
 from guard.core.policy import Policy, PolicySet
 from guard.fit import rounds
@@ -73,6 +74,26 @@ def test_truncation_that_reaches_the_mark_still_runs():
     assert taken == 0
     assert "truncate_tool_results" in [a.kind for a in fast.report.actions]
     assert fast.report == full.report
+
+
+def test_a_prefix_whose_truncation_reaches_its_mark_is_rewritten_once():
+    # a new engine replays the history's past crossings, fitting each one's prefix to its mark:
+    # where truncating the history as it came already reaches that mark, the drop-first pass would
+    # stop at its first lossy step and be thrown away, so it is not started and no rewrite
+    # (compaction, metadata, dedupe) of the same conversation is made twice
+    body = dict(agent_trace(turns=60, seed=3), model="m")
+    window = engine(10**7).fit(body).report.input_tokens_before // 2 + 1000
+    calls: list[tuple[str, int]] = []
+    spy = {
+        name: (lambda f, n: lambda conv, ctx: calls.append((n, conv.total)) or f(conv, ctx))(f, name)
+        for name, f in STRATEGIES.items()
+    }
+    with mock.patch.dict(STRATEGIES, spy):
+        fitted = engine(window).fit(body)
+    assert fitted.report.changed and "drop_oldest_turns" in [a.kind for a in fitted.report.actions]
+    assert "truncate_tool_results" in [name for name, _ in calls]  # (a past crossing's prefix)
+    rewrites = [c for c in calls if c[0] in ("compact_json", "drop_metadata", "dedupe")]
+    assert rewrites and len(set(rewrites)) == len(rewrites), rewrites
 
 
 @settings(max_examples=40, deadline=None)
