@@ -30,14 +30,17 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Outcome:
     ctx = ctx.own()
     if ctx.done(conv):
         return ctx.outcome(conv)
-    chosen = _again(conv, ctx)
-    if chosen is None:
+    again = _again(conv, ctx)
+    if again is not None:
+        chosen, result = again
+        ctx.record("drop_oldest_turns", conv.total - result.total, len(chosen))
+    else:
         groups = ctx.relevant_last(droppable_groups(conv), lambda g: (conv.origin[i] for i in g))
         chosen = _oldest_first(conv, ctx, groups, skip_overshoot=True)
         if not ctx.done(_without(conv, ctx, chosen)):
             chosen = _oldest_first(conv, ctx, groups, skip_overshoot=False)
         chosen = _restore(conv, ctx, groups, chosen)
-    result = drop_messages(conv, ctx, chosen)
+        result = drop_messages(conv, ctx, chosen)
     dropped = ctx.history.dropped
     if dropped and result is not conv and dropped <= {conv.origin[i] for i in chosen}:
         result = replace(result, fixed=result.fixed - ctx.history.dropped_ghost)  # (it goes with them)
@@ -48,13 +51,13 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Outcome:
     return ctx.outcome(result)
 
 
-def _again(conv: Conversation, ctx: Context) -> set[int] | None:
+def _again(conv: Conversation, ctx: Context) -> tuple[set[int], Conversation] | None:
     """The messages a carried cut dropped when it was made (`History.dropped`, for a history the
     client edited since), where they are whole droppable groups here and dropping them again reaches
     the stop mark: the same oldest turns go, so the kept ones are sent as they were, whatever the
     client did to those that went (stubbed them: smaller groups another choice would give back, or
     other words for relevance: the tokens it took out of them stand in the conversation's fixed
-    tokens until they go). None: the drop chooses."""
+    tokens until they go), and the conversation without them. None: the drop chooses."""
     dropped = ctx.history.dropped
     if not dropped:
         return None
@@ -65,7 +68,7 @@ def _again(conv: Conversation, ctx: Context) -> set[int] | None:
     result = _without(conv, ctx, chosen)
     if result.total >= conv.total:  # (their markers would cost more than they do now)
         return None
-    return chosen if ctx.done(replace(result, fixed=result.fixed - ctx.history.dropped_ghost)) else None
+    return (chosen, result) if ctx.done(replace(result, fixed=result.fixed - ctx.history.dropped_ghost)) else None
 
 
 def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: set[int]) -> set[int]:
