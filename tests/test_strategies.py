@@ -297,7 +297,7 @@ def test_a_failing_summarizer_degrades_to_the_deterministic_path():
 def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data):
     """Giving dropped turns back is computed incrementally (10,000-message requests stay linear);
     every total must equal the one of the conversation rebuilt with its markers."""
-    from guard.dialects import OPENAI
+    from guard.dialects import OPENAI, last_breakpoints
     from guard.fit.conversation import Context, Conversation, Keeping
     from guard.fit.marks import Marks
     from guard.fit.strategies import drop
@@ -305,11 +305,15 @@ def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data)
     e = engine(100_000)
     policy = e.policy_for("m")
     counter, _ = e.counter_for("m", policy)
-    msgs = [{"role": "user" if i % 2 else "assistant", "content": words(n, i)} for i, n in enumerate(sizes)]
+    msgs: list[dict[str, Any]] = [
+        {"role": "user" if i % 2 else "assistant", "content": words(n, i)} for i, n in enumerate(sizes)
+    ]
+    for i in data.draw(st.sets(st.integers(0, len(sizes) - 1), max_size=4)):  # prompt-cache breakpoints
+        msgs[i]["cache_control"] = {"type": "ephemeral"}  # (a marker of a run that held one carries it)
     conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, Keeping(0, first_user_turn=False))
     ctx = Context(counter=counter, policy=policy, marks=Marks(stop_at=0))
     chosen = set(data.draw(st.sets(st.integers(0, len(sizes) - 1), min_size=1)))
-    runs = drop._Runs(conv, ctx, chosen)
+    runs = drop._Runs(conv, ctx, chosen, last_breakpoints(conv.messages))
     assert runs.total == drop._without(conv, ctx, chosen).total
     for i in data.draw(st.permutations(sorted(chosen))):
         total = runs.total_without([i])

@@ -30,17 +30,18 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Outcome:
     ctx = ctx.own()
     if ctx.done(conv):
         return ctx.outcome(conv)
-    again = _again(conv, ctx)
+    breakpoints = last_breakpoints(conv.messages)  # (once: each candidate below reads them)
+    again = _again(conv, ctx, breakpoints)
     if again is not None:
         chosen, result = again
         ctx.record("drop_oldest_turns", conv.total - result.total, len(chosen))
     else:
         groups = ctx.relevant_last(droppable_groups(conv), lambda g: (conv.origin[i] for i in g))
-        chosen = _oldest_first(conv, ctx, groups, skip_overshoot=True)
-        if not ctx.done(_without(conv, ctx, chosen)):
-            chosen = _oldest_first(conv, ctx, groups, skip_overshoot=False)
-        chosen = _restore(conv, ctx, groups, chosen)
-        result = drop_messages(conv, ctx, chosen)
+        chosen = _oldest_first(conv, ctx, groups, breakpoints, skip_overshoot=True)
+        if _Runs(conv, ctx, chosen, breakpoints).total > ctx.stop_at:
+            chosen = _oldest_first(conv, ctx, groups, breakpoints, skip_overshoot=False)
+        chosen = _restore(conv, ctx, groups, chosen, breakpoints)
+        result = drop_messages(conv, ctx, chosen, breakpoints)
     dropped = ctx.history.dropped
     if dropped and result is not conv and dropped <= {conv.origin[i] for i in chosen}:
         result = replace(result, fixed=result.fixed - ctx.history.dropped_ghost)  # (it goes with them)
@@ -51,7 +52,7 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Outcome:
     return ctx.outcome(result)
 
 
-def _again(conv: Conversation, ctx: Context) -> tuple[set[int], Conversation] | None:
+def _again(conv: Conversation, ctx: Context, breakpoints: list[int]) -> tuple[set[int], Conversation] | None:
     """The messages a carried cut dropped when it was made (`History.dropped`, for a history the
     client edited since), where they are whole droppable groups here and dropping them again reaches
     the stop mark: the same oldest turns go, so the kept ones are sent as they were, whatever the
@@ -65,19 +66,21 @@ def _again(conv: Conversation, ctx: Context) -> tuple[set[int], Conversation] | 
     whole = [g for g in droppable_groups(conv) if chosen.intersection(g)]
     if len(chosen) != len(dropped) or sum(len(g) for g in whole) != len(chosen):
         return None
-    result = _without(conv, ctx, chosen)
+    result = _without(conv, ctx, chosen, breakpoints)
     if result.total >= conv.total:  # (their markers would cost more than they do now)
         return None
     return (chosen, result) if ctx.done(replace(result, fixed=result.fixed - ctx.history.dropped_ghost)) else None
 
 
-def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: set[int]) -> set[int]:
+def _restore(
+    conv: Conversation, ctx: Context, groups: list[list[int]], chosen: set[int], breakpoints: list[int]
+) -> set[int]:
     """Give back dropped groups, newest first, that fit below the low-water mark (a big old turn
     may have had to go, while smaller ones dropped before it need not have)."""
     if not chosen:
         return chosen
     limit = ctx.stop_at
-    runs = _Runs(conv, ctx, chosen)
+    runs = _Runs(conv, ctx, chosen, breakpoints)
     for group in reversed(groups):
         if not chosen.issuperset(group):
             continue
@@ -87,9 +90,9 @@ def _restore(conv: Conversation, ctx: Context, groups: list[list[int]], chosen: 
         total = runs.total_without(group)
         if total is None:  # a group that is not one contiguous block: build the candidate
             trial = chosen - set(group)
-            if _without(conv, ctx, trial).total <= limit:
+            if _without(conv, ctx, trial, breakpoints).total <= limit:
                 chosen = trial
-                runs = _Runs(conv, ctx, chosen)
+                runs = _Runs(conv, ctx, chosen, breakpoints)
         elif total <= limit:
             chosen = chosen - set(group)
             runs.give_back(group, total)
@@ -101,9 +104,9 @@ class _Runs:
     as groups are given back: the total `_without(conv, ctx, chosen)` would have, without
     rebuilding the conversation for every candidate (10,000-message requests stay linear)."""
 
-    def __init__(self, conv: Conversation, ctx: Context, chosen: set[int]) -> None:
+    def __init__(self, conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int]) -> None:
         self.conv, self.ctx = conv, ctx
-        self.breakpoints = last_breakpoints(conv.messages)
+        self.breakpoints = breakpoints
         self.prefix = [0]
         for n in conv.counts:
             self.prefix.append(self.prefix[-1] + n)
@@ -147,7 +150,9 @@ class _Runs:
         self.total = total
 
 
-def _oldest_first(conv: Conversation, ctx: Context, groups: list[list[int]], *, skip_overshoot: bool) -> set[int]:
+def _oldest_first(
+    conv: Conversation, ctx: Context, groups: list[list[int]], breakpoints: list[int], *, skip_overshoot: bool
+) -> set[int]:
     """Groups to drop, oldest first, until at the stop mark. With `skip_overshoot`, a group whose
     removal would fall below the band floor is passed over for later, smaller ones, so that one
     big old turn does not take half the window with it."""
@@ -159,18 +164,21 @@ def _oldest_first(conv: Conversation, ctx: Context, groups: list[list[int]], *, 
             continue
         chosen.update(group)
         total -= size
-        # markers cost a few dozen tokens: only build the candidate once it can be enough
-        if total <= ctx.stop_at and ctx.done(_without(conv, ctx, chosen)):
+        # markers cost a few dozen tokens: only count them once the candidate can be enough
+        if total <= ctx.stop_at and _Runs(conv, ctx, chosen, breakpoints).total <= ctx.stop_at:
             break
     return chosen
 
 
-def drop_messages(conv: Conversation, ctx: Context, chosen: set[int]) -> Conversation:
-    """Drop the messages at `chosen` (whole groups), each run replaced by one marker."""
+def drop_messages(
+    conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int] | None = None
+) -> Conversation:
+    """Drop the messages at `chosen` (whole groups), each run replaced by one marker
+    (`breakpoints`: `last_breakpoints` of its messages, where the caller has them)."""
     if not chosen:
         return conv
     before = conv.total
-    result = _without(conv, ctx, chosen)
+    result = _without(conv, ctx, chosen, breakpoints)
     if result.total >= before:
         return conv
     ctx.record("drop_oldest_turns", before - result.total, len(chosen))
@@ -188,8 +196,9 @@ def _marker(conv: Conversation, a: int, b: int, breakpoints: list[int]) -> Messa
     return conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1), cache_control)
 
 
-def _without(conv: Conversation, ctx: Context, chosen: set[int]) -> Conversation:
-    breakpoints = last_breakpoints(conv.messages)
+def _without(conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int] | None = None) -> Conversation:
+    if breakpoints is None:
+        breakpoints = last_breakpoints(conv.messages)
     markers = {}
     run: list[int] = []
     for i in range(len(conv.messages) + 1):
