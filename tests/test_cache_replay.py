@@ -3,6 +3,7 @@ provider's prompt cache keeps hitting, and each cut still uses most of the room.
 
 from __future__ import annotations
 
+import json
 import statistics
 from typing import Any
 
@@ -197,6 +198,7 @@ OTHER_FAMILIES = {
     "codex": 1,
     "claudecode": 2,
     "sweagent0": 1,
+    "cline": 3,
 }
 
 
@@ -242,6 +244,21 @@ def test_a_new_familys_loop_keeps_its_cut_while_it_fits_and_costs_what_the_best_
     run = replay(name, body, window_policy(body, 0.5))
     r = row(name, base, run, body)
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert r["hit"] >= r["hit_best_cut"] - 0.05
+    assert r["bill_over"] <= r["best_bill_over"] + 0.05 and r["bill_over"] <= 1.0
+    assert r["room_min"] >= 0.6
+
+
+def test_a_text_tool_agents_loop_costs_what_the_best_cuts_cost():
+    """Cline (session 30, a family the guard was not tuned on): tools called as XML in the
+    assistant's text, each result the next user message with an <environment_details> block, so
+    every turn is a user turn and the newest one holds the result. At half its size (measured when
+    added: bill 0.89 against the best cuts' 0.91, hit 0.86 against 0.85)."""
+    ((name, body),) = [(n, b) for n, b in loops() if n == "cline/1746981037361"]
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.5))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0 and r["cut"] >= 10
     assert r["hit"] >= r["hit_best_cut"] - 0.05
     assert r["bill_over"] <= r["best_bill_over"] + 0.05 and r["bill_over"] <= 1.0
     assert r["room_min"] >= 0.6
@@ -352,3 +369,41 @@ def test_the_sweep_sums_up_the_bench_rows_against_the_bars_and_finds_what_moved(
     assert text.splitlines()[1].startswith("0.5") and (name in text) == flagged
     assert sweep.moved(rows, rows) == "no loop moved"
     assert name in sweep.moved(rows, [{**r, "bill_over": r["bill_over"] + 0.01}])
+
+
+def test_a_cline_task_is_converted_without_its_users_names_or_credentials():
+    """bench/corpus/agents/convert.py's `cline` family: the history as sent (text blocks in order,
+    ending on the request the agent sent last), home paths, e-mail addresses and credentials a
+    public task folder holds replaced by fixed stand-ins, the rest byte for byte."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "bench" / "corpus" / "agents" / "convert.py"
+    spec = importlib.util.spec_from_file_location("agents_convert", path)
+    assert spec is not None and spec.loader is not None
+    convert = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(convert)
+    token = "ghp_" + "a1B2" * 9
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "<task>\nfix it\n</task>"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "<read_file>\n<path>a.py</path>\n</read_file>"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "[read_file for 'a.py'] Result:"},
+                {"type": "text", "text": f"GH_TOKEN={token} # ann.smith@corp.io, see alice@example.com"},
+                {
+                    "type": "text",
+                    "text": "<environment_details>\nC:\\Users\\jason\\src and /home/jason/src\n</environment_details>",
+                },
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+    ]
+    body = convert.cline(history, "claude-3-7-sonnet-20250219")
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
+    texts = [b["text"] for b in body["messages"][2]["content"]]
+    assert texts[0] == "[read_file for 'a.py'] Result:"
+    assert texts[1] == "GH_TOKEN=<redacted> # user@example.com, see alice@example.com"
+    assert "C:\\Users\\user\\src and /home/user/src" in texts[2] and "jason" not in json.dumps(body)
+    assert body["messages"][1] == history[1] and body["system"]

@@ -12,6 +12,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py codex rollout-*.jsonl --model gpt-5.5
     python bench/corpus/agents/convert.py claudecode session-*.jsonl
     python bench/corpus/agents/convert.py sweagent0 INSTANCE.traj --model gpt-4-1106-preview
+    python bench/corpus/agents/convert.py cline TASK_ID/api_conversation_history.json [--model M]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -554,6 +555,50 @@ def sweagent0(traj: dict[str, Any], model: str) -> dict[str, Any]:
     return {"model": model, "messages": messages}
 
 
+# what a public task folder may hold that is nobody's business here: home folders' user names,
+# e-mail addresses and credentials pasted into a session (replaced, each by a fixed stand-in)
+_PRIVATE = [
+    (re.compile(r"(?i)([A-Z]:\\{1,2}Users\\{1,2})[^\\/\s\"']+"), r"\1user"),
+    (re.compile(r"(/(?:Users|home)/)[^/\s\"']+"), r"\1user"),
+    (re.compile(r"\b(?:ghp|gho|ghu|ghs)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"), "<redacted>"),
+    (
+        re.compile(r"\b(?:sk-[A-Za-z0-9_-]{16,}|AKIA[0-9A-Z]{12,}|xox[abpr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{20,})"),
+        "<redacted>",
+    ),
+    (re.compile(r"\b[A-Za-z0-9._%+-]+@(?!example\.)[A-Za-z0-9.-]+\.[A-Za-z]{2,}\b"), "user@example.com"),
+]
+
+
+def pseudonymised(text: str) -> str:
+    """`text` without user names in home paths, e-mail addresses or credentials (see `_PRIVATE`)."""
+    for pattern, stand_in in _PRIVATE:
+        text = pattern.sub(stand_in, text)
+    return text
+
+
+def cline(history: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    """An Anthropic /v1/messages body from a Cline task's `api_conversation_history.json` (Cline
+    3.x, tools called as XML in the assistant's text, each result the next user message: "[tool
+    for 'x'] Result:", the output, then an <environment_details> block). The file is the task's
+    whole history as appended; Cline's own sliding-window truncation (its `ui_messages.json`
+    records the deleted ranges) is left out: the guard does the cutting. The system prompt Cline
+    builds per request is not stored: a one-line system prompt stands in. Home paths, e-mail
+    addresses and credentials are pseudonymised."""
+    messages = []
+    for m in history:
+        blocks = [
+            {"type": "text", "text": pseudonymised(b["text"])}
+            for b in m.get("content") or []
+            if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+        ]
+        if blocks:
+            messages.append({"role": m["role"], "content": blocks})
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    system = "You are Cline, a highly skilled software engineer; use one tool per message, written as XML."
+    return {"model": model, "system": system, "max_tokens": 8192, "messages": messages}
+
+
 def _write(out: Path, name: str, body: dict[str, Any], source: str) -> None:
     body = {**body, "x_source": source}
     target = out / f"{name}.json.gz"
@@ -578,6 +623,7 @@ def main() -> None:
             "codex",
             "claudecode",
             "sweagent0",
+            "cline",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -636,6 +682,11 @@ def main() -> None:
         elif args.family == "sweagent0":
             name = f"{args.prefix}sweagent0__{path.name.removesuffix('.traj')}"
             _write(args.out, name, sweagent0(json.loads(text), args.model or "gpt-4-1106-preview"), str(path))
+        elif args.family == "cline":
+            name = (
+                f"{args.prefix}cline__{path.parent.name if path.stem.startswith('api_') else path.stem.split('__')[-1]}"
+            )
+            _write(args.out, name, cline(json.loads(text), args.model or "claude-3-7-sonnet-20250219"), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
