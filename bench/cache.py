@@ -27,7 +27,7 @@ loop the bench prints:
 Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools), a
 real Claude Code subagent session of 128 tool calls that the `vibelens` package ships (Anthropic
 messages), seven real SWE-bench runs of mini-swe-agent with one bash tool (77-165 turns,
-bench/corpus/swe; the first also as Anthropic messages and Responses items), 37 real loops of eleven
+bench/corpus/swe; the first also as Anthropic messages and Responses items), 40 real loops of eleven
 other agent families (bench/corpus/agents: OpenHands, SWE-agent 1.x and 0.x, Moatless Tools, tau2
 retail and telecom, tau-bench airline, an MCP client, Spider-Agent, Codex CLI, Claude Code, Cline), one-tool
 coding runs of 160 turns (`bench.traces.coding_trace`: chat, Anthropic,
