@@ -383,3 +383,43 @@ def test_a_client_that_adds_its_own_messages_without_replies_keeps_its_cut():
             previous = (fitted.report.cut, fitted.body["messages"])
     assert len(cuts) >= 40
     assert len(set(cuts)) <= len(cuts) // 4  # (each a new cut on every turn: the cache broken on every turn)
+
+
+def test_the_replay_of_a_history_many_rooms_long_is_bounded_and_sends_the_same():
+    """A worker with no record of a conversation's last turn replays its past crossings, a prefix
+    fit each: a history many rooms long (a 10,000-message body into a 4k window took 10 s) is
+    replayed over its last `REPLAY_ROOMS` rooms only, from a start that moves by half that span
+    at a time. On a growing agent loop of ~9 rooms, with the span forced down to 2 rooms, every
+    turn sends what the whole replay sends (the crossings fall in step again within the span), and
+    a cold fit of the last turn makes fewer prefix fits."""
+    from unittest import mock
+
+    from bench.traces import agent_trace
+    from guard.fit import carried, replay
+    from tests.test_properties import _growing
+    from tests.test_strategies import engine
+
+    body = dict(agent_trace(turns=60, seed=5), model="m")
+    turns = list(_growing(body))
+
+    def fits(rooms: int) -> tuple[list[str], int]:
+        made = 0
+        real = carried._fit_prefix
+
+        def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+            nonlocal made
+            made += 1
+            return (yield from real(*args, **kwargs))
+
+        with mock.patch.object(replay, "REPLAY_ROOMS", rooms):
+            sent = [json.dumps(engine(4000).fit(t).body) for t in turns]
+            with mock.patch.object(carried, "_fit_prefix", counted):
+                last = engine(4000).fit(turns[-1])
+        assert last.report.input_tokens_before > 8 * last.report.room  # (many rooms long)
+        return sent, made
+
+    whole, whole_fits = fits(10**6)
+    bounded, bounded_fits = fits(2)
+    assert bounded == whole
+    assert bounded_fits < whole_fits
+    assert replay.replay_start(8 * 3000, 3000) == 0 and replay.replay_start(20 * 3000, 3000) == 12 * 3000

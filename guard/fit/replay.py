@@ -28,6 +28,15 @@ REWRITES_HEADROOM = 0.5
 # (bench.cache, 60 loops and 36 held-out at 30/50/70%: mean bill over lower on all six, 1.034 ->
 # 1.013 on the held-out at 70%, against halfway to the next turn up)
 FIRST_MARK_SLACK = 64
+# the replay walks a history's last this many rooms at most: each past crossing costs a fit of its
+# prefix, so a history many rooms long cost its first fit on a worker (no record of its last turn)
+# a fit per crossing of all of it (a 10,000-message conversation into a 4k window: 75 prefix fits,
+# 12 s; 2.8 s with 6 rooms). Longer histories start the replay at a point that moves by half that
+# span at a time (a pure function of the history: every turn in between replays the same past, so
+# its cut is carried as before; where the start moves, the crossings after it fall in step with
+# the whole replay's again: bench.cache's loops at 6% and 12% of their size, up to ~16 rooms,
+# send the same with 6 rooms as with the whole history; with 4, five of 132 rows cut once more)
+REPLAY_ROOMS = 6
 
 SizeOf = Callable[[int, int], Generator[Any, Any, "int | None"]]
 NoteOf = Callable[[int, int], Generator[Any, Any, "tuple[int, int] | None"]]
@@ -127,13 +136,15 @@ def last_cut(
     `carry_of`, where given, is the size a cut is carried with once its mark is chosen by
     `size_of` (with a summarizer: the cut with the summary its request sent, see `carried`);
     `note_of`, where given, where a cut's note goes and its tokens (`guard.fit.notes`): the
-    requests from that message on carried it too."""
+    requests from that message on carried it too. Only the history's last `REPLAY_ROOMS` rooms
+    are replayed (`replay_start`): a longer history's first request after that start gets a new cut."""
     est, whole, fixed, n = past.est, past.whole, past.fixed, len(past.messages)
     room = budget.room
     rewritten = room - math.ceil(budget.band * REWRITES_HEADROOM)  # the most the rewrites alone may leave
     cut: tuple[int, int] | None = None  # (prefix length, its mark)
     size = 0
-    for b in (*past.requests, n):
+    start = replay_start(est[n], room)
+    for b in (*past.requests[bisect.bisect_left(past.requests, _first_at(est, start)) :], n):
         if cut is None:
             if fixed + whole[b] <= room:
                 continue
@@ -154,6 +165,19 @@ def last_cut(
             made = yield from carry_of(b, mark)
         cut, size = (b, mark), made if made is not None else room + 1  # (an impossible cut is left at once)
     return cut
+
+
+def replay_start(total: int, room: int) -> int:
+    """The tokens of history (as it goes over the room) before which the replay does not look: 0
+    for a history of at most `REPLAY_ROOMS` rooms, else that many rooms before its end, rounded
+    down to a multiple of half that span (so the start moves by half the span at a time)."""
+    span = REPLAY_ROOMS * max(1, room)
+    return max(0, (total - span) // (span // 2) * (span // 2))
+
+
+def _first_at(est: Sequence[int], tokens: int) -> int:
+    """The first prefix length whose tokens (`est`, cumulative) reach `tokens`."""
+    return bisect.bisect_left(est, tokens) if tokens > 0 else 0
 
 
 def new_cut(past: Past, end: int, budget: Budget, size_of: SizeOf) -> Generator[Any, Any, tuple[int, int | None]]:
