@@ -213,3 +213,17 @@ def test_a_term_is_held_by_a_history_exactly_where_one_of_its_texts_holds_it(tex
     held = any(term in text.lower() for text in texts)
     assert (term in words or term in joined) == held
     assert any(term in _words(text) for text in texts) == held
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60), max_size=8))
+def test_a_historys_vocabulary_is_built_from_its_texts_words(texts):
+    """`_vocabulary` unions each text's memoised words (a carried cut's replay asks about many
+    prefixes of one history): the same words, and the same substring answers, as one pass of the
+    word pattern over the texts joined."""
+    from guard.core.relevance import _WORD, _vocabulary
+
+    words, joined = _vocabulary(tuple(texts))
+    expected = frozenset(_WORD.findall("\x00".join(texts).lower()))
+    assert words == expected
+    assert sorted(joined.split("\x00")) == sorted(expected) or (not expected and joined == "")

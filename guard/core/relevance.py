@@ -245,6 +245,8 @@ def _vocabulary(texts: tuple[str, ...]) -> tuple[frozenset[str], str]:
     memo = current().vocabularies
     hit = memo.get(texts)
     if hit is None:
-        words = frozenset(_WORD.findall("\x00".join(texts).lower()))
+        # (from each text's own words, memoised: the prefixes of one history share most of their
+        # texts, and reading them all again cost a carried cut's replay a regex pass over each)
+        words = frozenset("\x00".join(_words(text) for text in texts).split("\x00")) - {""}
         hit = memo.put(texts, (words, "\x00".join(words)))
     return hit
