@@ -250,7 +250,7 @@ def test_a_summary_of_a_drop_in_runs_stands_in_the_last_runs_place():
     summary of every message it drops, in the place of the last run's marker: the kept message
     stays in front of it, so a new cut that drops the same first run sends the same bytes up to
     its summary (the provider's cached prefix reaches past the pinned messages)."""
-    from guard.dialects import OPENAI
+    from guard.dialects import OPENAI, last_breakpoints
     from guard.fit.conversation import Context, Conversation, Keeping
     from guard.fit.cut_summaries import put_in
     from guard.fit.marks import Marks
@@ -263,7 +263,9 @@ def test_a_summary_of_a_drop_in_runs_stands_in_the_last_runs_place():
     msgs = [{"role": "user" if i % 2 else "assistant", "content": words(60, i)} for i in range(10)]
     conv = Conversation.build(OPENAI, msgs, counter.messages(OPENAI, msgs), 3, Keeping(0, first_user_turn=False))
     ctx = Context(counter=counter, policy=policy, marks=Marks(stop_at=0))
-    cut = drop._without(conv, ctx, {2, 3, 5, 6})  # two runs, message 4 kept between them
+    cut = drop._without(
+        conv, ctx, {2, 3, 5, 6}, last_breakpoints(conv.messages)
+    )  # two runs, message 4 kept between them
     ctx.record("drop_oldest_turns", conv.total - cut.total, 4)
     request = SummaryRequest(
         "openai", tuple(msgs[i] for i in (2, 3, 5, 6)), sum(conv.counts[i] for i in (2, 3, 5, 6)), 64
@@ -314,11 +316,11 @@ def test_the_incremental_drop_total_equals_the_rebuilt_conversation(sizes, data)
     ctx = Context(counter=counter, policy=policy, marks=Marks(stop_at=0))
     chosen = set(data.draw(st.sets(st.integers(0, len(sizes) - 1), min_size=1)))
     runs = drop._Runs(conv, ctx, chosen, last_breakpoints(conv.messages))
-    assert runs.total == drop._without(conv, ctx, chosen).total
+    assert runs.total == drop._without(conv, ctx, chosen, last_breakpoints(conv.messages)).total
     for i in data.draw(st.permutations(sorted(chosen))):
         total = runs.total_without([i])
         chosen = chosen - {i}
-        assert total == drop._without(conv, ctx, chosen).total
+        assert total == drop._without(conv, ctx, chosen, last_breakpoints(conv.messages)).total
         runs.give_back([i], total)
 
 

@@ -143,8 +143,8 @@ def last_cut(
     rewritten = room - math.ceil(budget.band * REWRITES_HEADROOM)  # the most the rewrites alone may leave
     cut: tuple[int, int] | None = None  # (prefix length, its mark)
     size = 0
-    start = replay_start(est[n], room)
-    for b in (*past.requests[bisect.bisect_left(past.requests, _first_at(est, start)) :], n):
+    first = bisect.bisect_left(est, replay_start(est[n], room))  # (the message the replay starts at)
+    for b in (*past.requests[bisect.bisect_left(past.requests, first) :], n):
         if cut is None:
             if fixed + whole[b] <= room:
                 continue
@@ -173,11 +173,6 @@ def replay_start(total: int, room: int) -> int:
     down to a multiple of half that span (so the start moves by half the span at a time)."""
     span = REPLAY_ROOMS * max(1, room)
     return max(0, (total - span) // (span // 2) * (span // 2))
-
-
-def _first_at(est: Sequence[int], tokens: int) -> int:
-    """The first prefix length whose tokens (`est`, cumulative) reach `tokens`."""
-    return bisect.bisect_left(est, tokens) if tokens > 0 else 0
 
 
 def new_cut(past: Past, end: int, budget: Budget, size_of: SizeOf) -> Generator[Any, Any, tuple[int, int | None]]:

@@ -101,7 +101,7 @@ def _restore(
 
 class _Runs:
     """The runs of dropped messages (each becomes one marker) and the total they leave, updated
-    as groups are given back: the total `_without(conv, ctx, chosen)` would have, without
+    as groups are given back: the total `_without(conv, ctx, chosen, breakpoints)` would have, without
     rebuilding the conversation for every candidate (10,000-message requests stay linear)."""
 
     def __init__(self, conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int]) -> None:
@@ -170,11 +170,9 @@ def _oldest_first(
     return chosen
 
 
-def drop_messages(
-    conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int] | None = None
-) -> Conversation:
+def drop_messages(conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int]) -> Conversation:
     """Drop the messages at `chosen` (whole groups), each run replaced by one marker
-    (`breakpoints`: `last_breakpoints` of its messages, where the caller has them)."""
+    (`breakpoints`: `last_breakpoints` of its messages)."""
     if not chosen:
         return conv
     before = conv.total
@@ -196,9 +194,7 @@ def _marker(conv: Conversation, a: int, b: int, breakpoints: list[int]) -> Messa
     return conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1), cache_control)
 
 
-def _without(conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int] | None = None) -> Conversation:
-    if breakpoints is None:
-        breakpoints = last_breakpoints(conv.messages)
+def _without(conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int]) -> Conversation:
     markers = {}
     run: list[int] = []
     for i in range(len(conv.messages) + 1):
