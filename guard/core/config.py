@@ -58,15 +58,31 @@ class CacheSettings(BaseModel):
     cooldown_seconds: float = Field(10.0, ge=0)
 
 
+class HeavyFitSettings(BaseModel):
+    """`context_guard.heavy_fits`: how a worker fits long bodies. One of `min_messages` messages or
+    more is fitted in a thread, off the event loop; at most `concurrency` such fits work at once
+    (their CPU work holds the interpreter's lock: more would only slow the event loop and each
+    other); one that waits longer than `wait_seconds` for its turn takes the deterministic path at
+    once (no summarizer, no replay of its history's past turns: its cut is a cold cache's, anchored
+    for the turns after it), never a lost request."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_messages: int = Field(64, ge=1, description="bodies with this many messages or more are fitted off the loop")
+    concurrency: int = Field(1, ge=0, description="heavy fits working at once per worker (0: no bound)")
+    wait_seconds: float = Field(1.0, ge=0, description="longer in the queue: the deterministic path, at once")
+
+
 @dataclass(frozen=True)
 class GuardConfig:
     """What the guard reads from a LiteLLM config file: its policy set, the model_list deployments
-    (with their model_info limits), and the optional summarizer and cache sections."""
+    (with their model_info limits), and the optional summarizer, cache and heavy_fits sections."""
 
     policies: PolicySet
     deployments: Mapping[str, Deployment]
     summarizer: SummarizerSettings | None = None
     cache: CacheSettings = field(default_factory=CacheSettings)
+    heavy_fits: HeavyFitSettings = field(default_factory=HeavyFitSettings)
 
 
 def parse_model_list(model_list: Any) -> dict[str, Deployment]:
@@ -109,12 +125,15 @@ def parse_config(data: Mapping[str, Any]) -> GuardConfig:
     section = dict(section or {})
     summarizer = section.pop("summarizer", None)
     cache = section.pop("cache", None)
+    heavy = section.pop("heavy_fits", None)
     try:
         settings = SummarizerSettings.model_validate(_env(summarizer)) if summarizer is not None else None
         cache_settings = CacheSettings.model_validate(_env(cache or {}))
+        heavy_settings = HeavyFitSettings.model_validate(_env(heavy or {}))
     except ValidationError as e:
-        raise PolicyError(f"invalid context_guard summarizer/cache settings:\n{e}") from None
-    return GuardConfig(load_policy_set(section), parse_model_list(data.get("model_list")), settings, cache_settings)
+        raise PolicyError(f"invalid context_guard summarizer/cache/heavy_fits settings:\n{e}") from None
+    deployments = parse_model_list(data.get("model_list"))
+    return GuardConfig(load_policy_set(section), deployments, settings, cache_settings, heavy_settings)
 
 
 def _env(value: Any) -> Any:

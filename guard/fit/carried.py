@@ -10,6 +10,7 @@ from typing import Any
 
 from guard.core import memo
 from guard.core.budget import Budget, quantized_stop
+from guard.core.report import Skipped
 from guard.core.steps import BY_NAME
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation, Keeping
@@ -31,6 +32,7 @@ def carried(
     ctx: Context,
     temperature: Temperature | None = None,
     summarizing: bool = False,
+    replay: bool = True,
 ) -> Generator[Any, Any, Carried | None]:
     """The cut this request carries, kept byte for byte while it fits.
 
@@ -49,7 +51,10 @@ def carried(
     whose provider cache is known to be cold is cut below the band instead and the cut anchored
     (see `guard.fit.temperature`). A history the client changed since its last turn (not only
     appended to) carries the cut that turn sent, from the conversation's record, while it fits
-    (`guard.fit.edited`). None when no carried cut fits (the request is then fitted whole)."""
+    (`guard.fit.edited`). Without `replay` (a busy worker: `FitRequest.replay`), a request whose
+    record of its last turn does not hold is cut as a cold cache's is and the cut anchored, where
+    the replay would have fitted a prefix per past crossing. None when no carried cut fits (the
+    request is then fitted whole)."""
     cuts = _Cuts(req, budget, ctx, summarizing)
     messages, counts, n = req.messages, req.counts, len(req.messages)
     anchor = temperature.anchor if temperature is not None else None
@@ -67,18 +72,18 @@ def carried(
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
     last = temperature.last if temperature is not None else None
-    return (yield from _warm(req, budget, cuts, notes, last, summarizing))
+    return (yield from _warm(req, budget, cuts, notes, last, replay))
 
 
 def _warm(
-    req: Counted, budget: Budget, cuts: _Cuts, notes: Notes, last: LastCut | None, summarizing: bool
+    req: Counted, budget: Budget, cuts: _Cuts, notes: Notes, last: LastCut | None, replay: bool
 ) -> Generator[Any, Any, Carried | None]:
     """The cut a warm conversation carries: the one its last turn sent (`last`) while it fits, its
     prefix as it went less what the client took out since; else the one the replay finds; a new
     one where the client edited the history (its past is not what was sent) or none fits."""
     dialect, messages, counts, n = req.dialect, req.messages, req.counts, len(req.messages)
     past = Past(dialect, messages, counts, cuts.sent, req.fixed)
-    summaries = CutSummaries(cuts) if summarizing else None
+    summaries = CutSummaries(cuts) if cuts.summarizing else None
     size_of, carry_of = (summaries.size, summaries.carry_size) if summaries else (cuts.size, None)
     notes.prefix_size = carry_of or size_of
     made_at = summaries.made if summaries else cuts.made
@@ -96,6 +101,12 @@ def _warm(
         cuts.ghost, cuts.dropped, cuts.dropped_ghost = 0, frozenset(), 0
     if edited:
         found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])
+    elif not replay:  # a busy worker: the cut a cold cache gets, anchored for the turns after it
+        total = req.fixed + sum(cuts.sent)
+        anchored = yield from _anchored(cuts.summarized_at, req, total, budget, "cold")
+        if anchored is not None:
+            anchored[1].skipped.append(Skipped("replay", "busy"))
+        return anchored
     else:
         found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens)
     if found is None:

@@ -195,7 +195,10 @@ class Engine(_Resolving):
         resolved = Resolved(
             d, limits, policy, counter, exact, family, self._adaptive_thinking(real), (key, factor.source)
         )
-        inner = _owned(plan(body, resolved, can_summarize=request.can_summarize, temperature=temperature), self.memos)
+        planned = plan(
+            body, resolved, can_summarize=request.can_summarize, temperature=temperature, replay=request.replay
+        )
+        inner = _owned(planned, self.memos)
         return inner if conversation is None else _recorded(inner, self.conversations, conversation, now, temperature)
 
     def conversation_key(self, body: Mapping[str, Any], model: str, dialect: Dialect | str | None = None) -> str:
@@ -260,8 +263,11 @@ class Judged:
 class FitRequest:
     """One body to fit and what the caller knows of it (see `Engine.plan_for`): the model it names
     (None: the body's `model`), its dialect (None: its shape says), the policy (None: the engine's
-    for the model), the deployment behind the model, whether the driver can summarize, and what
-    the shell judged of the conversation."""
+    for the model), the deployment behind the model, whether the driver can summarize, what the
+    shell judged of the conversation, and whether the history's past turns may be replayed to find
+    the cut it carries (`replay`; False on a busy worker: a request with no record of its
+    conversation's last turn is then cut as a cold cache's is, its cut anchored for later turns,
+    at the cost of one fit of the request instead of one per past crossing of its band)."""
 
     body: Mapping[str, Any]
     model: str | None = None
@@ -270,6 +276,7 @@ class FitRequest:
     deployment: Deployment | None = None
     can_summarize: bool = False
     judged: Judged = Judged()
+    replay: bool = True
 
 
 def _moved_sources(sources: Sources | None, moved: dict[str, Any]) -> Sources:

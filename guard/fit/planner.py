@@ -60,9 +60,10 @@ def plan(
     *,
     can_summarize: bool = False,
     temperature: Temperature | None = None,
+    replay: bool = True,
 ) -> Plan:
-    """The fit of `body` with what was `resolved` for it. `temperature`: what the shell knows of the
-    conversation's provider cache (see guard.fit.temperature); None: nothing (the stateless replay)."""
+    """The fit of `body` with what was `resolved` for it; `temperature`, `replay`: see `carried` (None:
+    nothing known of the conversation's provider cache, the stateless replay)."""
     policy = resolved.policy
     req = Counted.of(body, resolved)
     terms = reasoning.Terms(
@@ -81,8 +82,7 @@ def plan(
     carry = Carry()
     if not budget.fits(req.before):
         budget = _clamp_output(budget, req.before, policy, ctx, floor)
-        summarizing = can_summarize and policy.allows(SUMMARIZE)
-        conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, summarizing)
+        conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, can_summarize, replay)
         if budget.reserved_output != req.budget.reserved_output:
             reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
     source = "clamped_by_policy" if any(a.kind == CLAMP for a in ctx.actions) else req.source
@@ -108,12 +108,14 @@ def _over_room(
     budget: Budget,
     ctx: Context,
     temperature: Temperature | None,
-    summarizing: bool,
+    can_summarize: bool,
+    replay: bool,
 ) -> Generator[Any, Any, tuple[Conversation, Context, Carry]]:
     """A request over its room: the band's carried cut where one fits (with a summarizer, its prefix
     summarized: see `carried`), else the strategies on the whole request."""
     policy = ctx.policy
-    made = yield from carried(req, budget, ctx, temperature, summarizing)
+    summarizing = can_summarize and policy.allows(SUMMARIZE)
+    made = yield from carried(req, budget, ctx, temperature, summarizing, replay)
     if made is not None:
         conv, ctx, m, anchor, last = made
         return conv, ctx, Carry(m, anchor, last)

@@ -1,13 +1,16 @@
 """Driving the planner generator on the event loop: its summary requests answered by the
-summarizer (awaited), its CPU work in a worker thread for big bodies."""
+summarizer (awaited), its CPU work in a worker thread for heavy fits, their turns taken from
+`guard.shell.heavy_fits`."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
 from guard.fit.planner import CachedSummaries, Fitted, Plan
+from guard.shell.heavy_fits import HeavyFits
 from guard.shell.summarizer import Summarizer
 
 
@@ -15,23 +18,42 @@ async def maybe_thread(threaded: bool, fn: Callable[..., Any], *args: Any) -> An
     return await asyncio.to_thread(fn, *args) if threaded else fn(*args)
 
 
-async def drive(make: Callable[[], Plan], summarizer: Summarizer | None, tenant: str, *, threaded: bool) -> Fitted:
+async def drive(
+    make: Callable[[bool], Plan], summarizer: Summarizer | None, tenant: str, *, heavy: HeavyFits | None
+) -> Fitted:
     """Make and run the planner generator; its summary requests are answered by the summarizer
-    (awaited on the event loop), its CPU work runs in a worker thread for big bodies (one hop per
-    step: the plan is made in the first)."""
+    (awaited on the event loop). A heavy fit (`heavy` given) runs its CPU work in a worker thread,
+    one hop per step (the plan is made in the first), each step in a turn of `heavy`'s; one that
+    waited past `wait_seconds` for its first turn is made hurried (`make(True)`: the deterministic
+    path, see `HeavyFitSettings`) and runs at once, outside the turns."""
     plans: list[Plan] = []
+    hurried = False
+    if heavy is not None:
+        hurried = not await heavy.turn(time.monotonic() + heavy.settings.wait_seconds)
 
     def step(answer: Any) -> tuple[bool, Any]:
         if not plans:
-            plans.append(make())
+            plans.append(make(hurried))
         return _step(plans[0], answer)
 
     answer: Any = None
+    first = True
     while True:
-        done, value = await asyncio.to_thread(step, answer) if threaded else step(answer)
+        if heavy is None:
+            done, value = step(answer)
+        elif hurried:
+            done, value = await asyncio.to_thread(step, answer)
+        else:
+            if not first:
+                await heavy.turn()
+            try:
+                done, value = await asyncio.to_thread(step, answer)
+            finally:
+                heavy.done()
+        first = False
         if done:
             return cast("Fitted", value)
-        if summarizer is None:
+        if summarizer is None or hurried:
             answer = None
         elif isinstance(value, CachedSummaries):
             answer = await summarizer.cached(value.requests, tenant)

@@ -13,7 +13,7 @@ import sys
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import litellm
@@ -25,7 +25,7 @@ from guard.core.identity import STATE_KEY, Identity, identity_from_metadata
 from guard.core.policy import Policy
 from guard.fit import temperature
 from guard.fit.engine import FitRequest, Judged
-from guard.fit.planner import Fitted
+from guard.fit.planner import Fitted, Plan
 from guard.shell import records, repeats, router_api, routes, routing
 from guard.shell.driving import drive, maybe_thread
 from guard.shell.routes import Route
@@ -34,8 +34,6 @@ from guard.state import telemetry
 
 if TYPE_CHECKING:
     from guard.shell.services import Services
-
-THREAD_THRESHOLD = 64  # turns; bigger bodies are fitted off the event loop
 
 
 class GuardFailed(RuntimeError):
@@ -224,8 +222,7 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     one.seal = repeats.Seal.of(engine, name, policy, deployment, key) if later or one.where == "proxy" else None
     if later and repeats.holds(one.call, one.seal, data):
         raise _Repeat
-    turns = data.get(dialect.messages_key)
-    big = isinstance(turns, list) and len(turns) >= THREAD_THRESHOLD
+    big = cg.heavy_fits.heavy(data.get(dialect.messages_key))
     if one.chain and policy.context_fallbacks == "before_cutting":
         attempt = Attempt(one.where, identity, deployment, alias=name, chain=one.chain)
         target = await maybe_thread(big, whole_elsewhere, cg, data, one.route, attempt, policy)
@@ -243,7 +240,11 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     known = earlier_judged or await cg.conversations.fresh(conversation)
     judged = Judged(temperature=None if known else temperature.UNKNOWN, conversation=conversation)
     request = FitRequest(data, name, dialect, policy, deployment, summarizer is not None, judged)
-    fitted = await drive(lambda: engine.plan_for(request), summarizer, identity.tenant, threaded=big)
+
+    def make(hurried: bool) -> Plan:  # hurried: the deterministic path (`HeavyFitSettings`)
+        return engine.plan_for(replace(request, can_summarize=False, replay=False) if hurried else request)
+
+    fitted = await drive(make, summarizer, identity.tenant, heavy=cg.heavy_fits if big else None)
     if known:
         await cg.conversations.record(conversation)
     return fitted
@@ -331,8 +332,7 @@ async def check_candidates(
     if not candidates:
         return data
     start = time.perf_counter()
-    turns = data.get(route.dialect.messages_key)
-    big = isinstance(turns, list) and len(turns) >= THREAD_THRESHOLD
+    big = cg.heavy_fits.heavy(data.get(route.dialect.messages_key))
 
     def verdicts() -> list[tuple[str, routing.Verdict]]:
         out = []

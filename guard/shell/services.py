@@ -13,6 +13,7 @@ from guard.core.identity import Identity
 
 if TYPE_CHECKING:
     from guard.fit.engine import Engine
+    from guard.shell.heavy_fits import HeavyFits
     from guard.shell.routes import Route
     from guard.shell.summarizer import Summarizer
     from guard.state.calibration_store import CalibrationStore
@@ -47,6 +48,11 @@ class Services(Protocol):
 
     @property
     def conversations(self) -> SeenStore: ...
+
+    @property
+    def heavy_fits(self) -> HeavyFits:
+        """The turns of heavy fits (long bodies, fitted off the event loop, a bounded few at once)."""
+        ...
 
     @property
     def misses(self) -> dict[str, None]:

@@ -12,12 +12,13 @@ from typing import Any
 
 import litellm
 
-from guard.core.config import CacheSettings, GuardConfig, SummarizerSettings
+from guard.core.config import CacheSettings, GuardConfig, HeavyFitSettings, SummarizerSettings
 from guard.core.modelmap import litellm_resolver
 from guard.core.policy import PolicySet, load_policy_set
 from guard.fit.engine import Engine
 from guard.shell import fitting, startup
 from guard.shell.config_file import load_config
+from guard.shell.heavy_fits import HeavyFits
 from guard.shell.routes import Route
 from guard.shell.services import Attempt
 from guard.shell.summarizer import Call, Summarizer, Summarizing
@@ -29,7 +30,7 @@ from guard.state.seen_store import SeenStore
 class GuardServices:
     """The services of one guard, built lazily (in the proxy, from its config file on first use)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - the public constructor's keywords
         self,
         policies: PolicySet | Mapping[str, Any] | None = None,
         *,
@@ -38,10 +39,13 @@ class GuardServices:
         summarizer: Summarizing | SummarizerSettings | Mapping[str, Any] | None = None,
         cache: SummaryCache | CacheSettings | Mapping[str, Any] | None = None,
         router: Any = None,
+        heavy_fits: HeavyFitSettings | Mapping[str, Any] | None = None,
         **moved: Any,
     ) -> None:
-        """`summarizer`: its settings, or a `Summarizing` (settings and the LLM call it makes). The
-        keyword `summarize_call` is deprecated since 0.3.0: `summarizer=Summarizing(settings, call)`."""
+        """`summarizer`: its settings, or a `Summarizing` (settings and the LLM call it makes).
+        `heavy_fits`: how long bodies are fitted (`HeavyFitSettings`; by default the config file's
+        `context_guard.heavy_fits`, else its defaults). The keyword `summarize_call` is deprecated
+        since 0.3.0: `summarizer=Summarizing(settings, call)`."""
         super().__init__()  # (the next class of the hook class: LiteLLM's CustomLogger)
         summarize_call: Call | None = moved.pop("summarize_call", None)
         if moved:
@@ -67,6 +71,9 @@ class GuardServices:
         settings = CacheSettings.model_validate(cache) if isinstance(cache, Mapping) else cache
         self._cache_settings = settings if isinstance(settings, CacheSettings) else None
         self._summarize_call = summarize_call
+        given = HeavyFitSettings.model_validate(heavy_fits) if isinstance(heavy_fits, Mapping) else heavy_fits
+        self._heavy_given = given is not None
+        self._heavy_fits = HeavyFits(given)
         self._summarizer: Summarizer | None = None
         self._misses: dict[str, None] = {}  # call ids already counted as counting misses
         self._calibrations: CalibrationStore | None = None
@@ -80,6 +87,8 @@ class GuardServices:
         if self._config_path is not None:
             cfg = load_config(self._config_path)
             startup.check_config(self._config_path, os.environ)  # settings that route around the hooks, said once
+            if not self._heavy_given:
+                self._heavy_fits = HeavyFits(cfg.heavy_fits)
         else:
             cfg = GuardConfig(self._policies or PolicySet(), {})
         self._engine = Engine(
@@ -130,6 +139,12 @@ class GuardServices:
     def summarizer(self) -> Summarizer | None:
         self.engine  # noqa: B018 - built with the engine
         return self._summarizer
+
+    @property
+    def heavy_fits(self) -> HeavyFits:
+        """The turns of heavy fits (see guard.shell.heavy_fits): the config file's settings once read."""
+        self.engine  # noqa: B018 - the config file read with the engine
+        return self._heavy_fits
 
     @property
     def conversations(self) -> SeenStore:

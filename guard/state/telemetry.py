@@ -58,6 +58,10 @@ COUNT_RATIO = Histogram(
     ["model"],
     buckets=(0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5, 2.0, 3.0),
 )
+HURRIED = Counter(
+    "context_guard_hurried_fits",
+    "Heavy fits that waited past heavy_fits.wait_seconds for their turn and took the deterministic path",
+)
 LATENCY = Histogram(
     "context_guard_latency_seconds",
     "Time the guard added to a request",
@@ -118,6 +122,9 @@ def headers(report: Mapping[str, Any]) -> dict[str, str]:
         # cold: idle past the provider's cache TTL (a cut then costs nothing extra); anchored: the
         # cut is carried from the turn it was anchored on (see guard.fit.temperature)
         out["cache-temperature"] = str(report["cache_temperature"]) + (";anchored" if report.get("anchor") else "")
+    if any(s.get("kind") == "replay" for s in report.get("skipped", [])):
+        # a busy worker cut it as a cold cache's (anchored) instead of replaying its past turns
+        out["busy"] = "replay_skipped"
     if report.get("other_context_managers"):
         out["coexisting"] = ",".join(report["other_context_managers"])
     if report.get("unseen_state"):

@@ -1,0 +1,227 @@
+"""Heavy fits on a busy worker (issue 36, item 3): what a bound on the fits of long bodies working at
+once does to the requests beside them, on a real one-worker LiteLLM proxy (LiteLLM's
+`mock_response` as the upstream, the proxy on core 0 and the clients on core 1, as bench.overhead).
+
+    .venv/bin/python -m bench.heavy_fits [--seconds 20] [--rounds 2] [--settings 0 1 2 1:0.25]
+
+Two kinds of clients at once, closed loops:
+
+- light: 4 clients posting agent conversations that fit a 32k window (bench.overhead's "fitting");
+- heavy: 3 clients posting the last request of real agent loops (bench/corpus: 64 messages or more,
+  over the window), each pass salted in its task message so every request is a conversation the
+  worker has no record of: its fit replays the history's past turns (a prefix fit per crossing),
+  what a worker pays for every long conversation after a restart without Redis.
+
+Per `heavy_fits` setting (`concurrency[:wait_seconds]`; 0: no bound, the guard before this bench) it
+prints requests/s, p50 and p99 of each kind, and how many heavy fits waited past `wait_seconds` and
+went the deterministic path (the `x-context-guard-busy` header). The stock proxy serves the light
+clients alone as the yardstick of their latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+import httpx  # noqa: E402
+
+from bench.overhead import KEY, SALT, WINDOW, fitting  # noqa: E402
+from tests.e2e.conftest import start_proxy, stop_proxy  # noqa: E402
+
+_PIN = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
+LIGHT, HEAVY = 4, 3
+
+
+def config(setting: str | None) -> str:
+    """The proxy's config: stock (None), or guarded with `heavy_fits` as `concurrency[:wait]`."""
+    guard = ""
+    if setting is not None:
+        concurrency, _, wait = setting.partition(":")
+        guard = (
+            "context_guard:\n  heavy_fits:\n"
+            f"    concurrency: {int(concurrency)}\n    wait_seconds: {float(wait or 1.0)}\n"
+        )
+    callbacks = "  callbacks: guard.proxy.context_guard\n" if setting is not None else ""
+    return f"""
+model_list:
+  - model_name: agent
+    litellm_params: {{model: openai/gpt-4o, mock_response: "done", api_key: dummy}}
+    model_info: {{max_input_tokens: {WINDOW}, max_output_tokens: 4096}}
+{guard}litellm_settings:
+{callbacks}  num_retries: 0
+  request_timeout: 120
+general_settings:
+  master_key: {KEY}
+"""
+
+
+def heavy_bodies() -> list[str]:
+    """The last request of each real agent loop of 64 messages or more over the window, salted."""
+    from bench.cache import agent_runs, requests
+    from bench.traces import swe_runs
+    from guard.core.encodings import get_encoding
+    from guard.core.tokens import TokenCounter
+    from guard.dialects import OPENAI, detect
+
+    counter = TokenCounter(get_encoding("o200k_base"))
+    out = []
+    for _, body in [*swe_runs(), *agent_runs()]:
+        if detect(body) is not OPENAI:  # (chat completions only: the route these go to)
+            continue
+        *_, last = requests(body)
+        messages = [dict(m) for m in last["messages"]]
+        task = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+        if task is None or len(messages) < 64 or not isinstance(messages[task].get("content"), str):
+            continue
+        messages[task]["content"] = f"{messages[task]['content']}\n{SALT}"
+        sent = {"model": "agent", "messages": messages, "max_tokens": 1024}
+        if counter.body(OPENAI, sent) > WINDOW:
+            out.append(json.dumps(sent))
+    return out
+
+
+def long_bodies(messages: int = 3000, count: int = 3) -> list[str]:
+    """Histories of `messages` messages or more, each the real loops' turns one after another
+    (their calls renamed apart) after one task: an agent session of hours, a conversation's first
+    request on a worker after a restart without Redis, fresh text (every message salted). Each
+    replays its last 6 rooms' crossings."""
+    from bench.cache import agent_runs
+    from bench.traces import swe_runs
+    from guard.dialects import OPENAI, detect
+
+    runs = [b for _, b in [*swe_runs(), *agent_runs()] if detect(b) is OPENAI]
+    out = []
+    for c in range(count):
+        history: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
+        history.append({"role": "user", "content": f"Work through these tasks, one after another. {SALT}"})
+        k = 0
+        while len(history) < messages:
+            body = runs[(c + k) % len(runs)]
+            k += 1
+            for m in body["messages"]:
+                if m.get("role") == "system":
+                    continue
+                m = dict(m)
+                if m.get("tool_calls"):
+                    m["tool_calls"] = [{**t, "id": f"{k}-{t.get('id')}"} for t in m["tool_calls"]]
+                if m.get("tool_call_id"):
+                    m["tool_call_id"] = f"{k}-{m['tool_call_id']}"
+                if isinstance(m.get("content"), str) and m["content"]:
+                    m["content"] += f" {SALT}"  # fresh text on every pass: no memo of an earlier one helps
+                history.append(m)
+        while history[-1].get("role") == "assistant":
+            history.pop()
+        out.append(json.dumps({"model": "agent", "messages": history, "max_tokens": 1024}))
+    return out
+
+
+@dataclass
+class Kind:
+    latencies: list[float] = field(default_factory=list)
+    errors: int = 0
+    busy: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+async def drive(url: str, light: list[str], heavy: list[str], seconds: float, with_heavy: bool) -> dict[str, Kind]:
+    headers = {"authorization": f"Bearer {KEY}", "content-type": "application/json"}
+    stop = time.monotonic() + seconds
+    out = {"light": Kind(), "heavy": Kind()}
+
+    async def client(http: httpx.AsyncClient, kind: str, bodies: list[str], k: int) -> None:
+        i = k * 5
+        while time.monotonic() < stop:
+            payload = bodies[i % len(bodies)].replace(SALT, f"\u27e8run {kind} {k:02d} {i:05d}\u27e9")
+            i += 1
+            t = time.perf_counter()
+            try:
+                resp = await http.post(url + "/chat/completions", content=payload, headers=headers)
+                if resp.status_code != 200:
+                    out[kind].errors += 1
+                    what = f"{resp.status_code}:{resp.text[:80]}"
+                    out[kind].statuses[what] = out[kind].statuses.get(what, 0) + 1
+                out[kind].busy += resp.headers.get("x-context-guard-busy") is not None
+            except Exception as e:  # a request not answered
+                out[kind].errors += 1
+                out[kind].statuses[type(e).__name__] = out[kind].statuses.get(type(e).__name__, 0) + 1
+            out[kind].latencies.append(time.perf_counter() - t)
+
+    async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=LIGHT + HEAVY + 2)) as http:
+        tasks = [client(http, "light", light, k) for k in range(LIGHT)]
+        if with_heavy:
+            tasks += [client(http, "heavy", heavy, k) for k in range(HEAVY)]
+        await asyncio.gather(*tasks)
+    return out
+
+
+def measure(setting: str | None, light: list[str], heavy: list[str], seconds: float) -> dict[str, Kind]:
+    work = Path(tempfile.mkdtemp(prefix="guard-heavy-"))
+    proc, url, _ = start_proxy(config(setting), work, prefix=["taskset", "-c", "0"] if _PIN else [])
+    try:
+        asyncio.run(drive(url, light, heavy, min(5.0, seconds / 3), setting is not None))  # warm-up
+        return asyncio.run(drive(url, light, heavy, seconds, setting is not None))
+    finally:
+        stop_proxy(proc)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _q(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(len(values) * q))] * 1e3 if values else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--settings", nargs="+", default=["0", "1", "2", "1:0.25"])
+    parser.add_argument("--long", type=int, default=0, help="heavy bodies: histories of this many messages")
+    args = parser.parse_args(argv)
+    light, heavy = fitting()[0], long_bodies(args.long) if args.long else heavy_bodies()
+    print(
+        f"light: {len(light)} bodies; heavy: {len(heavy)} bodies, {min(map(len, heavy)):,}-{max(map(len, heavy)):,} bytes"
+    )
+    if _PIN:
+        os.sched_setaffinity(0, {1})
+    runs: dict[str, list[dict[str, Kind]]] = {}
+    for _ in range(args.rounds):
+        for setting in [None, *args.settings]:
+            runs.setdefault(str(setting), []).append(measure(setting, light, heavy, args.seconds))
+    print(
+        f"\n{'heavy_fits':>10s} {'light/s':>8s} {'p50':>7s} {'p99':>7s} {'heavy/s':>8s} {'p50':>7s} {'p99':>8s} "
+        f"{'busy':>5s} {'errors':>6s}"
+    )
+    ok = True
+    for setting, results in runs.items():
+        rate = {k: statistics.median(len(r[k].latencies) / args.seconds for r in results) for k in ("light", "heavy")}
+        lat = {k: [x for r in results for x in r[k].latencies] for k in ("light", "heavy")}
+        errors = sum(r[k].errors for r in results for k in r)
+        busy = sum(r["heavy"].busy for r in results)
+        ok &= errors == 0
+        name = "stock" if setting == "None" else setting
+        print(
+            f"{name:>10s} {rate['light']:8.1f} {_q(lat['light'], 0.5):7.1f} {_q(lat['light'], 0.99):7.1f} "
+            f"{rate['heavy']:8.1f} {_q(lat['heavy'], 0.5):7.1f} {_q(lat['heavy'], 0.99):8.1f} {busy:5d} {errors:6d}"
+        )
+    for setting, results in runs.items():
+        for r in results:
+            for k, kind in r.items():
+                if kind.statuses:
+                    print(f"{setting} {k}: {kind.statuses}")
+    print("no errors" if ok else "ERRORS")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
