@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from guard.core.config import CacheSettings, Deployment, GuardConfig, SummarizerSettings
+from guard.core.config import CacheSettings, Deployment, GuardConfig, HeavyFitSettings, SummarizerSettings
 from guard.core.errors import BadRequest, ContextWindowExceeded, GuardError, PolicyError, Shortfall, UnknownModel
 from guard.core.limits import ModelLimits
 from guard.core.policy import Policy, PolicySet, load_policy_set
@@ -68,6 +68,7 @@ __all__ = [
     "GuardConfig",
     "GuardError",
     "GuardFailed",
+    "HeavyFitSettings",
     "Judged",
     "ModelLimits",
     "Policy",
