@@ -53,15 +53,27 @@ SALT = "\u27e8run 0000\u27e9"  # replaced by each pass's number in the serialize
 _PIN = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
 
 
-def config(guarded: bool) -> str:
+def config(guarded: bool, fallbacks: bool = False) -> str:
+    """The proxy's config; with `fallbacks`, `agent` has a context-window fallback with four times
+    its window (LiteLLM's `context_window_fallbacks`): the guard checks, on every overflowing turn,
+    whether the fallback takes it whole (it does: the turn is served there, uncut)."""
     callbacks = "  callbacks: guard.proxy.context_guard\n" if guarded else ""
+    big = (
+        f"""  - model_name: agent-big
+    litellm_params: {{model: openai/gpt-4o, mock_response: "done", api_key: dummy}}
+    model_info: {{max_input_tokens: {WINDOW * 4}, max_output_tokens: 4096}}
+"""
+        if fallbacks
+        else ""
+    )
+    chain = '  context_window_fallbacks: [{"agent": ["agent-big"]}]\n' if fallbacks else ""
     return f"""
 model_list:
   - model_name: agent
     litellm_params: {{model: openai/gpt-4o, mock_response: "done", api_key: dummy}}
     model_info: {{max_input_tokens: {WINDOW}, max_output_tokens: 4096}}
-litellm_settings:
-{callbacks}  num_retries: 0
+{big}litellm_settings:
+{callbacks}{chain}  num_retries: 0
   request_timeout: 120
 general_settings:
   master_key: {KEY}
@@ -190,11 +202,13 @@ def cpu_seconds(pid: int) -> float:
 WORKLOADS = {"fitting": (fitting, 8), "overflowing": (overflowing, 4)}
 
 
-def measure(workers: int, guarded: bool, loads: dict[str, list[list[str]]], seconds: float) -> dict[str, Any]:
+def measure(
+    workers: int, guarded: bool, loads: dict[str, list[list[str]]], seconds: float, fallbacks: bool = False
+) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="guard-overhead-"))
     pin = ["taskset", "-c", "0"] if _PIN and workers == 1 else []
     args = ["--num_workers", str(workers)] if workers > 1 else []
-    proc, url, _ = start_proxy(config(guarded), work, prefix=pin, args=args)
+    proc, url, _ = start_proxy(config(guarded, fallbacks), work, prefix=pin, args=args)
     out: dict[str, Any] = {}
     try:
         for name, loops in loads.items():
@@ -217,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--only", choices=sorted(WORKLOADS), help="run one workload")
+    parser.add_argument("--fallbacks", action="store_true", help="agent has a context-window fallback (see config)")
     args = parser.parse_args(argv)
     names = [args.only] if args.only else list(WORKLOADS)
     loads = {name: WORKLOADS[name][0]() for name in names}
@@ -233,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
         for _ in range(args.rounds):
             for guarded in (False, True):
-                results.setdefault((workers, guarded), []).append(measure(workers, guarded, loads, args.seconds))
+                run = measure(workers, guarded, loads, args.seconds, args.fallbacks)
+                results.setdefault((workers, guarded), []).append(run)
     ok = True
     print(
         f"\n{'workers':>7s} {'workload':12s} {'proxy':8s} {'req/s':>7s} {'ms/req':>7s} {'p50':>7s} {'p99':>7s} {'errors':>6s}  statuses"

@@ -54,7 +54,10 @@ def carried(
     (`guard.fit.edited`). Without `replay` (a busy worker: `FitRequest.replay`), a request whose
     record of its last turn does not hold is cut as a cold cache's is and the cut anchored, where
     the replay would have fitted a prefix per past crossing. None when no carried cut fits (the
-    request is then fitted whole)."""
+    request is then fitted whole), and at once under a policy with no step that cuts (the rewrites
+    it allows give each message one form on every turn over the room: nothing to carry)."""
+    if not any(BY_NAME[s].kind in _CUTTING for s in ctx.policy.strategies):
+        return None
     cuts = _Cuts(req, budget, ctx, summarizing)
     messages, counts, n = req.messages, req.counts, len(req.messages)
     anchor = temperature.anchor if temperature is not None else None
@@ -123,6 +126,7 @@ def _warm(
     return (*made, None, replace(record, edited=edited))
 
 
+_CUTTING = ("lossy", "summary", "newest")  # the kinds of step that cut (guard.core.steps)
 CutAt = Callable[[int, int], Generator[Any, Any, Made]]
 # a carried cut: the request as cut, its context, the leading messages it was made on, its anchor, its record
 Carried = tuple[Conversation, Context, int, Anchor | None, LastCut | None]

@@ -160,6 +160,8 @@ def _dropped_first(start: Conversation, ctx: Context, policy: Policy) -> tuple[C
     request (`_stands` without it). None where the first pass must run. Most of a large
     overflow's fit is that truncation, done to be thrown away. The first pass would have skipped
     the summarizer on its way to the drop: so does this cut's report."""
+    if not policy.allows(WHOLE_TURNS):
+        return None  # (no drop: the cut below would stand only where turns were dropped)
     if ctx.ceiling is not None and not falls_short(start, ctx.ceiling, policy, ctx.counter.factor):
         # a carried cut's prefix stops at its fixed mark, and the rewrites before the first lossy
         # step only lower counts: where truncation reaches the mark from the history as it came,

@@ -14,8 +14,17 @@ from guard.shell.heavy_fits import HeavyFits
 from guard.shell.summarizer import Summarizer
 
 
-async def maybe_thread(threaded: bool, fn: Callable[..., Any], *args: Any) -> Any:
-    return await asyncio.to_thread(fn, *args) if threaded else fn(*args)
+async def off_loop(heavy: HeavyFits | None, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`: on the event loop for a small body (`heavy` None), else in a worker thread in a
+    turn of `heavy`'s (one that waited past `wait_seconds` for it: at once, outside the turns)."""
+    if heavy is None:
+        return fn(*args)
+    turn = await heavy.turn(time.monotonic() + heavy.settings.wait_seconds)
+    try:
+        return await asyncio.to_thread(fn, *args)
+    finally:
+        if turn:
+            heavy.done()
 
 
 async def drive(

@@ -8,7 +8,6 @@ Functions take the guard's services (guard.shell.services: its engine, summarize
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import time
 import traceback
@@ -27,7 +26,7 @@ from guard.fit import temperature
 from guard.fit.engine import FitRequest, Judged
 from guard.fit.planner import Fitted, Plan
 from guard.shell import records, repeats, router_api, routes, routing
-from guard.shell.driving import drive, maybe_thread
+from guard.shell.driving import drive, off_loop
 from guard.shell.routes import Route
 from guard.shell.services import Attempt
 from guard.state import telemetry
@@ -100,8 +99,9 @@ async def filter_deployments(
     body["model"] = model
     md = body.get(route.metadata_key(body)) or {}
     identity = identity_of(md)
+    heavy = cg.heavy_fits.of(body.get(route.dialect.messages_key))
     try:
-        verdicts = await asyncio.to_thread(_verdicts, cg, body, route, identity, model, candidates)
+        verdicts = await off_loop(heavy, _verdicts, cg, body, route, identity, model, candidates)
     except Exception as e:  # routing must never fail because of the guard
         telemetry.log.error("context-guard routing filter: %s", type(e).__name__)
         return healthy
@@ -222,10 +222,10 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     one.seal = repeats.Seal.of(engine, name, policy, deployment, key) if later or one.where == "proxy" else None
     if later and repeats.holds(one.call, one.seal, data):
         raise _Repeat
-    big = cg.heavy_fits.heavy(data.get(dialect.messages_key))
+    heavy = cg.heavy_fits.of(data.get(dialect.messages_key))
     if one.chain and policy.context_fallbacks == "before_cutting":
         attempt = Attempt(one.where, identity, deployment, alias=name, chain=one.chain)
-        target = await maybe_thread(big, whole_elsewhere, cg, data, one.route, attempt, policy)
+        target = await off_loop(heavy, whole_elsewhere, cg, data, one.route, attempt, policy)
         if target is not None:  # a fallback takes it whole: let the router send it there uncut
             raise _FallBack(target)
     # the deployment's record (learned ratios; counting misses, which count in static mode too)
@@ -244,7 +244,7 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     def make(hurried: bool) -> Plan:  # hurried: the deterministic path (`HeavyFitSettings`)
         return engine.plan_for(replace(request, can_summarize=False, replay=False) if hurried else request)
 
-    fitted = await drive(make, summarizer, identity.tenant, heavy=cg.heavy_fits if big else None)
+    fitted = await drive(make, summarizer, identity.tenant, heavy=heavy)
     if known:
         await cg.conversations.record(conversation)
     return fitted
@@ -305,13 +305,13 @@ def whole_elsewhere(cg: Services, data: dict[str, Any], route: Route, attempt: A
     deployment (or its model group, `attempt.alias`) cannot."""
     identity, name, chain = attempt.identity, str(attempt.alias), attempt.chain or []
     here = attempt.deployment or Deployment(name, name, {})
-    if routing.tier(cg.engine, data, here, policy, route.dialect).tier == routing.WHOLE:
+    if routing.whole(cg.engine, data, here, policy, route.dialect):
         return None
     router = cg.router()
     for group in chain:
         for d in routing.deployments(router, group):
             p, _ = policy_for(cg, group, d.model, identity, data, route)
-            if routing.tier(cg.engine, data, d, p, route.dialect).tier == routing.WHOLE:
+            if routing.whole(cg.engine, data, d, p, route.dialect):
                 return group
     return None
 
@@ -332,7 +332,7 @@ async def check_candidates(
     if not candidates:
         return data
     start = time.perf_counter()
-    big = cg.heavy_fits.heavy(data.get(route.dialect.messages_key))
+    heavy = cg.heavy_fits.of(data.get(route.dialect.messages_key))
 
     def verdicts() -> list[tuple[str, routing.Verdict]]:
         out = []
@@ -345,7 +345,7 @@ async def check_candidates(
         return out
 
     try:
-        found = await maybe_thread(big, verdicts)
+        found = await off_loop(heavy, verdicts)
     except GuardError as e:
         telemetry.ERRORS.labels(type(e).__name__).inc()
         raise litellm.BadRequestError(message=str(e), model=alias, llm_provider="openai") from None

@@ -29,9 +29,9 @@ class HeavyFits:
         )
         self.waiting = 0  # fits waiting for their turn now, on every loop
 
-    def heavy(self, messages: object) -> bool:
-        """Whether a body's message list makes it a heavy fit."""
-        return isinstance(messages, list) and len(messages) >= self.settings.min_messages
+    def of(self, messages: object) -> HeavyFits | None:
+        """These turns for a body whose message list makes its fit a heavy one, else None."""
+        return self if isinstance(messages, list) and len(messages) >= self.settings.min_messages else None
 
     def _gate(self) -> asyncio.Semaphore | None:
         if self.settings.concurrency == 0:

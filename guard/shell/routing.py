@@ -20,7 +20,9 @@ from typing import Any
 from guard.core.config import Deployment
 from guard.core.errors import ContextWindowExceeded, GuardError
 from guard.core.policy import Policy
-from guard.fit.engine import Engine
+from guard.fit.engine import Engine, FitRequest, Judged
+from guard.fit.planner import run
+from guard.fit.temperature import Temperature
 from guard.shell import router_api
 
 WHOLE, CUT, NONE = 0, 1, 2
@@ -91,19 +93,36 @@ class Verdict:
 def tier(engine: Engine, body: Mapping[str, Any], deployment: Deployment, policy: Policy, dialect: Any) -> Verdict:
     """How well a deployment can take the body (no summaries: they need I/O; a body that needs one
     fits after the deterministic steps anyway, or the summary would not be asked for)."""
-    model = deployment.model_name
-    try:
-        engine.fit(body, model=model, dialect=dialect, policy=lossless(policy), deployment=deployment)
+    if whole(engine, body, deployment, policy, dialect):
         return Verdict(deployment, WHOLE)
-    except ContextWindowExceeded:
-        pass
     try:
-        engine.fit(body, model=model, dialect=dialect, policy=policy, deployment=deployment)
+        _check(engine, body, deployment, policy, dialect)
         return Verdict(deployment, CUT)
     except ContextWindowExceeded as e:
         return Verdict(deployment, NONE, e)
     except GuardError:
         return Verdict(deployment, NONE)
+
+
+def whole(engine: Engine, body: Mapping[str, Any], deployment: Deployment, policy: Policy, dialect: Any) -> bool:
+    """Whether the deployment takes the body whole (the WHOLE tier; bad bodies raise GuardError)."""
+    try:
+        _check(engine, body, deployment, lossless(policy), dialect)
+        return True
+    except ContextWindowExceeded:
+        return False
+
+
+def _check(engine: Engine, body: Mapping[str, Any], deployment: Deployment, policy: Policy, dialect: Any) -> None:
+    """A fit for its verdict only (raises ContextWindowExceeded when the body cannot fit): without
+    the replay of the history's past turns, which places the cut but never decides whether one
+    fits (where no carried cut fits, the whole request is fitted), and which under a lossless
+    policy tries a prefix fit per past crossing for nothing (a real loop's overflowing turn:
+    0.1-1.5 s, against 30-70 ms for its fit); nothing recorded of the conversation (a check is
+    not a turn sent: its record would hand the fit that follows a cut made for another window)."""
+    judged = Judged(temperature=Temperature("warm"))
+    request = FitRequest(body, deployment.model_name, dialect, policy, deployment, judged=judged, replay=False)
+    run(engine.plan_for(request), None)
 
 
 def best(verdicts: Sequence[Verdict]) -> list[Verdict]:
