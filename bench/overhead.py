@@ -2,7 +2,7 @@
 guard, same model list, LiteLLM's `mock_response` as the upstream (nothing hides the proxy's own
 time), closed-loop clients keeping the workers busy, so 1/throughput is what a request costs.
 
-    .venv/bin/python -m bench.overhead [--seconds 20] [--rounds 2] [--workers 1 2]
+    .venv/bin/python -m bench.overhead [--seconds 20] [--rounds 2] [--workers 1 2] [--fallbacks]
 
 Two workloads, each run alone, rounds alternating stock and guarded to spread machine noise:
 
@@ -56,7 +56,8 @@ _PIN = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
 def config(guarded: bool, fallbacks: bool = False) -> str:
     """The proxy's config; with `fallbacks`, `agent` has a context-window fallback with four times
     its window (LiteLLM's `context_window_fallbacks`): the guard checks, on every overflowing turn,
-    whether the fallback takes it whole (it does: the turn is served there, uncut)."""
+    whether the fallback takes it whole (it does: the turn is served there, uncut), and the stock
+    proxy gets there when `agent`'s mock upstream refuses the turn as too long."""
     callbacks = "  callbacks: guard.proxy.context_guard\n" if guarded else ""
     big = (
         f"""  - model_name: agent-big
@@ -67,10 +68,13 @@ def config(guarded: bool, fallbacks: bool = False) -> str:
         else ""
     )
     chain = '  context_window_fallbacks: [{"agent": ["agent-big"]}]\n' if fallbacks else ""
+    # with fallbacks, `agent`'s mock upstream refuses as a provider does a request over its window,
+    # so the stock proxy takes LiteLLM's fallback path too (the guard refuses before it)
+    answer = "litellm.ContextWindowExceededError" if fallbacks else "done"
     return f"""
 model_list:
   - model_name: agent
-    litellm_params: {{model: openai/gpt-4o, mock_response: "done", api_key: dummy}}
+    litellm_params: {{model: openai/gpt-4o, mock_response: "{answer}", api_key: dummy}}
     model_info: {{max_input_tokens: {WINDOW}, max_output_tokens: 4096}}
 {big}litellm_settings:
 {callbacks}{chain}  num_retries: 0

@@ -335,10 +335,15 @@ async def check_candidates(
     heavy = cg.heavy_fits.of(data.get(route.dialect.messages_key))
 
     def verdicts() -> list[tuple[str, routing.Verdict]]:
+        # one that takes it whole first (a lossless check each: cheap), then one that can after cuts
+        each = [(name, Deployment(name, d.model, d.model_info)) for name, d in candidates]
+        policies = [policy_for(cg, name, d.model, identity, data, route)[0] for name, d in each]
+        for (name, d), policy in zip(each, policies):
+            if routing.whole(cg.engine, data, d, policy, route.dialect):
+                return [(name, routing.Verdict(d, routing.WHOLE))]
         out = []
-        for name, d in candidates:
-            policy, _ = policy_for(cg, name, d.model, identity, data, route)
-            v = routing.tier(cg.engine, data, Deployment(name, d.model, d.model_info), policy, route.dialect)
+        for (name, d), policy in zip(each, policies):
+            v = routing.after_cuts(cg.engine, data, d, policy, route.dialect)
             if v.tier != routing.NONE:
                 return [(name, v)]
             out.append((name, v))

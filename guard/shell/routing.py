@@ -95,6 +95,13 @@ def tier(engine: Engine, body: Mapping[str, Any], deployment: Deployment, policy
     fits after the deterministic steps anyway, or the summary would not be asked for)."""
     if whole(engine, body, deployment, policy, dialect):
         return Verdict(deployment, WHOLE)
+    return after_cuts(engine, body, deployment, policy, dialect)
+
+
+def after_cuts(
+    engine: Engine, body: Mapping[str, Any], deployment: Deployment, policy: Policy, dialect: Any
+) -> Verdict:
+    """The tier of a deployment that does not take the body whole: CUT or NONE."""
     try:
         _check(engine, body, deployment, policy, dialect)
         return Verdict(deployment, CUT)
