@@ -1,6 +1,6 @@
-"""Routing tiers (`guard.shell.routing.tier`: whole, cut or none) are checks, not turns: a check
-does not replay the history's past turns (a prefix fit per past crossing, for nothing under the
-lossless policy) and records nothing of the conversation, and it says what full fits say."""
+"""Routing tiers (`guard.shell.routing`: whole, cut or none) are checks, not turns: a check does not
+replay the history's past turns (a prefix fit per past crossing, for nothing under the lossless
+policy) and records nothing of the conversation, and it says what full fits say."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_a_tier_is_what_full_fits_say_and_the_check_records_nothing(case):
         window = int(full * share) + settings_["max_output"]
         checked = _engine(dialect, window, settings_, strategies)
         policy = checked.policy_for("tiny")
-        verdict = routing.tier(checked, body, checked.deployments["tiny"], policy, dialect)
+        (verdict,) = routing.best_tiers(checked, body, [checked.deployments["tiny"]], [policy], dialect)
         assert len(checked.conversations._seen) == 0  # a check is not a turn sent
         fitted = _engine(dialect, window, settings_, strategies)  # full fits, the replay included
         expected = (
@@ -59,3 +59,21 @@ def test_a_tier_is_what_full_fits_say_and_the_check_records_nothing(case):
             else routing.NONE
         )
         assert verdict.tier == expected, (share, strategies)
+
+
+def test_where_one_deployment_takes_a_body_whole_the_others_are_not_checked_after_cuts(monkeypatch):
+    body = {"model": "tiny", "messages": [{"role": "user", "content": "word " * 3000}]}
+    case = {"keep_recent_groups": 1, "max_output": 256}
+    small, big = (_engine("openai", w, case, None) for w in (2000, 20000))
+    candidates = [small.deployments["tiny"], Deployment("big", "gpt-4o", big.deployments["tiny"].model_info)]
+    policy = small.policy_for("tiny")
+    after: list[str] = []
+    real = routing.after_cuts
+    monkeypatch.setattr(routing, "after_cuts", lambda e, b, d, p, x: after.append(d.model_name) or real(e, b, d, p, x))
+    tiers = [v.tier for v in routing.best_tiers(small, body, candidates, [policy, policy], "openai")]
+    assert tiers == [routing.CUT, routing.WHOLE] and after == []
+    assert [
+        v.deployment for v in routing.best(routing.best_tiers(small, body, candidates, [policy] * 2, "openai"))
+    ] == [candidates[1]]
+    (alone,) = routing.best_tiers(small, body, candidates[:1], [policy], "openai")
+    assert alone.tier in (routing.CUT, routing.NONE) and after == ["tiny"]

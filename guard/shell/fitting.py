@@ -293,11 +293,8 @@ def fail_open(cg: Services, model: str) -> bool:
 def _verdicts(
     cg: Services, body: dict[str, Any], route: Route, identity: Identity, group: str, candidates: list[Deployment]
 ) -> list[routing.Verdict]:
-    out = []
-    for d in candidates:
-        policy, _ = policy_for(cg, group, d.model, identity, body, route)
-        out.append(routing.tier(cg.engine, body, d, policy, route.dialect))
-    return out
+    policies = [policy_for(cg, group, d.model, identity, body, route)[0] for d in candidates]
+    return routing.best_tiers(cg.engine, body, candidates, policies, route.dialect)
 
 
 def whole_elsewhere(cg: Services, data: dict[str, Any], route: Route, attempt: Attempt, policy: Policy) -> str | None:
@@ -335,19 +332,9 @@ async def check_candidates(
     heavy = cg.heavy_fits.of(data.get(route.dialect.messages_key))
 
     def verdicts() -> list[tuple[str, routing.Verdict]]:
-        # one that takes it whole first (a lossless check each: cheap), then one that can after cuts
         each = [(name, Deployment(name, d.model, d.model_info)) for name, d in candidates]
         policies = [policy_for(cg, name, d.model, identity, data, route)[0] for name, d in each]
-        for (name, d), policy in zip(each, policies):
-            if routing.whole(cg.engine, data, d, policy, route.dialect):
-                return [(name, routing.Verdict(d, routing.WHOLE))]
-        out = []
-        for (name, d), policy in zip(each, policies):
-            v = routing.after_cuts(cg.engine, data, d, policy, route.dialect)
-            if v.tier != routing.NONE:
-                return [(name, v)]
-            out.append((name, v))
-        return out
+        return routing.first_taker(cg.engine, data, each, policies, route.dialect)
 
     try:
         found = await off_loop(heavy, verdicts)

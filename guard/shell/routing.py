@@ -90,18 +90,12 @@ class Verdict:
     error: ContextWindowExceeded | None = None  # why it cannot take the body (tier NONE)
 
 
-def tier(engine: Engine, body: Mapping[str, Any], deployment: Deployment, policy: Policy, dialect: Any) -> Verdict:
-    """How well a deployment can take the body (no summaries: they need I/O; a body that needs one
-    fits after the deterministic steps anyway, or the summary would not be asked for)."""
-    if whole(engine, body, deployment, policy, dialect):
-        return Verdict(deployment, WHOLE)
-    return after_cuts(engine, body, deployment, policy, dialect)
-
-
 def after_cuts(
     engine: Engine, body: Mapping[str, Any], deployment: Deployment, policy: Policy, dialect: Any
 ) -> Verdict:
-    """The tier of a deployment that does not take the body whole: CUT or NONE."""
+    """The tier of a deployment that does not take the body whole (`whole`): CUT or NONE (no
+    summaries: they need I/O; a body that needs one fits after the deterministic steps anyway, or
+    the summary would not be asked for)."""
     try:
         _check(engine, body, deployment, policy, dialect)
         return Verdict(deployment, CUT)
@@ -130,6 +124,40 @@ def _check(engine: Engine, body: Mapping[str, Any], deployment: Deployment, poli
     judged = Judged(temperature=Temperature("warm"))
     request = FitRequest(body, deployment.model_name, dialect, policy, deployment, judged=judged, replay=False)
     run(engine.plan_for(request), None)
+
+
+def best_tiers(
+    engine: Engine, body: Mapping[str, Any], candidates: Sequence[Deployment], policies: Sequence[Policy], dialect: Any
+) -> list[Verdict]:
+    """Each candidate's verdict (each with its policy), as far as `best` reads them: where one takes
+    the body whole, the others are CUT without their check after cuts (`best` keeps the whole ones
+    whatever the others' tier; the lossless check is the cheap one)."""
+    taken = [whole(engine, body, d, p, dialect) for d, p in zip(candidates, policies)]
+    if any(taken):
+        return [Verdict(d, WHOLE if w else CUT) for d, w in zip(candidates, taken)]
+    return [after_cuts(engine, body, d, p, dialect) for d, p in zip(candidates, policies)]
+
+
+def first_taker(
+    engine: Engine,
+    body: Mapping[str, Any],
+    named: Sequence[tuple[str, Deployment]],
+    policies: Sequence[Policy],
+    dialect: Any,
+) -> list[tuple[str, Verdict]]:
+    """The first of the (model group, deployment) candidates, each with its policy, that takes the
+    body whole, else the first that can after cuts (a lossless check each before any after cuts);
+    where none can, every one's verdict (NONE, with its error)."""
+    for (name, d), policy in zip(named, policies):
+        if whole(engine, body, d, policy, dialect):
+            return [(name, Verdict(d, WHOLE))]
+    out = []
+    for (name, d), policy in zip(named, policies):
+        v = after_cuts(engine, body, d, policy, dialect)
+        if v.tier != NONE:
+            return [(name, v)]
+        out.append((name, v))
+    return out
 
 
 def best(verdicts: Sequence[Verdict]) -> list[Verdict]:
