@@ -38,6 +38,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import httpx  # noqa: E402
 
 from bench.overhead import KEY, SALT, WINDOW, fitting  # noqa: E402
+from bench.overhead import config as overhead_config  # noqa: E402
 from tests.e2e.conftest import start_proxy, stop_proxy  # noqa: E402
 
 _PIN = shutil.which("taskset") is not None and (os.cpu_count() or 1) >= 2
@@ -45,26 +46,13 @@ LIGHT, HEAVY = 4, 3
 
 
 def config(setting: str | None) -> str:
-    """The proxy's config: stock (None), or guarded with `heavy_fits` as `concurrency[:wait]`."""
-    guard = ""
-    if setting is not None:
-        concurrency, _, wait = setting.partition(":")
-        guard = (
-            "context_guard:\n  heavy_fits:\n"
-            f"    concurrency: {int(concurrency)}\n    wait_seconds: {float(wait or 1.0)}\n"
-        )
-    callbacks = "  callbacks: guard.proxy.context_guard\n" if setting is not None else ""
-    return f"""
-model_list:
-  - model_name: agent
-    litellm_params: {{model: openai/gpt-4o, mock_response: "done", api_key: dummy}}
-    model_info: {{max_input_tokens: {WINDOW}, max_output_tokens: 4096}}
-{guard}litellm_settings:
-{callbacks}  num_retries: 0
-  request_timeout: 120
-general_settings:
-  master_key: {KEY}
-"""
+    """The proxy's config: stock (None), or guarded with `heavy_fits` as `concurrency[:wait]`
+    (bench.overhead's, with a `context_guard:` section)."""
+    if setting is None:
+        return overhead_config(False)
+    concurrency, _, wait = setting.partition(":")
+    section = f"    concurrency: {int(concurrency)}\n    wait_seconds: {float(wait or 1.0)}\n"
+    return overhead_config(True) + "context_guard:\n  heavy_fits:\n" + section
 
 
 def heavy_bodies() -> list[str]:
