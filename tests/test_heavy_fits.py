@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
+import time
 
 import litellm
 import pytest
@@ -17,6 +19,7 @@ from guard.core.policy import load_policy_set
 from guard.fit.engine import Engine, FitRequest
 from guard.fit.planner import run as run_plan
 from guard.shell.callback import STATE_KEY, ContextGuard
+from guard.shell.driving import in_turn
 from guard.shell.heavy_fits import HeavyFits
 from guard.state import telemetry
 
@@ -61,6 +64,25 @@ def test_turns_are_bounded_and_a_wait_past_its_deadline_takes_none():
     before = hurried()
     assert asyncio.run(go()) == [True, False, (False, 1), True, True]
     assert hurried() - before == 1
+
+
+def test_a_request_cancelled_mid_fit_gives_its_turn_back_when_its_thread_ends():
+    async def go() -> tuple[bool, bool]:
+        heavy = HeavyFits(HeavyFitSettings(concurrency=1))
+        release = threading.Event()
+        assert await heavy.turn()
+        fit = asyncio.ensure_future(in_turn(heavy, release.wait, 10))
+        await asyncio.sleep(0.05)
+        fit.cancel()  # the client went away; its fit's thread works on
+        with pytest.raises(asyncio.CancelledError):
+            await fit
+        held = await heavy.turn(time.monotonic() + 0.05)
+        release.set()
+        free = await heavy.turn(time.monotonic() + 5)
+        heavy.done()
+        return held, free
+
+    assert asyncio.run(go()) == (False, True)
 
 
 def test_heavy_fits_settings_come_from_the_config_file_and_bad_ones_are_named():

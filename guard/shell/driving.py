@@ -19,12 +19,24 @@ async def off_loop(heavy: HeavyFits | None, fn: Callable[..., Any], *args: Any) 
     turn of `heavy`'s (one that waited past `wait_seconds` for it: at once, outside the turns)."""
     if heavy is None:
         return fn(*args)
-    turn = await heavy.turn(time.monotonic() + heavy.settings.wait_seconds)
-    try:
-        return await asyncio.to_thread(fn, *args)
-    finally:
-        if turn:
-            heavy.done()
+    if await heavy.turn(time.monotonic() + heavy.settings.wait_seconds):
+        return await in_turn(heavy, fn, *args)
+    return await asyncio.to_thread(fn, *args)
+
+
+async def in_turn(heavy: HeavyFits, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)` in a worker thread, in the turn of `heavy`'s the caller took: given back when the
+    thread ends, also where the request awaiting it is cancelled first (a client gone: the thread
+    runs on, and the bound on fits working at once holds)."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args))
+
+    def give_back(task: asyncio.Future[Any]) -> None:
+        heavy.done()
+        if not task.cancelled():
+            task.exception()  # (retrieved: a request gone leaves no "never retrieved" warning)
+
+    work.add_done_callback(give_back)
+    return await asyncio.shield(work)
 
 
 async def drive(
@@ -55,10 +67,7 @@ async def drive(
         else:
             if not first:
                 await heavy.turn()
-            try:
-                done, value = await asyncio.to_thread(step, answer)
-            finally:
-                heavy.done()
+            done, value = await in_turn(heavy, step, answer)
         first = False
         if done:
             return cast("Fitted", value)
