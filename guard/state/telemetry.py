@@ -60,7 +60,8 @@ COUNT_RATIO = Histogram(
 )
 HURRIED = Counter(
     "context_guard_hurried_fits",
-    "Heavy fits that waited past heavy_fits.wait_seconds for their turn and took the deterministic path",
+    "Heavy fits and routing checks that waited past heavy_fits.wait_seconds for a turn and went on at once "
+    "(a fit the deterministic way)",
 )
 LATENCY = Histogram(
     "context_guard_latency_seconds",
