@@ -29,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import httpx  # noqa: E402
 
-from bench.overhead import KEY, SALT, WINDOW, fitting  # noqa: E402
+from bench.overhead import KEY, SALT, WINDOW, closed_loop, fitting, poster  # noqa: E402
 from bench.overhead import config as overhead_config  # noqa: E402
 from tests.e2e.conftest import start_proxy, stop_proxy  # noqa: E402
 
@@ -55,19 +56,24 @@ def config(setting: str | None) -> str:
     return overhead_config(True) + "context_guard:\n  heavy_fits:\n" + section
 
 
+def chat_runs() -> list[dict[str, Any]]:
+    """The real agent loops of bench.cache in chat completions (the route these benches post to)."""
+    from bench.traces import agent_runs, swe_runs
+    from guard.dialects import OPENAI, detect
+
+    return [body for _, body in [*swe_runs(), *agent_runs()] if detect(body) is OPENAI]
+
+
 def heavy_bodies() -> list[str]:
     """The last request of each real agent loop of 64 messages or more over the window, salted."""
-    from bench.cache import agent_runs, requests
-    from bench.traces import swe_runs
+    from bench.cache import requests
     from guard.core.encodings import get_encoding
     from guard.core.tokens import TokenCounter
-    from guard.dialects import OPENAI, detect
+    from guard.dialects import OPENAI
 
     counter = TokenCounter(get_encoding("o200k_base"))
     out = []
-    for _, body in [*swe_runs(), *agent_runs()]:
-        if detect(body) is not OPENAI:  # (chat completions only: the route these go to)
-            continue
+    for body in chat_runs():
         *_, last = requests(body)
         messages = [dict(m) for m in last["messages"]]
         task = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
@@ -85,11 +91,7 @@ def long_bodies(messages: int = 3000, count: int = 3) -> list[str]:
     (their calls renamed apart) after one task: an agent session of hours, a conversation's first
     request on a worker after a restart without Redis, fresh text (every message salted). Each
     replays its last 6 rooms' crossings."""
-    from bench.cache import agent_runs
-    from bench.traces import swe_runs
-    from guard.dialects import OPENAI, detect
-
-    runs = [b for _, b in [*swe_runs(), *agent_runs()] if detect(b) is OPENAI]
+    runs = chat_runs()
     out = []
     for c in range(count):
         history: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."}]
@@ -128,23 +130,21 @@ async def drive(url: str, light: list[str], heavy: list[str], seconds: float, wi
     stop = time.monotonic() + seconds
     out = {"light": Kind(), "heavy": Kind()}
 
-    async def client(http: httpx.AsyncClient, kind: str, bodies: list[str], k: int) -> None:
-        i = k * 5
-        while time.monotonic() < stop:
-            payload = bodies[i % len(bodies)].replace(SALT, f"\u27e8run {kind} {k:02d} {i:05d}\u27e9")
-            i += 1
-            t = time.perf_counter()
-            try:
-                resp = await http.post(url + "/chat/completions", content=payload, headers=headers)
-                if resp.status_code != 200:
-                    out[kind].errors += 1
-                    what = f"{resp.status_code}:{resp.text[:80]}"
-                    out[kind].statuses[what] = out[kind].statuses.get(what, 0) + 1
-                out[kind].busy += resp.headers.get("x-context-guard-busy") is not None
-            except Exception as e:  # a request not answered
-                out[kind].errors += 1
-                out[kind].statuses[type(e).__name__] = out[kind].statuses.get(type(e).__name__, 0) + 1
-            out[kind].latencies.append(time.perf_counter() - t)
+    def client(http: httpx.AsyncClient, kind: str, bodies: list[str], k: int) -> Coroutine[Any, Any, None]:
+        def tally(answer: httpx.Response | Exception, latency: float) -> None:
+            tallied, what = out[kind], None
+            if isinstance(answer, Exception):  # a request not answered
+                what = type(answer).__name__
+            else:
+                tallied.busy += answer.headers.get("x-context-guard-busy") is not None
+                what = None if answer.status_code == 200 else f"{answer.status_code}:{answer.text[:80]}"
+            if what is not None:
+                tallied.errors += 1
+                tallied.statuses[what] = tallied.statuses.get(what, 0) + 1
+            tallied.latencies.append(latency)
+
+        salt = lambda i: f"\u27e8run {kind} {k:02d} {i:05d}\u27e9"  # noqa: E731
+        return closed_loop(poster(http, url, headers), bodies, k * 5, salt, stop, tally)
 
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=LIGHT + HEAVY + 2)) as http:
         tasks = [client(http, "light", light, k) for k in range(LIGHT)]

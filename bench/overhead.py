@@ -36,6 +36,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,26 +138,54 @@ async def drive(url: str, loops: list[list[str]], clients: int, seconds: float, 
         headers["connection"] = "close"
     stop = time.monotonic() + seconds
 
-    async def client(http: httpx.AsyncClient, k: int) -> None:
+    def tally(answer: httpx.Response | Exception, latency: float) -> None:
+        if isinstance(answer, Exception):  # a request not answered
+            run.errors += 1
+        else:
+            run.statuses[answer.status_code] = run.statuses.get(answer.status_code, 0) + 1
+        run.latencies.append(latency)
+        run.requests += 1
+
+    def client(http: httpx.AsyncClient, k: int) -> Coroutine[Any, Any, None]:
         bodies = loops[k % len(loops)]
-        i = (k // len(loops)) * 7  # clients sharing a list start apart
-        while time.monotonic() < stop:
-            payload = bodies[i % len(bodies)].replace(SALT, f"\u27e8run {k:02d}{i // len(bodies):02d}\u27e9")
-            i += 1
-            t = time.perf_counter()
-            try:
-                resp = await http.post(url + "/chat/completions", content=payload, headers=headers)
-                run.statuses[resp.status_code] = run.statuses.get(resp.status_code, 0) + 1
-            except Exception:  # a request not answered
-                run.errors += 1
-            run.latencies.append(time.perf_counter() - t)
-            run.requests += 1
+        salt = lambda i: f"\u27e8run {k:02d}{i // len(bodies):02d}\u27e9"  # noqa: E731
+        # (clients sharing a list start apart)
+        return closed_loop(poster(http, url, headers), bodies, (k // len(loops)) * 7, salt, stop, tally)
 
     start = time.monotonic()
     async with httpx.AsyncClient(timeout=120, limits=httpx.Limits(max_connections=clients + 2)) as http:
         await asyncio.gather(*(client(http, k) for k in range(clients)))
     run.seconds = time.monotonic() - start
     return run
+
+
+async def closed_loop(
+    post: Callable[[str], Awaitable[httpx.Response]],
+    bodies: list[str],
+    first: int,
+    salt: Callable[[int], str],
+    stop: float,
+    tally: Callable[[httpx.Response | Exception, float], None],
+) -> None:
+    """One closed-loop client until `stop` (a `time.monotonic()`): `post`s `bodies` in turn from
+    the `first`, the i-th with its SALT marker replaced by `salt(i)`, and hands `tally` each answer
+    (the exception of a request not answered) with its latency."""
+    i = first
+    while time.monotonic() < stop:
+        payload = bodies[i % len(bodies)].replace(SALT, salt(i))
+        i += 1
+        t = time.perf_counter()
+        answer: httpx.Response | Exception
+        try:
+            answer = await post(payload)
+        except Exception as e:
+            answer = e
+        tally(answer, time.perf_counter() - t)
+
+
+def poster(http: httpx.AsyncClient, url: str, headers: dict[str, str]) -> Callable[[str], Awaitable[httpx.Response]]:
+    """Posting a serialized body to the proxy's chat completions."""
+    return lambda payload: http.post(url + "/chat/completions", content=payload, headers=headers)
 
 
 def _tree(pid: int) -> list[int]:
