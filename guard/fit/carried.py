@@ -11,7 +11,7 @@ from typing import Any
 from guard.core import memo
 from guard.core.budget import Budget, quantized_stop
 from guard.core.report import Skipped
-from guard.core.steps import BY_NAME
+from guard.core.steps import BY_NAME, of_kind
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.cut_summaries import CutSummaries, Made
@@ -56,7 +56,7 @@ def carried(
     the replay would have fitted a prefix per past crossing. None when no carried cut fits (the
     request is then fitted whole), and at once under a policy with no step that cuts (the rewrites
     it allows give each message one form on every turn over the room: nothing to carry)."""
-    if not any(BY_NAME[s].kind in _CUTTING for s in ctx.policy.strategies):
+    if _CUTTING.isdisjoint(ctx.policy.strategies):
         return None
     cuts = _Cuts(req, budget, ctx, summarizing)
     messages, counts, n = req.messages, req.counts, len(req.messages)
@@ -126,7 +126,7 @@ def _warm(
     return (*made, None, replace(record, edited=edited))
 
 
-_CUTTING = ("lossy", "summary", "newest")  # the kinds of step that cut (guard.core.steps)
+_CUTTING = of_kind("lossy", "summary", "newest")  # the steps that cut
 CutAt = Callable[[int, int], Generator[Any, Any, Made]]
 # a carried cut: the request as cut, its context, the leading messages it was made on, its anchor, its record
 Carried = tuple[Conversation, Context, int, Anchor | None, LastCut | None]
