@@ -22,7 +22,7 @@ from guard.core.report import Skipped
 from guard.dialects import Dialect, cache_breakpoint
 from guard.fit import summary
 from guard.fit.conversation import Context, Conversation
-from guard.fit.replay import room_bar
+from guard.fit.replay import head_length, room_bar
 from guard.fit.spans import (
     MIN_SUMMARY,
     SUMMARY_MARK,
@@ -34,6 +34,15 @@ from guard.fit.spans import (
 
 # what a summary's text may count in this request's tokens against the summarizer's own
 TOKENIZER_SLACK = 1.25
+# a summary's room is at most this share of the room the pinned messages leave: in a small room,
+# or one a long pinned prompt mostly fills, a summary's tokens make every cut that carries it
+# last fewer turns (bench.sweep --summarize, 66 loops and 39 held-out at 30/50/70%: mean bill
+# over 0.644/0.816/0.979 -> 0.638/0.808/0.977, no summarizer 0.632/0.806/0.973; held-out
+# 0.723/0.839/0.967 -> 0.704/0.834/0.964; a summary on 1,413 of the 1,974 cut turns at 50%,
+# 1,480 before. A 24th: 0.634/0.807/0.973 and held-out 0.699/0.828/0.957, but a 32k-window
+# model's summary would get less than the policy's 1,024 tokens; rooms of 17k tokens or more past
+# the pinned messages are not affected)
+SUMMARY_SHARE = 1 / 16
 
 Made: TypeAlias = "tuple[Conversation, Context, int] | None"  # a cut carried to a request, its prefix length
 
@@ -44,6 +53,7 @@ class Cuts(Protocol):
     dialect: Dialect
     messages: tuple[Mapping[str, Any], ...]
     counts: tuple[int, ...]
+    fixed: int
     budget: Budget
     policy: Policy
     ctx: Context
@@ -69,9 +79,12 @@ class CutSummaries:
         self.framing = cuts.ctx.counter.message(dialect, frame) + 8
         # a summary's room holds its budget a quarter over (the summarizer counts with its own
         # tokenizer), at most a quarter band (the cut it lets go deeper still lasts about a band)
+        # and `SUMMARY_SHARE` of what the pinned messages leave
         self.slack = cuts.ctx.counter.factor * TOKENIZER_SLACK
         self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
-        self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, budget.band // 4))
+        pinned = cuts.fixed + sum(cuts.counts[: head_length(dialect, cuts.messages)])
+        cap = min(budget.band // 4, math.floor(max(0, budget.room - pinned) * SUMMARY_SHARE))
+        self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, cap))
         self._plans: dict[tuple[int, int], tuple[int, int, str | None]] = {}
         # cuts under the room bar with the shortest summary: what they keep without their markers
         self._short: dict[tuple[int, int], int] = {}
