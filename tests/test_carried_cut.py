@@ -423,3 +423,41 @@ def test_the_replay_of_a_history_many_rooms_long_is_bounded_and_sends_the_same()
     assert bounded == whole
     assert bounded_fits < whole_fits
     assert replay.replay_start(8 * 3000, 3000) == 0 and replay.replay_start(20 * 3000, 3000) == 12 * 3000
+
+
+def test_a_summary_takes_at_most_a_sixteenth_of_the_room_the_pinned_messages_leave():
+    """In a room a long pinned prompt mostly fills, a carried cut's summary is asked for with a
+    budget of at most a 16th of what the pinned messages leave (it would make every cut that
+    carries it last fewer turns); with a short pinned prompt, the same loop's summaries get more."""
+    from bench.cache import Scripted, fit
+    from guard.fit.spans import SummaryRequest
+
+    class Recording(Scripted):
+        def __init__(self) -> None:
+            super().__init__(fill=0.9)
+            self.budgets: list[int] = []
+
+        def answer(self, request):
+            if isinstance(request, SummaryRequest):
+                self.budgets.append(request.max_tokens)
+            return super().answer(request)
+
+    body = coding_trace(turns=90, seed=2)
+    assert body["messages"][0]["role"] == "system" and body["messages"][1]["role"] == "user"
+    largest = {}
+    for words in (0, 5000):
+        messages = [{**body["messages"][0], "content": body["messages"][0]["content"] + " policy" * words}]
+        messages += body["messages"][1:]
+        engine, summarizer = _engine(16_000), Recording()
+        counter, _ = engine.counter_for("gpt-4o", engine.policy_for("small"))
+        pinned = counter.fixed(by_name("openai"), body) + sum(counter.messages(by_name("openai"), messages[:2]))
+        rooms, summarized = set(), 0
+        for end in range(4, len(messages) + 1, 2):
+            fitted = fit(engine, {**body, "model": "small", "messages": messages[:end]}, summarizer)
+            rooms.add(fitted.report.room)
+            summarized += bool(fitted.report.summary and fitted.report.summary.get("summary_tokens"))
+        (room,) = rooms
+        assert summarizer.budgets and summarized  # summaries were asked for and sent
+        assert max(summarizer.budgets) <= (room - pinned) / 16
+        largest[words] = max(summarizer.budgets)
+    assert largest[5000] < largest[0]

@@ -82,9 +82,7 @@ class CutSummaries:
         # and `SUMMARY_SHARE` of what the pinned messages leave
         self.slack = cuts.ctx.counter.factor * TOKENIZER_SLACK
         self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
-        pinned = cuts.fixed + sum(cuts.counts[: head_length(dialect, cuts.messages)])
-        cap = min(budget.band // 4, math.floor(max(0, budget.room - pinned) * SUMMARY_SHARE))
-        self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, cap))
+        self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, room_cap(cuts)))
         self._plans: dict[tuple[int, int], tuple[int, int, str | None]] = {}
         # cuts under the room bar with the shortest summary: what they keep without their markers
         self._short: dict[tuple[int, int], int] = {}
@@ -219,6 +217,14 @@ class CutSummaries:
             "span_tokens": request.span_tokens,
         }
         return (conv, part, m), "refused" if put else "missing"
+
+
+def room_cap(cuts: Cuts) -> int:
+    """The most room a summary of `cuts`' history may take: a quarter band and `SUMMARY_SHARE` of
+    the room its pinned messages leave."""
+    budget = cuts.budget
+    pinned = cuts.fixed + sum(cuts.counts[: head_length(cuts.dialect, cuts.messages)])
+    return min(budget.band // 4, math.floor(max(0, budget.room - pinned) * SUMMARY_SHARE))
 
 
 def put_in(
