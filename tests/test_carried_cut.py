@@ -115,9 +115,9 @@ def test_a_band_over_forty_percent_of_the_room_cuts_to_its_floor_without_raising
     assert _drive(choose_mark(5, marks, budget, size_of)) == (100, 95) and asked == [100]
 
 
-def _engine(window: int) -> Engine:
+def _engine(window: int, **policy) -> Engine:
     return Engine(
-        PolicySet(defaults=Policy(default_max_tokens=256, safety_margin_tokens=0, safety_margin_ratio=0.0)),
+        PolicySet(defaults=Policy(default_max_tokens=256, safety_margin_tokens=0, safety_margin_ratio=0.0, **policy)),
         deployments={"small": Deployment("small", "gpt-4o", {"max_input_tokens": window})},
         model_map={},
     )
@@ -428,7 +428,8 @@ def test_the_replay_of_a_history_many_rooms_long_is_bounded_and_sends_the_same()
 def test_a_summary_takes_at_most_a_sixteenth_of_the_room_the_pinned_messages_leave():
     """In a room a long pinned prompt mostly fills, a carried cut's summary is asked for with a
     budget of at most a 16th of what the pinned messages leave (it would make every cut that
-    carries it last fewer turns); with a short pinned prompt, the same loop's summaries get more."""
+    carries it last fewer turns); with a short pinned prompt, the same loop's summaries get more,
+    and a policy's `summary_room_ratio` sets the share."""
     from bench.cache import Scripted, fit
     from guard.fit.spans import SummaryRequest
 
@@ -445,10 +446,10 @@ def test_a_summary_takes_at_most_a_sixteenth_of_the_room_the_pinned_messages_lea
     body = coding_trace(turns=90, seed=2)
     assert body["messages"][0]["role"] == "system" and body["messages"][1]["role"] == "user"
     largest = {}
-    for words in (0, 5000):
+    for words, ratio in ((0, 0.0625), (5000, 0.0625), (5000, 1.0)):
         messages = [{**body["messages"][0], "content": body["messages"][0]["content"] + " policy" * words}]
         messages += body["messages"][1:]
-        engine, summarizer = _engine(16_000), Recording()
+        engine, summarizer = _engine(16_000, summary_room_ratio=ratio), Recording()
         counter, _ = engine.counter_for("gpt-4o", engine.policy_for("small"))
         pinned = counter.fixed(by_name("openai"), body) + sum(counter.messages(by_name("openai"), messages[:2]))
         rooms, summarized = set(), 0
@@ -458,6 +459,7 @@ def test_a_summary_takes_at_most_a_sixteenth_of_the_room_the_pinned_messages_lea
             summarized += bool(fitted.report.summary and fitted.report.summary.get("summary_tokens"))
         (room,) = rooms
         assert summarizer.budgets and summarized  # summaries were asked for and sent
-        assert max(summarizer.budgets) <= (room - pinned) / 16
-        largest[words] = max(summarizer.budgets)
-    assert largest[5000] < largest[0]
+        assert max(summarizer.budgets) <= (room - pinned) * ratio
+        largest[words, ratio] = max(summarizer.budgets)
+    assert largest[5000, 0.0625] < largest[0, 0.0625]
+    assert largest[5000, 1.0] == 1024  # the policy's summary_room_ratio lifts the cap: summary_max_tokens

@@ -52,6 +52,11 @@ KEEP_RECENT_SHARE = (
     "go deep enough to last; unset = always keep_recent_groups"
 )
 
+SUMMARY_ROOM_RATIO = (
+    "a carried cut's summary takes at most this share of the room the pinned messages leave (and at most a "
+    "quarter band): in a small room a summary makes every cut that carries it last fewer turns"
+)
+
 
 class Policy(BaseModel):
     """Every setting the engine reads for one request."""
@@ -114,6 +119,7 @@ class Policy(BaseModel):
         lt=1.0,
         description="a request fitted whole (its cut not carried) is summarized down to this fraction of the room",
     )
+    summary_room_ratio: float = Field(0.0625, gt=0.0, le=1.0, description=SUMMARY_ROOM_RATIO)
     cache_ttl_seconds: int | None = Field(
         None,
         ge=0,

@@ -34,15 +34,6 @@ from guard.fit.spans import (
 
 # what a summary's text may count in this request's tokens against the summarizer's own
 TOKENIZER_SLACK = 1.25
-# a summary's room is at most this share of the room the pinned messages leave: in a small room,
-# or one a long pinned prompt mostly fills, a summary's tokens make every cut that carries it
-# last fewer turns (bench.sweep --summarize, 66 loops and 39 held-out at 30/50/70%: mean bill
-# over 0.644/0.816/0.979 -> 0.638/0.808/0.977, no summarizer 0.632/0.806/0.973; held-out
-# 0.723/0.839/0.967 -> 0.704/0.834/0.964; a summary on 1,413 of the 1,974 cut turns at 50%,
-# 1,480 before. A 24th: 0.634/0.807/0.973 and held-out 0.699/0.828/0.957, but a 32k-window
-# model's summary would get less than the policy's 1,024 tokens; rooms of 17k tokens or more past
-# the pinned messages are not affected)
-SUMMARY_SHARE = 1 / 16
 
 Made: TypeAlias = "tuple[Conversation, Context, int] | None"  # a cut carried to a request, its prefix length
 
@@ -79,7 +70,7 @@ class CutSummaries:
         self.framing = cuts.ctx.counter.message(dialect, frame) + 8
         # a summary's room holds its budget a quarter over (the summarizer counts with its own
         # tokenizer), at most a quarter band (the cut it lets go deeper still lasts about a band)
-        # and `SUMMARY_SHARE` of what the pinned messages leave
+        # and a share of what the pinned messages leave (`room_cap`)
         self.slack = cuts.ctx.counter.factor * TOKENIZER_SLACK
         self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
         self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, room_cap(cuts)))
@@ -156,7 +147,7 @@ class CutSummaries:
         come back far shorter than its room, and what is sent must not fall under the bar then);
         else over the mark, if the room allows; else the room it left under the mark if a summary
         fits it ("below_room_bar" otherwise). A cut to the room itself (the rewrites alone) and a
-        band too small for a summary ("no_room_for_summary") get none. A pure function of the
+        room too small for a summary (`room_cap`: "no_room_for_summary") get none. A pure function of the
         history."""
         if mark >= self.cuts.budget.room:
             return mark, 0, None
@@ -220,11 +211,18 @@ class CutSummaries:
 
 
 def room_cap(cuts: Cuts) -> int:
-    """The most room a summary of `cuts`' history may take: a quarter band and `SUMMARY_SHARE` of
-    the room its pinned messages leave."""
+    """The most room a summary of `cuts`' history may take: a quarter band, and the policy's
+    `summary_room_ratio` of the room its pinned messages leave. In a small room, or one a long
+    pinned prompt mostly fills, a summary's tokens make every cut that carries it last fewer turns
+    (bench.sweep --summarize, 66 loops and 39 held-out at 30/50/70%: mean bill over
+    0.644/0.816/0.979 -> 0.638/0.808/0.977 with a 16th, no summarizer 0.632/0.806/0.973;
+    held-out 0.723/0.839/0.967 -> 0.704/0.834/0.964; a summary on 1,413 of the 1,974 cut turns
+    at 50%, 1,480 before. A 24th: 0.634/0.807/0.973 and held-out 0.699/0.828/0.957, but a
+    32k-window model's summary would get less than the policy's 1,024 tokens; with a 16th, rooms
+    of 17k tokens or more past the pinned messages are not affected)."""
     budget = cuts.budget
     pinned = cuts.fixed + sum(cuts.counts[: head_length(cuts.dialect, cuts.messages)])
-    return min(budget.band // 4, math.floor(max(0, budget.room - pinned) * SUMMARY_SHARE))
+    return min(budget.band // 4, math.floor(max(0, budget.room - pinned) * cuts.policy.summary_room_ratio))
 
 
 def put_in(

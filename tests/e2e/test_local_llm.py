@@ -135,6 +135,9 @@ context_guard:
     # (at the default 512 the band's mark sits so near 60% of the room that no summary span of this
     # conversation keeps the room bar: the guard drops turns instead, `below_room_bar`)
     safety_margin_tokens: 448
+    # (a 2k window: by default a summary would take at most a 16th of the ~1.4k tokens the
+    # pinned messages leave, under the shortest summary asked for, and the cut goes without one)
+    summary_room_ratio: 0.25
   summarizer:
     model: gemma
     timeout_seconds: 240
