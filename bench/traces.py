@@ -533,8 +533,9 @@ PINNED_HEAVY = {"tau2": "history", "taubench": "history", "sweagent0": "head"}
 def agent_runs() -> list[tuple[str, dict[str, Any]]]:
     """Real loops of other agent families (bench/corpus/agents; sources and licences in its
     README): OpenHands CodeAct (Claude 3.7 Sonnet, Llama 4 Maverick), SWE-agent 1.0.1 with function
-    calling (Claude 3.7 Sonnet), Moatless Tools (Claude 3.5 Sonnet, as Anthropic messages) and the
-    tau2-bench retail agent (gpt-4.1, parallel tool calls). Named `family/instance`."""
+    calling (Claude 3.7 Sonnet), Moatless Tools (Claude 3.5 Sonnet, as Anthropic messages), the
+    tau2-bench retail agent (gpt-4.1, parallel tool calls) and eight more families (Cline,
+    smolagents, Roo Code, Aider among them). Named `family/instance`."""
     import gzip
 
     out = []

@@ -13,6 +13,9 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py claudecode session-*.jsonl
     python bench/corpus/agents/convert.py sweagent0 INSTANCE.traj --model gpt-4-1106-preview
     python bench/corpus/agents/convert.py cline TASK_ID/api_conversation_history.json [--model M]
+    python bench/corpus/agents/convert.py smolagents gpt-4o__tool-calling__gaia__2025-07-24.jsonl --pick tool-calling_gaia_30
+    python bench/corpus/agents/convert.py aider REPO/.aider.llm.history
+    python bench/corpus/agents/convert.py roo spotted-errors/file-clear-error-2.md
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -47,6 +50,9 @@ dropped. Per family (see README.md beside this file for sources and licences):
   system prompt; the model writes `<tool_call><function=NAME><parameter=K>V</parameter>...` and
   each result goes back as a user message. Rebuilt from the stored `conversation` the way its
   MessageProcessor builds the prompt (the `work_dir` argument the runner injects left out).
+- smolagents, aider, roo: see their functions (session 32: a text agent whose observations are
+  user messages, an agent that re-sends files and summaries in every request, and an IDE agent
+  with parallel calls sent to an OpenAI-compatible provider).
 """
 
 from __future__ import annotations
@@ -599,6 +605,172 @@ def cline(history: list[dict[str, Any]], model: str) -> dict[str, Any]:
     return {"model": model, "system": system, "max_tokens": 8192, "messages": messages}
 
 
+def smolagents(run: dict[str, Any], model: str) -> dict[str, Any]:
+    """A chat body from a smolagents benchmark run (`examples/smolagents_benchmark/output/*.jsonl`,
+    one task a line): its `intermediate_steps` are the agent's memory as messages, and smolagents
+    sends them as `get_clean_message_list` does: a tool call ("Calling tools: [...]") as assistant
+    text, its observation as a user message, consecutive messages of one role merged. Every turn is
+    a user turn (the newest holds the result). A ToolCallingAgent's calls go to the model with tool
+    schemas, which the run does not store: object schemas of the arguments used stand in (a
+    CodeAgent writes code in its text and sends none)."""
+    roles = {"tool-call": "assistant", "tool-response": "user"}
+    messages: list[dict[str, Any]] = []
+    inputs: dict[str, dict[str, None]] = {}
+    for step in run["intermediate_steps"]:
+        role = roles.get(step["role"], step["role"])
+        parts = [{"type": "text", "text": c["text"]} for c in step.get("content") or [] if c.get("type") == "text"]
+        if step["role"] == "tool-call" and run.get("agent_action_type") == "tool-calling":
+            for text in (p["text"] for p in parts):
+                for call in ast.literal_eval(text.split("\n", 1)[1]) if text.startswith("Calling tools:") else []:
+                    args = call["function"].get("arguments")
+                    inputs.setdefault(call["function"]["name"], {}).update(
+                        dict.fromkeys(args if isinstance(args, dict) else {})
+                    )
+        if not parts:
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(parts)
+        else:
+            messages.append({"role": role, "content": parts})
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"the agent's {name} tool",
+                "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
+            },
+        }
+        for name, props in inputs.items()
+    ]
+    return {"model": model, **({"tools": tools} if tools else {}), "messages": messages}
+
+
+_AIDER_LINE = re.compile(r"^(SYSTEM|USER|ASSISTANT)(?: |$)(.*)$")
+
+
+def _aider_messages(block: str) -> list[dict[str, Any]]:
+    """The messages of one `TO LLM` block of an `.aider.llm.history` (each line prefixed with its
+    role; a change of role starts a message, and so does a `-------` line)."""
+    messages: list[dict[str, Any]] = []
+    for chunk in re.split(r"^-------\n", block, flags=re.M):
+        role, lines = None, []
+        for line in chunk.split("\n"):
+            m = _AIDER_LINE.match(line)
+            if not m:
+                continue
+            if role is not None and m.group(1) != role:
+                messages.append({"role": role.lower(), "content": pseudonymised("\n".join(lines))})
+                lines = []
+            role = m.group(1)
+            lines.append(m.group(2))
+        if role is not None:
+            messages.append({"role": role.lower(), "content": pseudonymised("\n".join(lines).rstrip("\n"))})
+    return messages
+
+
+def aider(text: str, model: str, system: str = "Act as an expert architect engineer") -> dict[str, Any]:
+    """A chat body from an Aider `.aider.llm.history` (every request Aider sent, whole, as
+    `TO LLM` blocks): the requests whose system prompt starts with `system` (one thread; in
+    architect mode the editor's own short requests are another), as sent (`x_requests`: Aider
+    re-sends its repo map and files and summarizes old turns, so a request is not the one before
+    plus a turn). Edits are SEARCH/REPLACE blocks in the assistant's text and files and command
+    output come as user messages: no tools. The log does not name the model. Home paths, e-mail
+    addresses and credentials are pseudonymised."""
+    blocks = re.split(r"^(TO LLM|LLM RESPONSE) \S+\n", text, flags=re.M)
+    sent = [_aider_messages(blocks[i + 1]) for i in range(1, len(blocks) - 1, 2) if blocks[i] == "TO LLM"]
+    thread = [m for m in sent if m and m[0]["role"] == "system" and m[0]["content"].startswith(system)]
+    requests: list[list[Any]] = []
+    previous: list[Any] = []
+    for messages in thread[:-1]:
+        keep = 0
+        while keep < min(len(messages), len(previous)) and messages[keep] == previous[keep]:
+            keep += 1
+        requests.append([keep, messages[keep:]])
+        previous = messages
+    return {"model": model, "messages": thread[-1], "x_requests": requests}
+
+
+def _scrubbed(value: Any) -> Any:
+    """`value` with every string in it `pseudonymised` (not its JSON text: an escaped newline
+    before an `@` would read as an e-mail address)."""
+    if isinstance(value, str):
+        return pseudonymised(value)
+    if isinstance(value, dict):
+        return {k: _scrubbed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrubbed(v) for v in value]
+    return value
+
+
+def _roo_json(text: str) -> Any:
+    """The JSON of a Roo Code "error details" export, repaired where a Markdown formatter escaped
+    its punctuation (`\\_`, `\\*`: invalid JSON escapes) or starred a block type (`tool*use`)."""
+    body = text[text.index("{") :]
+    body = re.sub(r"(?<!\\)\\([_*#>\[\]()`~|!-])", r"\1", body)
+    return json.loads(body.replace('"tool*use"', '"tool_use"').replace('"tool*result"', '"tool_result"'))
+
+
+def roo(export: dict[str, Any], model: str) -> dict[str, Any]:
+    """A chat body from a Roo Code task history (its "share error details" export: `history` in
+    Anthropic message blocks), as Roo sends it to an OpenAI-compatible provider: an assistant
+    message with its text and `tool_calls` (parallel ones in one message), each `tool_result` a
+    `tool` message, the rest of the user's blocks (an `<environment_details>` block every turn)
+    a user message after them; reasoning blocks left out. Neither the system prompt nor the tool
+    schemas are stored: a one-line system prompt and object schemas of the inputs used stand in.
+    Home paths, e-mail addresses and credentials are pseudonymised."""
+    messages: list[dict[str, Any]] = []
+    inputs: dict[str, dict[str, None]] = {}
+    for m in export["history"]:
+        blocks = [b for b in m.get("content") or [] if isinstance(b, dict)]
+        if isinstance(m.get("content"), str):
+            blocks = [{"type": "text", "text": m["content"]}]
+        text = pseudonymised("\n\n".join(b["text"] for b in blocks if b.get("type") == "text" and b.get("text")))
+        if m["role"] == "assistant":
+            calls = [b for b in blocks if b.get("type") == "tool_use"]
+            for b in calls:
+                inputs.setdefault(b["name"], {}).update(dict.fromkeys(b.get("input") or {}))
+            out: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if calls:
+                out["tool_calls"] = [
+                    {
+                        "id": b["id"],
+                        "type": "function",
+                        "function": {"name": b["name"], "arguments": json.dumps(_scrubbed(b.get("input") or {}))},
+                    }
+                    for b in calls
+                ]
+            messages.append(out)
+            continue
+        for b in blocks:
+            if b.get("type") == "tool_result":
+                content = b.get("content")
+                if isinstance(content, list):
+                    content = "\n".join(c.get("text", "") for c in content if isinstance(c, dict))
+                messages.append(
+                    {"role": "tool", "tool_call_id": b["tool_use_id"], "content": pseudonymised(content or "")}
+                )
+        if text:
+            messages.append({"role": "user", "content": text})
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": name,
+                "description": f"the agent's {name} tool",
+                "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
+            },
+        }
+        for name, props in inputs.items()
+    ]
+    system = {"role": "system", "content": "You are Roo, a highly skilled software engineer; use the tools given."}
+    return {"model": model, "tools": tools, "messages": [system, *messages]}
+
+
 def _write(out: Path, name: str, body: dict[str, Any], source: str) -> None:
     body = {**body, "x_source": source}
     target = out / f"{name}.json.gz"
@@ -624,6 +796,9 @@ def main() -> None:
             "claudecode",
             "sweagent0",
             "cline",
+            "smolagents",
+            "aider",
+            "roo",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -687,6 +862,19 @@ def main() -> None:
                 f"{args.prefix}cline__{path.parent.name if path.stem.startswith('api_') else path.stem.split('__')[-1]}"
             )
             _write(args.out, name, cline(json.loads(text), args.model or "claude-3-7-sonnet-20250219"), str(path))
+        elif args.family == "smolagents":
+            runs = [json.loads(line) for line in text.splitlines() if line.strip()]
+            for i, run in enumerate(runs):
+                tag = f"{run['agent_action_type']}_{run['source']}_{i}".lower().replace(" ", "")
+                if args.pick is None or tag in args.pick:
+                    name = f"{args.prefix}smolagents__{tag}"
+                    _write(args.out, name, smolagents(run, args.model or run.get("model_id") or "gpt-4o"), str(path))
+        elif args.family == "aider":
+            name = f"{args.prefix}aider__{path.parent.name or path.stem}"
+            _write(args.out, name, aider(text, args.model or "gpt-4o"), str(path))
+        elif args.family == "roo":
+            name = f"{args.prefix}roo__{path.stem}"
+            _write(args.out, name, roo(_roo_json(text), args.model or "glm-5.1"), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
