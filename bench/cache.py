@@ -194,6 +194,7 @@ class Replay:
     name: str
     turns: list[Turn] = field(default_factory=list)
     rejected: int = 0
+    refused: list[int] = field(default_factory=list)  # the turns rejected, by index in the loop
     room: int | None = None  # the room of the guarded requests (None: untrimmed)
 
     @property
@@ -291,6 +292,7 @@ def replay(
                 fitted = fit(engine, request, summarizer)
             except ContextWindowExceeded:
                 out.rejected += 1
+                out.refused.append(t)
                 continue
             sent_body, report = fitted.body, fitted.report
             out.room = report.room

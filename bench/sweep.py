@@ -79,14 +79,20 @@ def trace(name: str, ratio: float, corpus: str | None, client_name: str | None, 
     base = cache.replay(name, edited, None)
     run = cache.replay(name, edited, cache.window_policy(body, ratio), cache.Scripted() if summarize else None)
     lines = [f"{name} at {ratio:.0%}, room {run.room}", "turn  untrimmed    sent  cached  room  "]
-    for i, (b, t) in enumerate(zip(base.turns, run.turns)):
-        prev = run.turns[i - 1].sent if i else 0
+    sent = iter(run.turns)
+    prev = 0
+    for i, b in enumerate(base.turns):
+        if i in run.refused:  # (a refused turn sends nothing: the next is in run.turns' place)
+            lines.append(f"{i:>4} {b.sent:>10}  refused")
+            continue
+        t = next(sent)
         lines.append(
             f"{i:>4} {b.sent:>10} {t.sent:>7} {t.cached:>7}  "
             f"{'-' if t.room_used is None else f'{t.room_used:.2f}'}"
             f"{'  new cut' if t.new_cut and t.cut else ''}{'  break' if i and t.cached < prev else ''}"
             f"{'  over' if run.room is not None and b.sent > run.room else ''}"
         )
+        prev = t.sent
     return "\n".join(lines)
 
 
