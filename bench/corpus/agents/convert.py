@@ -185,6 +185,11 @@ def _schemas_of_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             except ValueError:
                 args = {}
             keys.setdefault(c["function"]["name"], {}).update(dict.fromkeys(args if isinstance(args, dict) else {}))
+    return _function_schemas(keys)
+
+
+def _function_schemas(keys: dict[str, dict[str, None]]) -> list[dict[str, Any]]:
+    """An object schema per tool name: its argument keys (`keys[name]`), as strings."""
     return [
         {
             "type": "function",
@@ -634,17 +639,7 @@ def smolagents(run: dict[str, Any], model: str) -> dict[str, Any]:
             messages.append({"role": role, "content": parts})
     while messages and messages[-1]["role"] == "assistant":
         messages.pop()
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": f"the agent's {name} tool",
-                "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
-            },
-        }
-        for name, props in inputs.items()
-    ]
+    tools = _function_schemas(inputs)
     return {"model": model, **({"tools": tools} if tools else {}), "messages": messages}
 
 
@@ -722,7 +717,6 @@ def roo(export: dict[str, Any], model: str) -> dict[str, Any]:
     schemas are stored: a one-line system prompt and object schemas of the inputs used stand in.
     Home paths, e-mail addresses and credentials are pseudonymised."""
     messages: list[dict[str, Any]] = []
-    inputs: dict[str, dict[str, None]] = {}
     for m in export["history"]:
         blocks = [b for b in m.get("content") or [] if isinstance(b, dict)]
         if isinstance(m.get("content"), str):
@@ -730,8 +724,6 @@ def roo(export: dict[str, Any], model: str) -> dict[str, Any]:
         text = pseudonymised("\n\n".join(b["text"] for b in blocks if b.get("type") == "text" and b.get("text")))
         if m["role"] == "assistant":
             calls = [b for b in blocks if b.get("type") == "tool_use"]
-            for b in calls:
-                inputs.setdefault(b["name"], {}).update(dict.fromkeys(b.get("input") or {}))
             out: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 out["tool_calls"] = [
@@ -756,17 +748,7 @@ def roo(export: dict[str, Any], model: str) -> dict[str, Any]:
             messages.append({"role": "user", "content": text})
     while messages and messages[-1]["role"] == "assistant":
         messages.pop()
-    tools = [
-        {
-            "type": "function",
-            "function": {
-                "name": name,
-                "description": f"the agent's {name} tool",
-                "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
-            },
-        }
-        for name, props in inputs.items()
-    ]
+    tools = _schemas_of_calls(messages)
     system = {"role": "system", "content": "You are Roo, a highly skilled software engineer; use the tools given."}
     return {"model": model, "tools": tools, "messages": [system, *messages]}
 
