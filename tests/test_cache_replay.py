@@ -199,6 +199,9 @@ OTHER_FAMILIES = {
     "claudecode": 2,
     "sweagent0": 1,
     "cline": 3,
+    "smolagents": 4,
+    "roo": 2,
+    "aider": 1,
 }
 
 
@@ -371,18 +374,33 @@ def test_the_sweep_sums_up_the_bench_rows_against_the_bars_and_finds_what_moved(
     assert name in sweep.moved(rows, [{**r, "bill_over": r["bill_over"] + 0.01}])
 
 
+# CI's share of the families added in session 32: a smolagents ToolCallingAgent (every observation,
+# web pages up to 40k characters, the newest user message) and a Roo Code task (43 turns, parallel
+# calls sent to an OpenAI-compatible provider)
+SESSION_32 = [
+    (n, b) for n, b in loops() if n in ("smolagents/tool-calling_gaia_23", "roo/file-write-setActiveLine-error")
+]
+
+
+@pytest.mark.parametrize("name,body", SESSION_32, ids=[n for n, _ in SESSION_32])
+def test_a_session_32_familys_loop_keeps_its_cut_while_it_fits_and_costs_what_the_best_cuts_cost(name, body):
+    """Issue 34's bars at half the loop's size on families the guard was not tuned on (measured
+    when added: bills 0.744 and 0.749 against the best cuts' 0.737 and 0.774)."""
+    assert len(SESSION_32) == 2
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.5))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0 and r["cut"] >= 5
+    assert r["hit"] >= r["hit_best_cut"] - 0.05
+    assert r["bill_over"] <= r["best_bill_over"] + 0.05 and r["bill_over"] <= 1.0
+    assert r["room_min"] >= 0.6
+
+
 def test_a_cline_task_is_converted_without_its_users_names_or_credentials():
     """bench/corpus/agents/convert.py's `cline` family: the history as sent (text blocks in order,
     ending on the request the agent sent last), home paths, e-mail addresses and credentials a
     public task folder holds replaced by fixed stand-ins, the rest byte for byte."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parent.parent / "bench" / "corpus" / "agents" / "convert.py"
-    spec = importlib.util.spec_from_file_location("agents_convert", path)
-    assert spec is not None and spec.loader is not None
-    convert = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(convert)
+    convert = _convert_module()
     token = "ghp_" + "a1B2" * 9
     history = [
         {"role": "user", "content": [{"type": "text", "text": "<task>\nfix it\n</task>"}]},
@@ -407,3 +425,80 @@ def test_a_cline_task_is_converted_without_its_users_names_or_credentials():
     assert texts[1] == "GH_TOKEN=<redacted> # user@example.com, see alice@example.com"
     assert "C:\\Users\\user\\src and /home/user/src" in texts[2] and "jason" not in json.dumps(body)
     assert body["messages"][1] == history[1] and body["system"]
+
+
+def _convert_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent.parent / "bench" / "corpus" / "agents" / "convert.py"
+    spec = importlib.util.spec_from_file_location("agents_convert", path)
+    assert spec is not None and spec.loader is not None
+    convert = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(convert)
+    return convert
+
+
+def test_the_session_32_families_are_converted_as_their_agents_send_them():
+    """convert.py's `roo` (Anthropic blocks to an OpenAI-compatible provider: parallel calls in one
+    assistant message, each result a tool message, the user's text after them; a Markdown-escaped
+    export repaired; paths pseudonymised), `smolagents` (a call as assistant text, its observation
+    a user message, one role's messages merged) and `aider` (one thread's requests, as sent)."""
+    convert = _convert_module()
+    export = (
+        '// exported\n{"history": [{"role": "user", "content": [{"type": "text", "text": "fix /home/ann/x\\_y"}]},'
+        '{"role": "assistant", "content": [{"type": "reasoning", "text": "hm"}, {"type": "tool*use", "id": "a",'
+        ' "name": "read_file", "input": {"path": "x"}}, {"type": "tool_use", "id": "b", "name": "list_files",'
+        ' "input": {"path": "."}}]}, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",'
+        ' "content": "1"}, {"type": "tool_result", "tool_use_id": "b", "content": [{"type": "text", "text": "2"}]},'
+        ' {"type": "text", "text": "<environment_details>t</environment_details>"}]}]}'
+    )
+    body = convert.roo(convert._roo_json(export), "glm-5.1")
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert body["messages"][1]["content"] == "fix /home/user/x_y"
+    assert [c["id"] for c in body["messages"][2]["tool_calls"]] == ["a", "b"] and body["messages"][2]["content"] is None
+    assert [m.get("content") for m in body["messages"][3:]] == [
+        "1",
+        "2",
+        "<environment_details>t</environment_details>",
+    ]
+    assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "list_files"]
+
+    def step(role, text):
+        return {"role": role, "content": [{"type": "text", "text": text}]}
+
+    call = "Calling tools:\n[{'id': 'c1', 'type': 'function', 'function': {'name': 'web_search', 'arguments': {'query': 'q'}}}]"
+    run = {
+        "agent_action_type": "tool-calling",
+        "intermediate_steps": [
+            step("system", "s"),
+            step("user", "New task: t"),
+            step("assistant", "Tool call c1"),
+            step("tool-call", call),
+            step("tool-response", "Observation:\nresult"),
+            step("assistant", "done"),
+        ],
+    }
+    body = convert.smolagents(run, "gpt-4o")
+    assert [(m["role"], len(m["content"])) for m in body["messages"]] == [
+        ("system", 1),
+        ("user", 1),
+        ("assistant", 2),
+        ("user", 1),
+    ]
+    assert body["tools"][0]["function"]["name"] == "web_search"
+
+    log = (
+        "TO LLM 2025-01-31T11:00:00\nSYSTEM Act as an expert architect engineer\n-------\nUSER a\n"
+        "LLM RESPONSE 2025-01-31T11:00:01\nASSISTANT b\n"
+        "TO LLM 2025-01-31T11:00:02\nSYSTEM Act as an expert software developer who edits\n-------\nUSER e\n"
+        "LLM RESPONSE 2025-01-31T11:00:03\nASSISTANT f\n"
+        "TO LLM 2025-01-31T11:00:04\nSYSTEM Act as an expert architect engineer\n-------\nUSER a\n-------\n"
+        "ASSISTANT b\n-------\nUSER c\nUSER c2\n"
+    )
+    body = convert.aider(log, "gpt-4o")
+    assert body["x_requests"] == [
+        [0, [{"role": "system", "content": "Act as an expert architect engineer"}, {"role": "user", "content": "a"}]]
+    ]
+    assert [m["content"] for m in body["messages"]] == ["Act as an expert architect engineer", "a", "b", "c\nc2"]
