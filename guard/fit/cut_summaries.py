@@ -218,8 +218,9 @@ def room_cap(cuts: Cuts) -> int:
     0.644/0.816/0.979 -> 0.638/0.808/0.977 with a 16th, no summarizer 0.632/0.806/0.973;
     held-out 0.723/0.839/0.967 -> 0.704/0.834/0.964; a summary on 1,413 of the 1,974 cut turns
     at 50%, 1,480 before. A 24th: 0.634/0.807/0.973 and held-out 0.699/0.828/0.957, but a
-    32k-window model's summary would get less than the policy's 1,024 tokens; with a 16th, rooms
-    of 17k tokens or more past the pinned messages are not affected)."""
+    32k-window model's summary would get less than the policy's 1,024 tokens; with a 16th, a
+    summary of 1,024 keeps its room where the pinned messages leave 21k tokens or more, 26k where
+    counts are scaled by 1.25)."""
     budget = cuts.budget
     pinned = cuts.fixed + sum(cuts.counts[: head_length(cuts.dialect, cuts.messages)])
     return min(budget.band // 4, math.floor(max(0, budget.room - pinned) * cuts.policy.summary_room_ratio))
