@@ -259,15 +259,21 @@ def moatless_requests(traj: dict[str, Any]) -> dict[str, Any]:
         for n in traj["nodes"]
         if (n.get("completions") or {}).get("build_action", {}).get("input")
     ]
+    return {**body, "x_requests": _as_sent(steps)}
+
+
+def _as_sent(sent: list[list[Any]]) -> list[list[Any]]:
+    """Requests as `bench.cache` replays them (`x_requests`): each `[keep, added]`, the first `keep`
+    messages of the request before it, then `added`."""
     requests: list[list[Any]] = []
     previous: list[Any] = []
-    for messages in steps:
+    for messages in sent:
         keep = 0
         while keep < min(len(messages), len(previous)) and messages[keep] == previous[keep]:
             keep += 1
         requests.append([keep, messages[keep:]])
         previous = messages
-    return {**body, "x_requests": requests}
+    return requests
 
 
 def tau2(
@@ -677,15 +683,7 @@ def aider(text: str, model: str, system: str = "Act as an expert architect engin
     blocks = re.split(r"^(TO LLM|LLM RESPONSE) \S+\n", text, flags=re.M)
     sent = [_aider_messages(blocks[i + 1]) for i in range(1, len(blocks) - 1, 2) if blocks[i] == "TO LLM"]
     thread = [m for m in sent if m and m[0]["role"] == "system" and m[0]["content"].startswith(system)]
-    requests: list[list[Any]] = []
-    previous: list[Any] = []
-    for messages in thread[:-1]:
-        keep = 0
-        while keep < min(len(messages), len(previous)) and messages[keep] == previous[keep]:
-            keep += 1
-        requests.append([keep, messages[keep:]])
-        previous = messages
-    return {"model": model, "messages": thread[-1], "x_requests": requests}
+    return {"model": model, "messages": thread[-1], "x_requests": _as_sent(thread[:-1])}
 
 
 def _scrubbed(value: Any) -> Any:
