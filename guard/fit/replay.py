@@ -21,8 +21,12 @@ from guard.dialects import Dialect, turn_boundaries
 ROOM_BAR = 0.6
 # the rewrites alone (compact JSON, metadata) are the first cut only where they leave at least this
 # share of a band free: one that leaves less lasts a turn or two, and the new cut after it breaks
-# the cache a second time (bench.cache: 9 of 56 loops cheaper, none dearer; tau2 telecom 1.09 -> 0.95)
-REWRITES_HEADROOM = 0.5
+# the cache a second time (bench.cache: 9 of 56 loops cheaper, none dearer; tau2 telecom 1.09 -> 0.95).
+# A whole band, as a new cut's low-water mark leaves (session 33, half a band before): JSON-heavy
+# loops whose rewrites leave 0.71-0.82 of the room paid a second full cache write when they ran out
+# (73 loops at 30/50/70%: 9 rows cheaper, agent_trace4 at 70% 1.09 -> 0.81, none dearer by more
+# than 0.008; the 45 held-out loops the same on every row)
+REWRITES_HEADROOM = 1.0
 # a new cut's first mark sits this far above the deepest whole-turn cut it aims at (its marker
 # fits; never past halfway to the next turn up): truncation fills no further, so the cut lasts
 # (bench.cache, 60 loops and 36 held-out at 30/50/70%: mean bill over lower on all six, 1.034 ->
@@ -126,8 +130,8 @@ def last_cut(
     the history's past turn boundaries as requests; None if none did (the request fits as sent).
 
     A past request that fit its room was sent whole. The first that did not got a cut: to the room
-    itself where compaction and the other rewrites every overflow gets were enough and left half a
-    band free (`REWRITES_HEADROOM`; a mark of the room), else a new cut down to its low-water mark
+    itself where compaction and the other rewrites every overflow gets were enough and left a band
+    free (`REWRITES_HEADROOM`; a mark of the room), else a new cut down to its low-water mark
     (`low_water`). Every later request carried that cut while the cut (`size_of`: its tokens, None
     if it could not be made) plus what was added since still fit the room, and the first that did
     not got the next new cut. A pure function of the history: the same on every turn, worker and
