@@ -307,6 +307,20 @@ def test_a_pinned_heavy_loop_is_cut_once_at_its_onset():
     assert r["bill_over"] <= r["best_rules_bill_over"] + 0.05
 
 
+def test_rewrites_that_leave_less_than_a_band_free_are_not_a_conversations_first_cut():
+    """A loop of JSON tool results at 70% of its size: at the onset compaction and metadata removal
+    alone leave 0.71 of the room. A band (35%) of growth later the conversation would need a real
+    cut, a second full cache write; the first cut goes to the low-water mark instead and lasts the
+    loop (before: rewrites at turn 42, a new cut at 61, bill 1.09 against the best cuts' 0.86)."""
+    ((name, body),) = [(n, b) for n, b in loops() if n == "agent_trace4/chat"]
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.7))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["needless"] == 0 and r["room_min"] >= ROOM_BAR
+    assert r["new_cuts"] == 1
+    assert r["bill_over"] <= r["best_bill_over"] + 0.05
+
+
 def test_the_rules_yardstick_keeps_the_message_the_newest_user_message_answers():
     """`best_cut(newest_as_guard=True)` keeps the newest turns the guard keeps: in a tau2 telecom
     conversation whose pinned policy fills the band, the customer's newest message and the
