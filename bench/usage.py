@@ -22,17 +22,31 @@ from guard.core.policy import load_policy_set  # noqa: E402
 from guard.fit.engine import Engine  # noqa: E402
 
 CORPUS = Path(__file__).parent / "corpus" / "usage"
+# a session whose tool schemas were not logged (Codex): the provider's count minus the guard's on
+# its first request (the tools' share) is added to the guard's count of every request of it
+UNLOGGED_TOOLS = "tools as on its first request"
+# a request whose response ran the provider's web search: the results it read are billed as input
+# of that request (and are in the context after it), none of them in the request
+SEARCHED = "its response searched the web"
 
 
 def requests() -> list[tuple[str, dict[str, Any], int]]:
     """(corpus name, request body, the provider's input tokens) of every logged request: an agent's
-    simulations (tau2: one system prompt and tool list, requests as message counts) or recorded
+    simulations (tau2: one system prompt and tool list, requests as message counts), recorded
     requests each whole (the Anthropic cassettes: a row per family of models, with and without
-    tools)."""
+    tools) or an agent session's items (Codex: requests as item counts, tool schemas not logged:
+    see `UNLOGGED_TOOLS`)."""
     out = []
     for path in sorted(CORPUS.glob("*.json.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
+        if "items" in data:
+            name = path.name.removesuffix(".json.gz")
+            for end, billed, _, searched in data["usage"]:
+                body = {"model": data["model"], "instructions": data["instructions"], "input": data["items"][:end]}
+                label = f"{name}, {UNLOGGED_TOOLS}" + (f", {SEARCHED}" if searched else "")
+                out.append((label, body, billed))
+            continue
         if "requests" in data:
             for r in data["requests"]:
                 body = r["body"]
@@ -74,8 +88,11 @@ def main() -> None:
 
     engine = Engine(load_policy_set({}))
     rows: dict[str, list[tuple[float, float]]] = {}
+    tools: dict[str, int] = {}  # a session's tools' share (UNLOGGED_TOOLS), from its first request
     for name, body, billed in requests():
         ours = guard_count(engine, body)
+        if UNLOGGED_TOOLS in name:
+            ours += tools.setdefault(name.split(",")[0], billed - ours)
         theirs = _litellm_count(litellm, body)
         rows.setdefault(name, []).append((ours / billed, None if theirs is None else theirs / billed))
     print("| requests | count | ratio to the provider's: min | median | max | under-counted | by over 3% |")

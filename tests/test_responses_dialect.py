@@ -83,12 +83,21 @@ def test_counts_every_kind_of_item_and_the_pinned_parts():
     n = lambda text: len(ENC.encode_ordinary(text))  # noqa: E731
     text_item = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hello world"}]}
     assert counter.message(RESPONSES, text_item) == 3 + n("user") + n("hello world")
-    call = {"type": "function_call", "call_id": "c", "name": "grep", "arguments": '{"q":"x"}'}
-    assert counter.message(RESPONSES, call) == 3 + n("grep") + n('{"q":"x"}')
+    call = {"type": "function_call", "call_id": "call_7Hq2", "name": "grep", "arguments": '{"q":"x"}'}
+    assert counter.message(RESPONSES, call) == 3 + n("grep") + n('{"q":"x"}') + n("call_7Hq2")  # the id is billed
     output = {"type": "function_call_output", "call_id": "c", "output": "result text"}
     assert counter.message(RESPONSES, output) == 3 + n("result text")
-    reasoning = {"type": "reasoning", "id": "rs", "encrypted_content": "gAAAA" * 50, "summary": []}
-    assert counter.message(RESPONSES, reasoning) >= n("gAAAA" * 50)  # opaque: counted as its JSON, never less
+    # sealed reasoning: billed as the model's reasoning tokens, counted from the payload's size
+    # (2,000 base64 characters: 1,500 bytes, 900 past the fixed part, a token every 4), not as
+    # the base64's own tokens
+    sealed = "gAAAAABq" + "x7Kp" * 498
+    reasoning = {"type": "reasoning", "id": "rs", "encrypted_content": sealed, "summary": []}
+    assert counter.message(RESPONSES, reasoning) == 3 + 225 < n(sealed) // 2
+    summary = [{"type": "summary_text", "text": "Checked the imports."}]
+    assert counter.message(RESPONSES, {**reasoning, "summary": summary}) == 3 + 225 + n("Checked the imports.")
+    # a web search's item stands for the pages it read, which the provider keeps in the context
+    search = {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}}
+    assert counter.message(RESPONSES, search) > 4000
     image = {
         "role": "user",
         "content": [{"type": "input_image", "image_url": "https://x.invalid/a.png", "detail": "low"}],

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from bench.usage import guard_count, requests
+from bench.usage import SEARCHED, UNLOGGED_TOOLS, guard_count, requests
 from guard.core import toolschema
 from guard.core.policy import load_policy_set
 from guard.core.tokens import TokenCounter
@@ -117,3 +117,20 @@ def test_anthropic_counts_with_tool_calls_do_not_fall_under_the_providers():
     assert sum(r < 0.97 for r in ratios) <= 0.02 * len(ratios)
     assert sum(r < 1.0 for r in ratios) <= 0.10 * len(ratios)
     assert statistics.median(ratios) <= 1.2  # (over-counting cuts history that would have fit)
+
+
+def test_a_codex_sessions_counts_sit_at_the_providers_request_after_request():
+    """bench.usage's real Codex session (gpt-5.5, Responses API, 66 requests with the input tokens
+    OpenAI billed; tool schemas not logged: the first request's difference is added to every
+    count). Its 25 reasoning items were counted as their JSON (the sealed base64: ~650 + 4.4
+    tokens a reasoning token, billed ~7 + 0.94), its 102 calls without their ids (~18 tokens a
+    call billed) and its three web searches without the pages they read (2-6k tokens billed on
+    every later request): 1.000-1.129x, drifting with the session. Now within 1% of the bill on
+    every request but the three whose own response searched (nobody sees those pages before)."""
+    engine = Engine(load_policy_set({}))
+    rows = [(name, body, billed) for name, body, billed in REQUESTS if name.startswith("codex_gpt-5.5")]
+    assert len(rows) == 66 and UNLOGGED_TOOLS in rows[0][0] and SEARCHED not in rows[0][0]
+    tools = rows[0][2] - guard_count(engine, rows[0][1])
+    ratios = [(guard_count(engine, body) + tools) / billed for name, body, billed in rows if SEARCHED not in name]
+    assert len(ratios) == 63
+    assert 0.99 <= min(ratios) and max(ratios) <= 1.01

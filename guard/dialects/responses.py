@@ -34,6 +34,18 @@ from guard.dialects.base import (
 )
 
 ITEM_FRAMING = 3
+# A `reasoning` item's `encrypted_content` is the model's own reasoning, sealed (the base64 of a
+# Fernet token): the provider bills the reasoning tokens, not the base64. A real Codex session
+# (gpt-5.5, 66 requests with the provider's count, bench.usage): an item billed ~7 + 0.94 tokens a
+# reasoning token, its payload ~700 bytes + ~4.8 bytes a reasoning token, while its JSON encodes to
+# ~650 + 4.4 tokens a reasoning token (4-40x the bill). The payload's bytes past the first 600, a
+# token every 4, stay above the bill on every item measured (by 15-80 tokens).
+SEALED_FIXED_BYTES = 600
+SEALED_BYTES_PER_TOKEN = 4
+# A `web_search_call` item stands for the pages the provider's search read: they stay in the context
+# (billed on every later request) but not in the item. The Codex session's three searches added
+# 4,068, 6,055 and 2,159 tokens to every later request's bill.
+SEARCH_RESULTS_TOKENS = 4096
 RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})  # outputs the strategies may edit
 UNSEEN_STATE = ("previous_response_id", "conversation", "prompt")
 
@@ -150,9 +162,16 @@ class Responses(Dialect):
             t, img = count_content(counter, msg.get("output"))
             return ITEM_FRAMING + t, img
         if kind in ("function_call", "custom_tool_call"):
-            return TOOL_CALL_FRAMING + sum(counter.field(msg.get(f)) for f in ("name", "arguments", "input")), 0
-        # reasoning (its summary and encrypted content), built-in tool calls, references, compaction:
-        # counted as their JSON, which is never less than what the provider renders of them
+            # the call's id is billed too (the Codex session: ~19.6 tokens a call beyond its name
+            # and input, with ids of ~18 tokens; recorded gpt-5 requests with 4-token ids: 1)
+            fields = ("name", "arguments", "input", "call_id")
+            return TOOL_CALL_FRAMING + sum(counter.field(msg.get(f)) for f in fields), 0
+        if kind == "reasoning":
+            return ITEM_FRAMING + _reasoning(counter, msg), 0
+        if kind == "web_search_call":
+            return ITEM_FRAMING + SEARCH_RESULTS_TOKENS + counter.raw(compact_json(msg)), 0
+        # built-in tool calls, references, compaction: counted as their JSON, which is never less
+        # than what the provider renders of them
         return ITEM_FRAMING + counter.raw(compact_json(msg)), 0
 
     def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
@@ -181,6 +200,21 @@ class Responses(Dialect):
             texts = [p.get("text", "") for p in summary if isinstance(p, Mapping)] if isinstance(summary, list) else []
             return "[assistant reasoning] " + "\n".join(str(t) for t in texts)
         return f"[{kind}]"
+
+
+def _reasoning(counter: TokenCounter, item: Message) -> int:
+    """A reasoning item's tokens: its summary and any reasoning text it carries, and its sealed
+    reasoning (`encrypted_content`) from the payload's size (see `SEALED_FIXED_BYTES`)."""
+    tokens = 0
+    for key in ("summary", "content"):
+        parts = item.get(key)
+        if isinstance(parts, list):
+            tokens += sum(counter.field(p.get("text")) for p in parts if isinstance(p, Mapping))
+    sealed = item.get("encrypted_content")
+    if isinstance(sealed, str):
+        payload = len(sealed) * 3 // 4  # (base64)
+        tokens += -(-max(0, payload - SEALED_FIXED_BYTES) // SEALED_BYTES_PER_TOKEN)
+    return tokens
 
 
 def _input_file(counter: TokenCounter, part: Mapping[str, Any]) -> tuple[int, int]:
