@@ -34,12 +34,19 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
     """(corpus name, request body, the provider's input tokens) of every logged request: an agent's
     simulations (tau2: one system prompt and tool list, requests as message counts), recorded
     requests each whole (the Anthropic cassettes: a row per family of models, with and without
-    tools) or an agent session's items (Codex: requests as item counts, tool schemas not logged:
-    see `UNLOGGED_TOOLS`)."""
+    tools) or an agent session's (Codex: its items; Claude Code: its loop in bench/corpus/agents;
+    requests as item or message counts, tool schemas not logged: see `UNLOGGED_TOOLS`)."""
     out = []
     for path in sorted(CORPUS.glob("*.json.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
+        if "loop" in data:  # a Claude Code session: its loop's messages, tools unlogged
+            name = path.name.removesuffix(".json.gz")
+            with gzip.open(CORPUS.parent / "agents" / f"{data['loop']}.json.gz", "rt", encoding="utf-8") as f:
+                loop = json.load(f)
+            for end, billed in data["usage"]:
+                out.append((f"{name}, {UNLOGGED_TOOLS}", {**loop, "messages": loop["messages"][:end]}, billed))
+            continue
         if "items" in data:
             name = path.name.removesuffix(".json.gz")
             for end, billed, _, searched in data["usage"]:
@@ -88,12 +95,15 @@ def main() -> None:
 
     engine = Engine(load_policy_set({}))
     rows: dict[str, list[tuple[float, float]]] = {}
-    tools: dict[str, int] = {}  # a session's tools' share (UNLOGGED_TOOLS), from its first request
+    tools: dict[tuple[str, str], int] = {}  # a session's tools' share (UNLOGGED_TOOLS), by its first request
     for name, body, billed in requests():
         ours = guard_count(engine, body)
-        if UNLOGGED_TOOLS in name:
-            ours += tools.setdefault(name.split(",")[0], billed - ours)
         theirs = _litellm_count(litellm, body)
+        if UNLOGGED_TOOLS in name:  # each counter's own difference on the session's first request
+            session = name.split(",")[0]
+            ours += tools.setdefault((session, "guard"), billed - ours)
+            if theirs is not None:
+                theirs += tools.setdefault((session, "litellm"), billed - theirs)
         rows.setdefault(name, []).append((ours / billed, None if theirs is None else theirs / billed))
     print("| requests | count | ratio to the provider's: min | median | max | under-counted | by over 3% |")
     print("|---|---|---|---|---|---|---|")

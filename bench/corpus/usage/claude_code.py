@@ -1,0 +1,71 @@
+"""Claude Code sessions with the provider's count of every request they made. A Claude Code
+transcript (`~/.claude/projects/.../<session>.jsonl`) logs each assistant message, one line a
+content block, with the `usage` of the request that produced it: `input_tokens +
+cache_creation_input_tokens + cache_read_input_tokens` is what Anthropic billed as its input. The
+session's requests are its loop in bench/corpus/agents (`convert.py claudecode`: one message per
+response, the k-th assistant message the k-th response), so the k-th request is that loop's
+messages before its k-th assistant message. The transcript holds neither the system prompt nor the
+tool schemas (the loop's stand-ins differ): the provider's count minus the guard's on the first
+request is added to every count of the session (`bench.usage`). Requests after Claude Code
+compacted its own history (a `compact_boundary` line) are left out: they start from its summary.
+
+    python bench/corpus/usage/claude_code.py TRANSCRIPT.jsonl --loop claudecode__196820da \
+        --source "owner/repo COMMIT path" [--out DIR]
+
+Writes `claudecode_<loop's id>.json.gz`: the loop's name and per request `[messages before it,
+input tokens billed]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+AGENTS = Path(__file__).resolve().parents[1] / "agents"
+
+
+def billed_requests(lines: list[dict[str, Any]]) -> list[int]:
+    """The input tokens billed for each response, in order, up to the session's own compaction."""
+    billed: dict[str, int] = {}
+    for line in lines:
+        if line.get("type") == "system" and line.get("subtype") == "compact_boundary":
+            break
+        if line.get("type") != "assistant":
+            continue
+        message = line["message"]
+        usage = message.get("usage") or {}
+        keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+        billed.setdefault(message["id"], sum(int(usage.get(k) or 0) for k in keys))
+    return list(billed.values())
+
+
+def session(lines: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list[list[int]]:
+    """`[messages before it, input tokens billed]` of every request the loop's messages rebuild."""
+    replies = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    return [[end, billed] for end, billed in zip(replies, billed_requests(lines))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("transcript", type=Path)
+    parser.add_argument(
+        "--loop", required=True, help="the session's loop in bench/corpus/agents (its file name's stem)"
+    )
+    parser.add_argument("--source", required=True, help="where TRANSCRIPT came from (repository, commit, path)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    args = parser.parse_args()
+    lines = [json.loads(line) for line in args.transcript.read_text().splitlines() if line.strip()]
+    with gzip.open(AGENTS / f"{args.loop}.json.gz", "rt", encoding="utf-8") as f:
+        body = json.load(f)
+    data = {"x_source": args.source, "loop": args.loop, "usage": session(lines, body["messages"])}
+    target = args.out / f"claudecode_{args.loop.split('__')[-1]}.json.gz"
+    with gzip.GzipFile(target, "wb", mtime=0) as f:
+        f.write(json.dumps(data, separators=(",", ":")).encode())
+    print(target, len(data["usage"]), "requests")
+
+
+if __name__ == "__main__":
+    main()
