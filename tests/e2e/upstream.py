@@ -75,8 +75,9 @@ def responses_input_tokens(body: dict[str, Any]) -> int:
         total += 3
         if kind == "message":
             total += _n(item.get("role", "")) + _content(item.get("content"))
-        elif kind in ("function_call", "custom_tool_call"):
+        elif kind in ("function_call", "custom_tool_call"):  # (OpenAI bills the call's id: bench.usage)
             total += _n(item.get("name", "")) + _n(item.get("arguments", item.get("input", "")))
+            total += _n(item.get("call_id", ""))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             total += _content(item.get("output"))
         elif kind == "reasoning":
