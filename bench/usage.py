@@ -22,8 +22,8 @@ from guard.core.policy import load_policy_set  # noqa: E402
 from guard.fit.engine import Engine  # noqa: E402
 
 CORPUS = Path(__file__).parent / "corpus" / "usage"
-# a session whose tool schemas were not logged (Codex): the provider's count minus the guard's on
-# its first request (the tools' share) is added to the guard's count of every request of it
+# a session whose tool schemas were not logged (Codex, Claude Code): each counter's difference from
+# the provider's count on its first request (the tools' share) is added to its every count of it
 UNLOGGED_TOOLS = "tools as on its first request"
 # a request whose response ran the provider's web search: the results it read are billed as input
 # of that request (and are in the context after it), none of them in the request
