@@ -7,8 +7,9 @@ string `input` is one user message. `instructions` is pinned like a system promp
 (its `format` schema) and `prompt` are counted as sent. The output limit is `max_output_tokens`.
 
 A `reasoning` item belongs to the item that follows it (the provider refuses one without the
-other), so both share a group: they are dropped or summarized together, and never edited. Opaque
-items are counted as their JSON and only ever dropped or summarized with their group.
+other), so both share a group: they are dropped or summarized together, and never edited; its
+sealed content counts as the reasoning it stands for (`SEALED_FIXED_BYTES`). Opaque items are
+counted as their JSON and only ever dropped or summarized with their group.
 
 With `previous_response_id` or `conversation` the provider prepends history it holds; with a
 stored `prompt` it adds the prompt's text. The guard counts what the body carries and names those
