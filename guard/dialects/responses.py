@@ -39,7 +39,7 @@ ITEM_FRAMING = 3
 # Fernet token): the provider bills the reasoning tokens, not the base64. A real Codex session
 # (gpt-5.5, 66 requests with the provider's count, bench.usage): an item billed ~7 + 0.94 tokens a
 # reasoning token, its payload ~700 bytes + ~4.8 bytes a reasoning token, while its JSON encodes to
-# ~650 + 4.4 tokens a reasoning token (4-40x the bill). The payload's bytes past the first 600, a
+# ~650 + 4.4 tokens a reasoning token (8-45x the bill). The payload's bytes past the first 600, a
 # token every 4, stay above the bill on every item measured (by 15-80 tokens).
 SEALED_FIXED_BYTES = 600
 SEALED_BYTES_PER_TOKEN = 4
