@@ -40,7 +40,7 @@ ITEM_FRAMING = 3
 # (gpt-5.5, 66 requests with the provider's count, bench.usage): an item billed ~7 + 0.94 tokens a
 # reasoning token, its payload ~700 bytes + ~4.8 bytes a reasoning token, while its JSON encodes to
 # ~650 + 4.4 tokens a reasoning token (8-45x the bill). The payload's bytes past the first 600, a
-# token every 4, stay above the bill on every item measured (by 15-80 tokens).
+# token every 4, stay above the bill on every item measured (by 23-73 tokens, against the fitted rate).
 SEALED_FIXED_BYTES = 600
 SEALED_BYTES_PER_TOKEN = 4
 # A `web_search_call` item stands for the pages the provider's search read: they stay in the context
