@@ -183,3 +183,25 @@ def test_cli_fits_a_responses_body(tmp_path, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["dialect"] == "responses" and report["output_key"] == "max_output_tokens"
     assert json.loads(out.read_text())["max_output_tokens"] == report["max_tokens"]
+
+
+def test_a_codex_loop_with_sealed_reasoning_is_forwarded_while_its_reasoning_fits():
+    """A reasoning agent's loop: every turn a sealed reasoning item (1,500 base64 characters: ~90
+    reasoning tokens at the rate bench.usage measured), a call and its output. Counted as base64
+    text, 40 such items came to tens of thousands of tokens more than the provider bills, and a
+    request that fits its 16k window was cut; counted as the reasoning they stand for, it is
+    forwarded as sent."""
+    sealed = base64.b64encode(bytes(range(256)) * 4)[:1500].decode()  # (1,125 bytes: 132 tokens)
+    items: list[dict] = [{"type": "message", "role": "user", "content": "fix the failing test"}]
+    for i in range(40):
+        items += [
+            {"type": "reasoning", "id": f"rs_{i}", "summary": [], "encrypted_content": sealed},
+            {"type": "function_call", "call_id": f"call_{i:024d}", "name": "exec", "arguments": '{"cmd":"ls"}'},
+            {"type": "function_call_output", "call_id": f"call_{i:024d}", "output": f"file_{i}.py " * 20},
+        ]
+    body = {"model": "small", "input": items, "max_output_tokens": 1024}
+    counter = TokenCounter(ENC)
+    as_text = sum(counter.message(RESPONSES, {"type": "message", "role": "user", "content": sealed}) for _ in range(40))
+    fitted = _engine(16_384).fit(body, dialect="responses")
+    assert not fitted.report.changed and fitted.body["input"] == items
+    assert fitted.report.input_tokens_before + as_text > 16_384  # as text, it would not have fit
