@@ -52,6 +52,17 @@ def test_tool_calls_count_name_arguments_and_framing(counter):
     assert diff == 3 + enc("read_file") + enc('{"path": "a.py"}')
 
 
+def test_thinking_blocks_sent_back_in_chat_count_their_thinking_not_their_signature(counter):
+    # LiteLLM's chat format for Claude's thinking: the text is billed when kept, the signature (a
+    # sealed copy) is not: two real Claude Code sessions carried 47 thinking blocks with 74k
+    # characters of signatures and were billed 0.97-1.08x the guard's count without them (bench.usage)
+    signature = base64.b64encode(bytes(range(256)) * 3).decode()
+    blocks = [{"type": "thinking", "thinking": "Check the imports first.", "signature": signature}]
+    plain = {"role": "assistant", "content": "Done."}
+    diff = counter.message(OPENAI, {**plain, "thinking_blocks": blocks}) - counter.message(OPENAI, plain)
+    assert diff == enc("Check the imports first.")
+
+
 def test_tool_result_counted_as_serialized(counter):
     pretty = json.dumps({"a": [1, 2, 3], "b": {"c": "d"}}, indent=2)
     compact = json.dumps({"a": [1, 2, 3], "b": {"c": "d"}}, separators=(",", ":"))

@@ -8,7 +8,15 @@ from typing import Any, ClassVar
 
 from guard.core.content import Content, Message, compact_json, text_of
 from guard.core.tokens import TokenCounter
-from guard.dialects.base import TOOL_CALL_FRAMING, Dialect, count_content, counts_blocks, image_block, text_block
+from guard.dialects.base import (
+    TOOL_CALL_FRAMING,
+    Dialect,
+    count_content,
+    count_parts,
+    counts_blocks,
+    image_block,
+    text_block,
+)
 
 MESSAGE_FRAMING = 3
 _NATIVE_COMPLETION_TOKENS = ("o1", "o3", "o4", "gpt-5")  # these OpenAI models refuse max_tokens
@@ -57,6 +65,11 @@ class Chat(Dialect):
                     text += TOOL_CALL_FRAMING + _call(counter, call)
             elif key == "function_call" and isinstance(value, Mapping):
                 text += _call(counter, {"function": value})
+            elif key == "thinking_blocks" and isinstance(value, list):
+                # LiteLLM's way to send Claude's thinking back: counted as Anthropic's blocks are
+                # (the thinking's text; its `signature`, a sealed copy, is not billed as text)
+                t, i = count_parts(counter, value)
+                text, img = text + t, img + i
             elif isinstance(value, str):
                 text += counter.raw(value) + (1 if key == "name" else 0)
             elif isinstance(value, (list, Mapping)):
