@@ -193,9 +193,12 @@ class Turn:
 class Replay:
     name: str
     turns: list[Turn] = field(default_factory=list)
-    rejected: int = 0
     refused: list[int] = field(default_factory=list)  # the turns rejected, by index in the loop
     room: int | None = None  # the room of the guarded requests (None: untrimmed)
+
+    @property
+    def rejected(self) -> int:
+        return len(self.refused)
 
     @property
     def sent(self) -> int:
@@ -291,7 +294,6 @@ def replay(
             try:
                 fitted = fit(engine, request, summarizer)
             except ContextWindowExceeded:
-                out.rejected += 1
                 out.refused.append(t)
                 continue
             sent_body, report = fitted.body, fitted.report

@@ -40,18 +40,17 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
     for path in sorted(CORPUS.glob("*.json.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
+        corpus = path.name.removesuffix(".json.gz")
         if "loop" in data:  # a Claude Code session: its loop's messages, tools unlogged
-            name = path.name.removesuffix(".json.gz")
             with gzip.open(CORPUS.parent / "agents" / f"{data['loop']}.json.gz", "rt", encoding="utf-8") as f:
                 loop = json.load(f)
             for end, billed in data["usage"]:
-                out.append((f"{name}, {UNLOGGED_TOOLS}", {**loop, "messages": loop["messages"][:end]}, billed))
+                out.append((f"{corpus}, {UNLOGGED_TOOLS}", {**loop, "messages": loop["messages"][:end]}, billed))
             continue
         if "items" in data:
-            name = path.name.removesuffix(".json.gz")
             for end, billed, _, searched in data["usage"]:
                 body = {"model": data["model"], "instructions": data["instructions"], "input": data["items"][:end]}
-                label = f"{name}, {UNLOGGED_TOOLS}" + (f", {SEARCHED}" if searched else "")
+                label = f"{corpus}, {UNLOGGED_TOOLS}" + (f", {SEARCHED}" if searched else "")
                 out.append((label, body, billed))
             continue
         if "requests" in data:
@@ -64,7 +63,7 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
         for sim in data["simulations"]:
             for end, billed in sim["usage"]:
                 body = {"model": data["model"], "messages": [system, *sim["messages"][:end]], "tools": data["tools"]}
-                out.append((path.name.removesuffix(".json.gz"), body, billed))
+                out.append((corpus, body, billed))
     return out
 
 

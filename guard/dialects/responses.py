@@ -169,11 +169,10 @@ class Responses(Dialect):
             return TOOL_CALL_FRAMING + sum(counter.field(msg.get(f)) for f in fields), 0
         if kind == "reasoning":
             return ITEM_FRAMING + _reasoning(counter, msg), 0
-        if kind == "web_search_call":
-            return ITEM_FRAMING + SEARCH_RESULTS_TOKENS + counter.raw(compact_json(msg)), 0
         # built-in tool calls, references, compaction: counted as their JSON, which is never less
-        # than what the provider renders of them
-        return ITEM_FRAMING + counter.raw(compact_json(msg)), 0
+        # than what the provider renders of them (a web search with the pages it read, too)
+        pages = SEARCH_RESULTS_TOKENS if kind == "web_search_call" else 0
+        return ITEM_FRAMING + pages + counter.raw(compact_json(msg)), 0
 
     def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
         text, img = super().count_fixed(counter, body)  # tools, tool_choice, text, prompt

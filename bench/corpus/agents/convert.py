@@ -751,11 +751,17 @@ def roo(export: dict[str, Any], model: str) -> dict[str, Any]:
     return {"model": model, "tools": tools, "messages": [system, *messages]}
 
 
+def write_gz(target: Path, data: Any) -> None:
+    """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
+    bytes from the same input)."""
+    with gzip.GzipFile(target, "wb", mtime=0) as f:
+        f.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+
+
 def _write(out: Path, name: str, body: dict[str, Any], source: str) -> None:
     body = {**body, "x_source": source}
     target = out / f"{name}.json.gz"
-    with gzip.GzipFile(target, "wb", mtime=0) as f:  # (mtime 0: the same bytes from the same input)
-        f.write(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+    write_gz(target, body)
     print(target, len(body.get("messages") or body.get("input") or []), "messages")
 
 

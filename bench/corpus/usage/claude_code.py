@@ -21,8 +21,12 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
+from convert import write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
 
 AGENTS = Path(__file__).resolve().parents[1] / "agents"
 
@@ -62,8 +66,7 @@ def main() -> None:
         body = json.load(f)
     data = {"x_source": args.source, "loop": args.loop, "usage": session(lines, body["messages"])}
     target = args.out / f"claudecode_{args.loop.split('__')[-1]}.json.gz"
-    with gzip.GzipFile(target, "wb", mtime=0) as f:
-        f.write(json.dumps(data, separators=(",", ":")).encode())
+    write_gz(target, data)
     print(target, len(data["usage"]), "requests")
 
 

@@ -18,10 +18,13 @@ its response ran the built-in web search, whose results the provider adds to the
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
+import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
+from convert import write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
 
 OUTPUT_KINDS = frozenset({"reasoning", "function_call", "custom_tool_call", "web_search_call"})
 
@@ -73,8 +76,7 @@ def main() -> None:
     lines = [json.loads(line) for line in args.rollout.read_text().splitlines() if line.strip()]
     data = {"x_source": args.source, **session(lines)}
     target = args.out / f"codex_{data['model']}_{str(data['session'])[-8:]}.json.gz"
-    with gzip.GzipFile(target, "wb", mtime=0) as f:
-        f.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
+    write_gz(target, data)
     print(target, len(data["items"]), "items", len(data["usage"]), "requests")
 
 

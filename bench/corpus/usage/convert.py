@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gzip
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-from convert import prompts_from_source  # noqa: E402  (bench/corpus/agents/convert.py)
+from convert import prompts_from_source, write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
 
 TYPES: dict[str, Any] = {"str": str, "int": int, "float": float, "bool": bool, "List[str]": list[str]}
 
@@ -122,8 +121,7 @@ def main() -> None:
         messages, usage = agent_view(sim)
         body["simulations"].append({"id": str(sim["id"]), "messages": messages, "usage": usage})
     target = args.out / f"tau2_{body['model']}_{domain}.json.gz"
-    with gzip.GzipFile(target, "wb", mtime=0) as f:
-        f.write(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+    write_gz(target, body)
     print(
         target, len(body["simulations"]), "simulations", sum(len(s["usage"]) for s in body["simulations"]), "requests"
     )
