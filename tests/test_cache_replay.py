@@ -202,6 +202,7 @@ OTHER_FAMILIES = {
     "smolagents": 4,
     "roo": 2,
     "aider": 1,
+    "kimi": 3,
 }
 
 
@@ -441,6 +442,33 @@ def test_a_cline_task_is_converted_without_its_users_names_or_credentials():
     assert texts[1] == "GH_TOKEN=<redacted> # user@example.com, see alice@example.com"
     assert "C:\\Users\\user\\src and /home/user/src" in texts[2] and "jason" not in json.dumps(body)
     assert body["messages"][1] == history[1] and body["system"]
+
+
+def test_a_kimi_cli_session_is_converted_as_its_agent_sends_it():
+    """convert.py's `kimi` (session 34): the context a Kimi CLI session log holds, its bookkeeping
+    lines left out, text parts kept as parts, the trailing answer dropped (the loop ends on a
+    request), the agent's system prompt template filled in, schemas of the arguments used."""
+    convert = _convert_module()
+    call = {"type": "function", "id": "Bash:0", "function": {"name": "Bash", "arguments": '{"command": "ls"}'}}
+    log = [
+        {"role": "_checkpoint", "id": 0},
+        {"role": "user", "content": "fix it"},
+        {"role": "_usage", "token_count": 4504},
+        {"role": "assistant", "content": [{"type": "text", "text": "Looking."}], "tool_calls": [call]},
+        {
+            "role": "tool",
+            "content": [{"type": "text", "text": "<system>ok</system>"}, {"type": "text", "text": "a.py"}],
+            "tool_call_id": "Bash:0",
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+    ]
+    text = "\n".join(json.dumps(m) for m in log)
+    body = convert.kimi(text, "You are Kimi CLI.${ROLE_ADDITIONAL} Work in ${KIMI_WORK_DIR}; ${KIMI_NOW}.")
+    system, *messages = body["messages"]
+    assert system == {"role": "system", "content": "You are Kimi CLI. Work in /testbed; ."}
+    assert messages == log[1:2] + log[3:5]
+    assert body["tools"][0]["function"]["name"] == "Bash"
+    assert list(body["tools"][0]["function"]["parameters"]["properties"]) == ["command"]
 
 
 def _convert_module():

@@ -16,6 +16,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py smolagents gpt-4o__tool-calling__gaia__2025-07-24.jsonl --pick tool-calling_gaia_30
     python bench/corpus/agents/convert.py aider REPO/.aider.llm.history
     python bench/corpus/agents/convert.py roo spotted-errors/file-clear-error-2.md
+    python bench/corpus/agents/convert.py kimi SESSION.jsonl --prompts-source agents/default/system.md
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -50,6 +51,7 @@ dropped. Per family (see README.md beside this file for sources and licences):
   system prompt; the model writes `<tool_call><function=NAME><parameter=K>V</parameter>...` and
   each result goes back as a user message. Rebuilt from the stored `conversation` the way its
   MessageProcessor builds the prompt (the `work_dir` argument the runner injects left out).
+- kimi: Kimi CLI session logs (OpenAI chat, text parts kept as parts); see its function.
 - smolagents, aider, roo: see their functions (session 32: a text agent whose observations are
   user messages, an agent that re-sends files and summaries in every request, and an IDE agent
   with parallel calls sent to an OpenAI-compatible provider).
@@ -751,6 +753,24 @@ def roo(export: dict[str, Any], model: str) -> dict[str, Any]:
     return {"model": model, "tools": tools, "messages": [system, *messages]}
 
 
+def kimi(lines: str, system_template: str, model: str = "moonshot/kimi-k2.5") -> dict[str, Any]:
+    """A chat body from a Kimi CLI session log (`~/.kimi/sessions/.../<id>.jsonl`: the context it
+    sends, a message a line, in OpenAI chat form with content as text parts, which are kept as
+    parts; its bookkeeping lines, role `_checkpoint` and `_usage`, left out). The system prompt is
+    not logged: the agent's template (`system.md`; a ContextReader subagent's own) stands in, the
+    working directory `/testbed`, its other variables empty. Tool schemas: object schemas of the
+    arguments used."""
+    messages = [m for m in (json.loads(line) for line in lines.splitlines() if line.strip()) if m["role"][0] != "_"]
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    system = re.sub(r"\$\{([A-Z_]+)\}", lambda m: "/testbed" if m.group(1) == "KIMI_WORK_DIR" else "", system_template)
+    return {
+        "model": model,
+        "tools": _schemas_of_calls(messages),
+        "messages": [{"role": "system", "content": system}, *messages],
+    }
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -785,6 +805,7 @@ def main() -> None:
             "smolagents",
             "aider",
             "roo",
+            "kimi",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -861,6 +882,9 @@ def main() -> None:
         elif args.family == "roo":
             name = f"{args.prefix}roo__{path.stem}"
             _write(args.out, name, roo(_roo_json(text), args.model or "glm-5.1"), str(path))
+        elif args.family == "kimi":  # <session id>.jsonl, a subagent's <session id>_read_N.jsonl
+            name = f"{args.prefix}kimi__{path.stem[:8]}{path.stem[path.stem.find('_read_') :] if '_read_' in path.stem else ''}"
+            _write(args.out, name, kimi(text, args.prompts_source.read_text()), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
