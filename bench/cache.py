@@ -400,6 +400,45 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
     return (cached / sent) / (base.cached / base.sent), cost / base.cost(prices)
 
 
+def room_used_at_the_bar(body: Mapping[str, Any], run: Replay) -> list[float]:
+    """The room used on the turns the guard cut anew where a whole-turn cut of that request could
+    keep the room bar: one that keeps the pinned head (system prompt and first user message) and
+    the request's newest turn group, drops whole turns oldest first and sends the rest JSON
+    compacted (as the guard does) lands between `ROOM_BAR` of the room and the room. Issue 34's
+    room bar is about these turns; where no such cut exists (a turn that is a large share of the
+    room), the guard may cut under it as the best cuts do. Each request as asked (a loop of
+    requests as sent too)."""
+    if run.room is None:
+        return []
+    dialect, room, refused = detect(body), run.room, set(run.refused)
+    engine = engine_for(body, None)
+    counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
+    sizes: dict[str, int] = {}
+
+    def size(m: Mapping[str, Any]) -> int:
+        key = json.dumps(m, sort_keys=True)
+        if key not in sizes:
+            sizes[key] = min(counter.messages(dialect, [m])[0], counter.messages(dialect, [compacted(dialect, m)])[0])
+        return sizes[key]
+
+    asked = [request for t, request in enumerate(requests(body)) if t not in refused]
+    used = []
+    for request, turn in zip(asked, run.turns):
+        if turn.room_used is None or not turn.new_cut:
+            continue
+        messages = list(dialect.messages(request))
+        cumulative = [0]
+        for m in messages:
+            cumulative.append(cumulative[-1] + size(m))
+        first = head_length(dialect, messages)
+        pinned, end = counter.fixed(dialect, request) + cumulative[first], len(messages)
+        boundaries = [g for g in turn_starts(dialect, messages) if first < g < end]
+        starts = [first, *boundaries[:-1]]  # (the newest turn group stays)
+        if any(ROOM_BAR * room <= pinned + cumulative[end] - cumulative[s] <= room for s in starts):
+            used.append(turn.room_used)
+    return used
+
+
 def best_cut(
     body: Mapping[str, Any],
     room: int | None,
@@ -553,7 +592,9 @@ def best_over_room(
 def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One loop's columns. Without `body` (a client that edits its history, or a loop of the
     requests a run sent: the yardsticks cut the history as appended), the best cuts' columns are
-    left out."""
+    left out (`room_min_bar` is worked out on each request as asked, and kept for a loop of requests
+    as sent)."""
+    loop = body
     if body is not None and body.get("x_requests"):
         body = None
     used = run.room_used
@@ -591,6 +632,7 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
         "openai_0.1": run.cost("openai-0.1") / base.cost("openai-0.1"),
         "room_min": min(used) if used else None,
         "room_median": statistics.median(used) if used else None,
+        "room_min_bar": min(room_used_at_the_bar(loop, run), default=None) if loop is not None else None,
     }
 
 

@@ -9,7 +9,8 @@ with `--summarize`, bench.cache's scripted one),
 worked out in `--jobs` processes. Per ratio it prints the loops over the room: the mean and median
 bill over the overflowing turns against the carrying best cuts' (`best_carry_bill_over`), how many
 loops are over 1.0x, over the carrying best + 0.05, under its hit - 0.05, the new cuts, needless
-breaks and the room used (minimum). `--corpus` replays another folder of agent loops (a held-out
+breaks and the room used (minimum: on every cut turn, and `at_bar` on the new cuts whose request a
+whole-turn cut could keep at the room bar, `bench.cache.room_used_at_the_bar`). `--corpus` replays another folder of agent loops (a held-out
 set converted by bench/corpus/agents/convert.py) instead of the whole bench; `--against` lists the
 loops whose bill moved by more than 0.005 since an earlier `--out`. `--trace LOOP` prints one
 loop turn by turn instead (at the first ratio): the untrimmed and the guarded request's tokens, the
@@ -97,7 +98,9 @@ def trace(name: str, ratio: float, corpus: str | None, client_name: str | None, 
 
 
 def summary(rows: list[dict[str, Any]]) -> str:
-    lines = ["ratio loops  mean  best  median best_med  >1.0x  >best+.05  hit<best-.05  new_cuts needless room_min"]
+    lines = [
+        "ratio loops  mean  best  median best_med  >1.0x  >best+.05  hit<best-.05  new_cuts needless room_min  at_bar"
+    ]
     for ratio in sorted({r["ratio"] for r in rows}):
         over = [r for r in rows if r["ratio"] == ratio and r["bill_over"] is not None]
         if not over:
@@ -111,12 +114,14 @@ def summary(rows: list[dict[str, Any]]) -> str:
         ]
         low_hit = [r for r in over if r["hit_best_cut"] is not None and r["hit"] < r["hit_best_cut"] - 0.05]
         rooms = [r["room_min"] for r in over if r["room_min"] is not None]
+        at_bar = [r["room_min_bar"] for r in over if r.get("room_min_bar") is not None]
         lines.append(
             f"{ratio:<5} {len(over):>5} {statistics.mean(bills):.4f} "
             f"{statistics.mean(best) if best else float('nan'):.4f} {statistics.median(bills):.4f} "
             f"{statistics.median(best) if best else float('nan'):.4f}   {sum(b > 1.0 for b in bills):>4} "
             f"{len(above):>10} {len(low_hit):>13} {sum(r['new_cuts'] for r in over):>9} "
             f"{sum(r['needless'] for r in over):>8} {min(rooms) if rooms else float('nan'):.3f}"
+            f"   {min(at_bar) if at_bar else float('nan'):.3f}"
         )
         for r in sorted(over, key=lambda r: -r["bill_over"]):
             flags = []

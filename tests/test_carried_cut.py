@@ -115,6 +115,47 @@ def test_a_band_over_forty_percent_of_the_room_cuts_to_its_floor_without_raising
     assert _drive(choose_mark(5, marks, budget, size_of)) == (100, 95) and asked == [100]
 
 
+def test_where_no_whole_turn_cut_keeps_the_room_bar_a_new_cut_drops_whole_turns_under_it():
+    """Turns that are a large share of the room (a file read of 75% of it): no whole-turn cut lands
+    between the room bar and the room, so the cut goes to the largest whole-turn cut under the bar
+    (its mark a marker's slack over it) and its mark is not raised toward the bar, which only
+    truncating the large result could reach (session 34: kept truncated, such a cut lasted until
+    the loop's last turn needed another, 1.11 of the untrimmed loop's bill against the best cuts'
+    0.58). Under a quarter of the room, or where a whole-turn cut keeps the bar, as before."""
+    from guard.fit.replay import FIRST_MARK_SLACK, WHOLE_TURN_FLOOR, choose_mark, low_water, room_bar
+
+    budget = _budget(2000)  # room 2000, bar 1200, band 700: the band's bottom 1300
+    assert room_bar(budget) == 1200 and budget.floor == 1300
+    chat = by_name("openai")
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    msgs = [{"role": "user", "content": "task"}]
+    for t in range(3):
+        msgs += [
+            {"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"c{t}"}]},
+            {"role": "tool", "tool_call_id": f"c{t}", "content": "x"},
+        ]
+
+    def marks(read: int, later: int = 200) -> tuple[int, ...]:
+        counts = (100, 50, read, 50, later, 50, later)  # whole-turn cuts: all, the task + 2 turns, + 1
+        return low_water(Past(chat, tuple(msgs), counts, counts, 0), 7, budget)
+
+    # the read (1,500) leaves 2,150 and whole-turn cuts of 600 and 350: none between 1,200 and 2,000
+    assert marks(1500) == (600 + FIRST_MARK_SLACK,)
+    asked = []
+
+    def size_of(m, mark):  # the drop lands under its mark
+        asked.append(mark)
+        return 600 if mark < 1200 else mark - 20
+        yield
+
+    assert _drive(choose_mark(7, marks(1500), budget, size_of)) == (664, 600) and asked == [664]
+    # smaller later turns: the deepest whole-turn cut under the bar keeps less than a quarter of
+    # the room (400 and 250 tokens against 500): the marks of a cut that keeps the bar, as before
+    assert WHOLE_TURN_FLOOR * 2000 == 500 and 1200 <= min(marks(1800, later=100)) < 2000
+    # a read of 1,000 among larger turns: the task and two turns keep 1,300, over the bar: as before
+    assert min(marks(1000, later=550)) >= 1200
+
+
 def _engine(window: int, **policy) -> Engine:
     return Engine(
         PolicySet(defaults=Policy(default_max_tokens=256, safety_margin_tokens=0, safety_margin_ratio=0.0, **policy)),

@@ -41,6 +41,14 @@ FIRST_MARK_SLACK = 64
 # the whole replay's again: bench.cache's loops at 6% and 12% of their size, up to ~16 rooms,
 # send the same with 6 rooms as with the whole history; with 4, five of 132 rows cut once more)
 REPLAY_ROOMS = 6
+# where no whole-turn cut keeps the room bar (a turn that is a large share of the room), a new cut
+# drops whole turns down to the largest such cut under the bar, as the best cuts do, if it keeps
+# at least this share of the room; else truncation fills to the bar as before (session 34: a
+# 13.6k-token file read in a room of 19k was truncated to keep the bar, the cut needed again 14
+# turns later: bill 1.11 of the untrimmed loop's against the best cuts' 0.58; 76 loops at
+# 30/50/70%: 22 rows cheaper, 2 dearer by up to 0.021, over the best cuts + 0.05 in 9 rows, not 15;
+# the 39 held-out: 11 cheaper, 3 dearer by up to 0.030; 0.15 chooses the same cuts, 0.35 fewer)
+WHOLE_TURN_FLOOR = 0.25
 
 SizeOf = Callable[[int, int], Generator[Any, Any, "int | None"]]
 NoteOf = Callable[[int, int], Generator[Any, Any, "tuple[int, int] | None"]]
@@ -193,8 +201,8 @@ def choose_mark(
     turns), the chosen mark raised, by what its cut fell short of the bar, then halfway to the
     room, then to the room (truncation and drops step coarsely and can land well under a mark),
     until a cut leaves the bar; else the first cut that can be made (None: none can). A mark under
-    the bar (a band over 40% of the room, whose cuts reach below it by design, `low_water`) is not
-    raised where its cut can be made."""
+    the bar (a band over 40% of the room, whose cuts reach below it by design, or a whole-turn cut
+    where none keeps the bar: `low_water`) is not raised where its cut can be made."""
     bar = room_bar(budget)
     chosen: tuple[int, int | None] | None = None
     for mark in marks:
@@ -205,7 +213,7 @@ def choose_mark(
             return mark, size
     assert chosen is not None
     mark, size = chosen
-    if mark < bar and size is not None:  # a band over 40% of the room: its cuts reach below the bar by design
+    if mark < bar and size is not None:  # (see `low_water`) its cuts reach below the bar by design
         return chosen
     short = mark + bar - size if size is not None else mark
     for higher in dict.fromkeys((short, (mark + budget.room) // 2, budget.room)):
@@ -226,15 +234,18 @@ def head_length(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> int:
 def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     """The marks a new cut of the first `end` messages tries, in order, each deep enough to last a
     band of growth: a cut's cost is the cache write it causes, so the deeper it goes (never under
-    the room bar) the longer it lasts and the less it costs. First, where a whole-turn cut lands
-    between the bottom of the band below the target (`Budget.floor`) and a quarter band under it
-    (never under the room bar: with the default band, the bar), the deepest of them (its mark
+    the room bar where a whole-turn cut keeps it) the longer it lasts and the less it costs.
+    First, where a whole-turn cut lands between the bottom of the band below the target
+    (`Budget.floor`) and a quarter band under it (never under the room bar: with the default band,
+    the bar), the deepest of them (its mark
     `FIRST_MARK_SLACK` over it, at most halfway to the next turn up, so a drop stops there, its
     marker included); then halfway from the band's bottom to there (truncation fills to it where
     whole turns step coarsely); then the band's bottom; then, for where those leave less than the
     bar (turns that are a large share of the room), the smallest whole-turn cut over it, if one
-    fits the room. Whole-turn cuts keep the messages that lead the history (system prompt and
-    task, pinned) and the newest whole turns.
+    fits the room. Where no whole-turn cut lands between the bar and the room at all, the largest
+    one under the bar alone (`WHOLE_TURN_FLOOR`): truncating old results to keep the bar would keep
+    a large result's head in a cut that cannot last. Whole-turn cuts keep the messages that lead
+    the history (system prompt and task, pinned) and the newest whole turns.
     (bench.cache, 60 loops at half their size: median bill 0.78 -> 0.765 against the band's bottom
     first, 10 rather than 16 loops over the best cuts' bill + 0.05.)"""
     bar, floor = room_bar(budget), budget.floor
@@ -248,6 +259,11 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     bottom = max(bar, floor - budget.band // 4)
     deepest = [n for n in sizes if bottom <= n < floor]
     over = [n for n in sizes if floor < n <= budget.room]
+    if not any(bar <= n <= budget.room for n in sizes):  # no whole-turn cut keeps the bar
+        under = [n for n in sizes if WHOLE_TURN_FLOOR * budget.room <= n < bar]
+        if under:  # (its mark under the bar and halfway to the next turn up at most: taken as it is)
+            up = min([n for n in sizes if n > under[-1]], default=budget.room)
+            return (min(under[-1] + FIRST_MARK_SLACK, (under[-1] + up) // 2, bar - 1),)
     marks = [(bottom + floor) // 2, floor, *over[:1]]
     if deepest:
         up = min([n for n in sizes if n > deepest[0]] + [floor])
