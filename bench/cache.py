@@ -708,6 +708,7 @@ def table(rows: list[dict[str, Any]], title: str) -> str:
         "openai_0.1",
         "room_min",
         "room_median",
+        "room_min_bar",
     ]
     cols += [c for c in ("gap_bill", "gap_bill_temp", "gap_room_median") if any(c in r for r in rows)]
     lines = [f"### {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -718,12 +719,14 @@ def table(rows: list[dict[str, Any]], title: str) -> str:
     if cut:
         med = {c: statistics.median(r[c] for r in cut) for c in ("hit", "anthropic", "openai", "openai_0.1")}
         rooms = [r["room_min"] for r in cut if r["room_min"] is not None]
+        at_bar = [r["room_min_bar"] for r in cut if r.get("room_min_bar") is not None]
         medians = [r["room_median"] for r in cut if r["room_median"] is not None]
         lines.append(
             f"\nloops cut: {len(cut)}/{len(rows)}; hit min {min(r['hit'] for r in cut):.2f} median {med['hit']:.2f}; "
             f"anthropic cost median {med['anthropic']:.2f} max {max(r['anthropic'] for r in cut):.2f}; "
             f"openai cost median {med['openai']:.2f} max {max(r['openai'] for r in cut):.2f}; "
-            f"room min {min(rooms):.2f}, median of medians {statistics.median(medians):.2f}"
+            f"room min {min(rooms):.2f} (where a whole-turn cut keeps the room bar: "
+            f"{min(at_bar) if at_bar else float('nan'):.2f}), median of medians {statistics.median(medians):.2f}"
         )
     return "\n".join(lines)
 

@@ -44,10 +44,10 @@ REPLAY_ROOMS = 6
 # where no whole-turn cut keeps the room bar (a turn that is a large share of the room), a new cut
 # drops whole turns down to the largest such cut under the bar, as the best cuts do, if it keeps
 # at least this share of the room; else truncation fills to the bar as before (session 34: a
-# 13.6k-token file read in a room of 19k was truncated to keep the bar, the cut needed again 14
-# turns later: bill 1.11 of the untrimmed loop's against the best cuts' 0.58; 76 loops at
-# 30/50/70%: 22 rows cheaper, 2 dearer by up to 0.021, over the best cuts + 0.05 in 9 rows, not 15;
-# the 39 held-out: 11 cheaper, 3 dearer by up to 0.030; 0.15 chooses the same cuts, 0.35 fewer)
+# 13.6k-token file read in a room of 19k was truncated to keep the bar and the cut needed again
+# 14 turns later: bill 1.11 of the untrimmed loop's against the best cuts' 0.58; 76 loops at
+# 30/50/70%: 22 rows cheaper, 2 dearer by up to 0.021, 8 rows over the carrying best cuts + 0.05,
+# not 15; the 39 held-out: 11 cheaper, 3 dearer by up to 0.030; 0.15 chooses the same cuts)
 WHOLE_TURN_FLOOR = 0.25
 
 SizeOf = Callable[[int, int], Generator[Any, Any, "int | None"]]
