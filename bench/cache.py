@@ -432,8 +432,7 @@ def room_used_at_the_bar(body: Mapping[str, Any], run: Replay) -> list[float]:
             cumulative.append(cumulative[-1] + size(m))
         first = head_length(dialect, messages)
         pinned, end = counter.fixed(dialect, request) + cumulative[first], len(messages)
-        boundaries = [g for g in turn_starts(dialect, messages) if first < g < end]
-        starts = [first, *boundaries[:-1]]  # (the newest turn group stays)
+        starts = [first, *(g for g in turn_starts(dialect, messages) if first < g < end)]  # (the newest group stays)
         if any(ROOM_BAR * room <= pinned + cumulative[end] - cumulative[s] <= room for s in starts):
             used.append(turn.room_used)
     return used

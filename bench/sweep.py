@@ -10,7 +10,8 @@ worked out in `--jobs` processes. Per ratio it prints the loops over the room: t
 bill over the overflowing turns against the carrying best cuts' (`best_carry_bill_over`), how many
 loops are over 1.0x, over the carrying best + 0.05, under its hit - 0.05, the new cuts, needless
 breaks and the room used (minimum: on every cut turn, and `at_bar` on the new cuts whose request a
-whole-turn cut could keep at the room bar, `bench.cache.room_used_at_the_bar`). `--corpus` replays another folder of agent loops (a held-out
+whole-turn cut could keep at the room bar, `bench.cache.room_used_at_the_bar`). `--corpus`
+replays another folder of agent loops (a held-out
 set converted by bench/corpus/agents/convert.py) instead of the whole bench; `--against` lists the
 loops whose bill moved by more than 0.005 since an earlier `--out`. `--trace LOOP` prints one
 loop turn by turn instead (at the first ratio): the untrimmed and the guarded request's tokens, the

@@ -237,15 +237,15 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     the room bar where a whole-turn cut keeps it) the longer it lasts and the less it costs.
     First, where a whole-turn cut lands between the bottom of the band below the target
     (`Budget.floor`) and a quarter band under it (never under the room bar: with the default band,
-    the bar), the deepest of them (its mark
-    `FIRST_MARK_SLACK` over it, at most halfway to the next turn up, so a drop stops there, its
-    marker included); then halfway from the band's bottom to there (truncation fills to it where
-    whole turns step coarsely); then the band's bottom; then, for where those leave less than the
-    bar (turns that are a large share of the room), the smallest whole-turn cut over it, if one
-    fits the room. Where no whole-turn cut lands between the bar and the room at all, the largest
-    one under the bar alone (`WHOLE_TURN_FLOOR`): truncating old results to keep the bar would keep
-    a large result's head in a cut that cannot last. Whole-turn cuts keep the messages that lead
-    the history (system prompt and task, pinned) and the newest whole turns.
+    the bar), the deepest of them (its mark `FIRST_MARK_SLACK` over it, at most halfway to the
+    next turn up, so a drop stops there, its marker included); then halfway from the band's bottom
+    to there (truncation fills to it where whole turns step coarsely); then the band's bottom;
+    then, for where those leave less than the bar (turns that are a large share of the room), the
+    smallest whole-turn cut over it, if one fits the room. Where no whole-turn cut lands between
+    the bar and the room at all, the largest one under the bar alone (`WHOLE_TURN_FLOOR`):
+    truncating old results to keep the bar would keep a large result's head in a cut that cannot
+    last. Whole-turn cuts keep the messages that lead the history (system prompt and task, pinned)
+    and the newest whole turns.
     (bench.cache, 60 loops at half their size: median bill 0.78 -> 0.765 against the band's bottom
     first, 10 rather than 16 loops over the best cuts' bill + 0.05.)"""
     bar, floor = room_bar(budget), budget.floor
