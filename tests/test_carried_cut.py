@@ -42,15 +42,21 @@ def _drive(gen):
         return stop.value
 
 
-def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
-    chat = by_name("openai")
+def _tool_turns(n):
+    """A task and `n` turns of one tool call and its result each (chat messages)."""
     call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     msgs = [{"role": "user", "content": "task"}]
-    for t in range(10):
+    for t in range(n):
         msgs += [
             {"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"c{t}"}]},
             {"role": "tool", "tool_call_id": f"c{t}", "content": "x"},
         ]
+    return msgs
+
+
+def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
+    chat = by_name("openai")
+    msgs = _tool_turns(10)
     counts = (10,) + (5, 45) * 10  # turns of 50 tokens: 60, 110, ..., 510 after each
     budget = _budget(200)  # room 200, room bar 120, band 70: the 4th turn (9 messages, 210) is the first over it
     # its cut made 120 tokens: carried while 120 + what was added since fits (the 5th turn: 170;
@@ -127,13 +133,7 @@ def test_where_no_whole_turn_cut_keeps_the_room_bar_a_new_cut_drops_whole_turns_
     budget = _budget(2000)  # room 2000, bar 1200, band 700: the band's bottom 1300
     assert room_bar(budget) == 1200 and budget.floor == 1300
     chat = by_name("openai")
-    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    msgs = [{"role": "user", "content": "task"}]
-    for t in range(3):
-        msgs += [
-            {"role": "assistant", "content": None, "tool_calls": [{**call, "id": f"c{t}"}]},
-            {"role": "tool", "tool_call_id": f"c{t}", "content": "x"},
-        ]
+    msgs = _tool_turns(3)
 
     def marks(read: int, later: int = 200) -> tuple[int, ...]:
         counts = (100, 50, read, 50, later, 50, later)  # whole-turn cuts: all, the task + 2 turns, + 1
