@@ -206,6 +206,9 @@ OTHER_FAMILIES = {
     "roo": 2,
     "aider": 1,
     "kimi": 3,
+    "gemini": 1,
+    "hermes": 1,
+    "terminus": 2,
 }
 
 
@@ -431,6 +434,21 @@ def test_a_subagents_large_file_read_goes_whole_where_no_whole_turn_cut_keeps_th
     assert r["room_min"] < ROOM_BAR and r["room_min_bar"] is None  # (no turn a whole-turn cut keeps at the bar)
 
 
+def test_an_old_result_most_of_the_room_goes_whole_however_little_the_cut_keeps():
+    """Hermes Agent's 90-call terminal run (session 35, a family the guard was not tuned on) at half
+    its size: a result of 17.8k tokens, 81% of the room, is 24 turns old when its request stops
+    fitting, and the only whole-turn cut under the bar keeps 18% of the room. The cut drops the
+    result's turn, as the best cuts do (bill 0.447 against their 0.441); with a quarter-of-the-room
+    floor on such cuts (session 34) it was truncated to keep the bar and carried: 0.628."""
+    ((name, body),) = [(n, b) for n, b in loops() if n == "hermes/anyterminal_4"]
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.5))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
+    assert r["room_min"] < 0.25 and r["room_min_bar"] >= ROOM_BAR
+
+
 def test_a_cline_task_is_converted_without_its_users_names_or_credentials():
     """bench/corpus/agents/convert.py's `cline` family: the history as sent (text blocks in order,
     ending on the request the agent sent last), home paths, e-mail addresses and credentials a
@@ -487,6 +505,52 @@ def test_a_kimi_cli_session_is_converted_as_its_agent_sends_it():
     assert messages == log[1:2] + log[3:5]
     assert body["tools"][0]["function"]["name"] == "Bash"
     assert list(body["tools"][0]["function"]["parameters"]["properties"]) == ["command"]
+
+
+def test_gemini_cli_hermes_and_terminus_runs_are_converted_as_their_agents_send_them():
+    """convert.py's `gemini`, `hermes` and `terminus` (session 35): a Gemini API history as chat (a
+    model turn's text and calls one assistant message, its thought summaries left out, each
+    function response a tool message), a NeMo Gym rollout of a function-calling agent as Responses
+    items (token ids and empty assistant messages dropped), and one of a text agent as chat (the
+    derived function calls dropped, each terminal output the next user message); every loop ends
+    on a request."""
+    convert = _convert_module()
+    contents = [
+        {"role": "user", "parts": [{"text": "fix it"}]},
+        {"role": "model", "parts": [{"text": "thinking", "thought": True}, {"text": "Looking."}]},
+        {"role": "model", "parts": [{"functionCall": {"id": "c1", "name": "read_file", "args": {"path": "a.py"}}}]},
+        {
+            "role": "user",
+            "parts": [{"functionResponse": {"id": "c1", "name": "read_file", "response": {"output": "x"}}}],
+        },
+        {"role": "model", "parts": [{"text": "Done."}]},
+    ]
+    chat = convert.gemini(contents, "gemini/gemini-3-flash-preview")["messages"]
+    assert [m["role"] for m in chat] == ["user", "assistant", "tool"]
+    assert chat[1]["content"] == "Looking." and chat[1]["tool_calls"][0]["function"]["arguments"] == '{"path": "a.py"}'
+    assert chat[2] == {"role": "tool", "tool_call_id": "c1", "content": "x"}
+    call = {"type": "function_call", "call_id": "k1", "name": "terminal", "arguments": '{"command": "ls"}'}
+    run = {
+        "responses_create_params": {"input": [{"role": "user", "content": "set up git", "type": "message"}]},
+        "response": {
+            "output": [
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": ""}], "id": "m0"},
+                {**call, "id": "k1", "status": "completed"},
+                {"type": "function_call_output", "call_id": "k1", "output": "a.txt", "id": None},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}]},
+            ]
+        },
+    }
+    body = convert.hermes(run, "gpt-5-mini")
+    assert [i["type"] for i in body["input"]] == ["message", "function_call", "function_call_output"]
+    assert body["input"][1] == call and body["tools"][0]["name"] == "terminal"
+    run["response"]["output"][2]["output"] = "New Terminal Output: a.txt"
+    turns = convert.terminus(run, "gpt-5-mini")["messages"]
+    assert turns == [
+        {"role": "user", "content": "set up git"},
+        {"role": "assistant", "content": ""},
+        {"role": "user", "content": "New Terminal Output: a.txt"},
+    ]
 
 
 def _convert_module():

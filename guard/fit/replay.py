@@ -41,14 +41,6 @@ FIRST_MARK_SLACK = 64
 # the whole replay's again: bench.cache's loops at 6% and 12% of their size, up to ~16 rooms,
 # send the same with 6 rooms as with the whole history; with 4, five of 132 rows cut once more)
 REPLAY_ROOMS = 6
-# where no whole-turn cut keeps the room bar (a turn that is a large share of the room), a new cut
-# drops whole turns down to the largest such cut under the bar, as the best cuts do, if it keeps
-# at least this share of the room; else truncation fills to the bar as before (session 34: a
-# 13.6k-token file read in a room of 19k was truncated to keep the bar and the cut needed again
-# 14 turns later: bill 1.11 of the untrimmed loop's against the best cuts' 0.58; 76 loops at
-# 30/50/70%: 22 rows cheaper, 2 dearer by up to 0.021, 8 rows over the carrying best cuts + 0.05,
-# not 15; the 39 held-out: 11 cheaper, 3 dearer by up to 0.030; 0.15 chooses the same cuts)
-WHOLE_TURN_FLOOR = 0.25
 
 SizeOf = Callable[[int, int], Generator[Any, Any, "int | None"]]
 NoteOf = Callable[[int, int], Generator[Any, Any, "tuple[int, int] | None"]]
@@ -242,10 +234,14 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     to there (truncation fills to it where whole turns step coarsely); then the band's bottom;
     then, for where those leave less than the bar (turns that are a large share of the room), the
     smallest whole-turn cut over it, if one fits the room. Where no whole-turn cut lands between
-    the bar and the room at all, the largest one under the bar alone (`WHOLE_TURN_FLOOR`):
+    the bar and the room at all, the largest one under the bar alone, however little it keeps:
     truncating old results to keep the bar would keep a large result's head in a cut that cannot
-    last. Whole-turn cuts keep the messages that lead the history (system prompt and task, pinned)
-    and the newest whole turns.
+    last (session 34: a 13.6k-token file read in a room of 19k, kept truncated, was cut again 14
+    turns later, 1.11 of the untrimmed loop's bill against the best cuts' 0.58; session 35: a
+    floor of a quarter of the room on that cut, meant to keep a file just read, left two held-out
+    loops of other agents at 1.001 and 0.628 against the best cuts' 0.563 and 0.441, and changed
+    no other row of 136 loops but one, by 0.001). Whole-turn cuts keep the messages that lead the
+    history (system prompt and task, pinned) and the newest whole turns.
     (bench.cache, 60 loops at half their size: median bill 0.78 -> 0.765 against the band's bottom
     first, 10 rather than 16 loops over the best cuts' bill + 0.05.)"""
     bar, floor = room_bar(budget), budget.floor
@@ -260,7 +256,7 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     deepest = [n for n in sizes if bottom <= n < floor]
     over = [n for n in sizes if floor < n <= budget.room]
     if not any(bar <= n <= budget.room for n in sizes):  # no whole-turn cut keeps the bar
-        under = [n for n in sizes if WHOLE_TURN_FLOOR * budget.room <= n < bar]
+        under = [n for n in sizes if n < bar]
         if under:  # (its mark under the bar and halfway to the next turn up at most: taken as it is)
             up = min([n for n in sizes if n > under[-1]], default=budget.room)
             return (min(under[-1] + FIRST_MARK_SLACK, (under[-1] + up) // 2, bar - 1),)

@@ -17,6 +17,9 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py aider REPO/.aider.llm.history
     python bench/corpus/agents/convert.py roo spotted-errors/file-clear-error-2.md
     python bench/corpus/agents/convert.py kimi SESSION.jsonl --prompts-source agents/default/system.md
+    python bench/corpus/agents/convert.py gemini trajectory.json --model gemini/gemini-3-flash-preview
+    python bench/corpus/agents/convert.py hermes example_rollouts_hermes.jsonl --model M [--pick 4]
+    python bench/corpus/agents/convert.py terminus example_rollouts.jsonl --model gpt-5-mini [--pick 0]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -52,6 +55,9 @@ dropped. Per family (see README.md beside this file for sources and licences):
   each result goes back as a user message. Rebuilt from the stored `conversation` the way its
   MessageProcessor builds the prompt (the `work_dir` argument the runner injects left out).
 - kimi: Kimi CLI session logs (OpenAI chat, text parts kept as parts); see its function.
+- gemini, hermes, terminus (session 35): a Gemini CLI history (Gemini `Content[]`, as chat), Hermes
+  Agent rollouts recorded by NeMo Gym (Responses API items), and Terminus-2 rollouts (a text agent
+  whose terminal output is the next user message); see their functions.
 - smolagents, aider, roo: see their functions (session 32: a text agent whose observations are
   user messages, an agent that re-sends files and summaries in every request, and an IDE agent
   with parallel calls sent to an OpenAI-compatible provider).
@@ -771,6 +777,103 @@ def kimi(lines: str, system_template: str, model: str = "moonshot/kimi-k2.5") ->
     }
 
 
+def gemini(contents: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    """A chat body from a Gemini CLI history (the Gemini API `Content[]` it sends: roles `user` and
+    `model`, parts of text, thought summaries, `functionCall` and `functionResponse`): a model
+    entry's text and calls as one assistant message (consecutive entries merged), a
+    `functionResponse` as a `tool` message (its `response.output`, else the response as JSON), a
+    user entry's text as a user message. Thought parts are left out (the API does not read them
+    back as input). The system instruction and tool declarations are not stored: none stands in
+    for the first, object schemas of the arguments used for the second."""
+    messages: list[dict[str, Any]] = []
+    for entry in contents:
+        for part in entry["parts"]:
+            if entry["role"] == "model":
+                if part.get("thought"):
+                    continue
+                last = messages[-1] if messages and messages[-1]["role"] == "assistant" else None
+                if last is None:
+                    last = {"role": "assistant", "content": ""}
+                    messages.append(last)
+                if "text" in part:
+                    last["content"] = (last["content"] + "\n" if last["content"] else "") + part["text"]
+                elif "functionCall" in part:
+                    call = part["functionCall"]
+                    last.setdefault("tool_calls", []).append(
+                        {
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": call["name"], "arguments": json.dumps(call.get("args") or {})},
+                        }
+                    )
+            elif "functionResponse" in part:
+                answer = part["functionResponse"]
+                response = answer.get("response") or {}
+                output = response.get("output") if isinstance(response.get("output"), str) else None
+                text = output if output is not None else json.dumps(response, ensure_ascii=False)
+                messages.append({"role": "tool", "tool_call_id": answer["id"], "content": text})
+            elif "text" in part:
+                messages.append({"role": "user", "content": part["text"]})
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
+
+
+def hermes(run: dict[str, Any], model: str) -> dict[str, Any]:
+    """A Responses API body from a NeMo Gym rollout of an agent with native function calls
+    (Hermes Agent: `responses_create_params.input`, the task, then `response.output`: assistant
+    messages, `function_call` and `function_call_output` items in order). The items keep their
+    type, role, text, name, arguments, call ids and outputs (the rollout's token ids and log
+    probabilities dropped, and assistant messages with no text). The agent's system prompt and
+    tool schemas are not recorded: none for the first, object schemas of the arguments used."""
+    items: list[dict[str, Any]] = []
+    for item in [*run["responses_create_params"]["input"], *run["response"]["output"]]:
+        kind = item.get("type", "message")
+        if kind == "message":
+            content = item["content"]
+            if isinstance(content, list):
+                text = "".join(p.get("text") or "" for p in content)
+                part = "output_text" if item["role"] == "assistant" else "input_text"
+                content = [{"type": part, "text": text}] if text else []
+            if content:
+                items.append({"type": "message", "role": item["role"], "content": content})
+        elif kind == "function_call":
+            items.append(
+                {"type": kind, "call_id": item["call_id"], "name": item["name"], "arguments": item["arguments"]}
+            )
+        elif kind == "function_call_output":
+            items.append({"type": kind, "call_id": item["call_id"], "output": item["output"]})
+    while items and (items[-1].get("role") == "assistant" or items[-1]["type"] == "function_call"):
+        items.pop()
+    keys: dict[str, dict[str, None]] = {}
+    for item in items:
+        if item["type"] == "function_call":
+            args = json.loads(item["arguments"] or "{}")
+            keys.setdefault(item["name"], {}).update(dict.fromkeys(args if isinstance(args, dict) else {}))
+    tools = [{"type": "function", **{k: v for k, v in t["function"].items()}} for t in _function_schemas(keys)]
+    return {"model": model, "input": items, "tools": tools, "store": False}
+
+
+def terminus(run: dict[str, Any], model: str) -> dict[str, Any]:
+    """A chat body from a NeMo Gym rollout of Terminus-2 (Harbor's Terminal-Bench agent), a text
+    agent: its prompt (`responses_create_params.input`, one user message), then each assistant
+    message (its JSON of analysis, plan and keystrokes) and the terminal output the agent sent back
+    as the next user message (the rollout stores it as a `function_call_output`; the
+    `function_call` items beside it are derived from the keystrokes and never sent)."""
+    messages: list[dict[str, Any]] = []
+    for item in [*run["responses_create_params"]["input"], *run["response"]["output"]]:
+        kind = item.get("type", "message")
+        if kind == "message":
+            content = item["content"]
+            text = content if isinstance(content, str) else "".join(p.get("text") or "" for p in content)
+            messages.append({"role": item["role"], "content": text})
+        elif kind == "function_call_output":
+            messages.append({"role": "user", "content": item["output"]})
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    return {"model": model, "messages": messages}
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -806,6 +909,9 @@ def main() -> None:
             "aider",
             "roo",
             "kimi",
+            "gemini",
+            "hermes",
+            "terminus",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -885,6 +991,17 @@ def main() -> None:
         elif args.family == "kimi":  # <session id>.jsonl, a subagent's <session id>_read_N.jsonl
             name = f"{args.prefix}kimi__{path.stem[:8]}{path.stem[path.stem.find('_read_') :] if '_read_' in path.stem else ''}"
             _write(args.out, name, kimi(text, args.prompts_source.read_text()), str(path))
+        elif args.family == "gemini":
+            name = f"{args.prefix}gemini__{args.pick[0] if args.pick else path.stem[:24]}"
+            _write(args.out, name, gemini(json.loads(text), args.model or "gemini/gemini-3-flash-preview"), str(path))
+        elif args.family in ("hermes", "terminus"):
+            convert = hermes if args.family == "hermes" else terminus
+            # NeMo Gym keeps an agent's or environment's rollouts as <its folder>/data/example_*.jsonl
+            tag = path.parent.parent.name if path.name.startswith("example") else path.stem.split("_example")[0]
+            for i, line in enumerate(line for line in text.splitlines() if line.strip()):
+                if args.pick is None or str(i) in args.pick:
+                    name = f"{args.prefix}{args.family}__{tag.removesuffix('_agent')}_{i}"
+                    _write(args.out, name, convert(json.loads(line), args.model or "gpt-5-mini"), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
