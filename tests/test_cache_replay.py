@@ -449,6 +449,22 @@ def test_an_old_result_most_of_the_room_goes_whole_however_little_the_cut_keeps(
     assert r["room_min"] < 0.25 and r["room_min_bar"] >= ROOM_BAR
 
 
+def test_a_cut_that_lands_within_a_marker_of_its_floor_is_taken_as_the_deepest_it_can_go():
+    """Gemini CLI's session (session 35) at 30% of its size: at turn 8 a result of 10k tokens is
+    old and no whole-turn cut keeps the room bar. The largest one under it leaves the pinned
+    messages and the newest turns the guard keeps whole; sized from the replay's counts, its mark
+    fell one token short of what those turns plus the cut's marker take, so the cut was refused
+    and its mark raised until truncating old results reached the bar (0.572 of the untrimmed
+    loop's bill against the best cuts' 0.511; now 0.504)."""
+    ((name, body),) = [(n, b) for n, b in loops() if n == "gemini/19b9e3e8"]
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.3))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
+    assert r["room_min"] < ROOM_BAR and r["room_min_bar"] >= ROOM_BAR
+
+
 def test_a_cline_task_is_converted_without_its_users_names_or_credentials():
     """bench/corpus/agents/convert.py's `cline` family: the history as sent (text blocks in order,
     ending on the request the agent sent last), home paths, e-mail addresses and credentials a

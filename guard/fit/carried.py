@@ -20,7 +20,7 @@ from guard.fit.marks import Marks
 from guard.fit.notes import Notes
 from guard.fit.prefix_forms import PrefixKeys, SentForms
 from guard.fit.questions import history_of, query
-from guard.fit.replay import Past, last_cut, new_cut, room_bar
+from guard.fit.replay import FIRST_MARK_SLACK, Past, last_cut, new_cut, room_bar
 from guard.fit.request import Counted
 from guard.fit.rounds import fit
 from guard.fit.temperature import Anchor, Temperature
@@ -266,6 +266,9 @@ class _Cuts:
         deepest = floor > mark and not inside
         mark = mark if inside else max(mark, floor)
         cut, part = yield from self._prefix(m, mark, query(self.dialect, self.messages[:m]), summaries)
+        # a cut within a marker of its floor went as deep as it can (a whole-turn mark is sized
+        # from the replay's counts, the floor from what is sent, and the marker comes on top)
+        deepest = deepest or cut.total <= floor + FIRST_MARK_SLACK
         if (cut.total > mark and not deepest) or cut.fixed != self.fixed + self.ghost:
             return None  # (or the messages a carried cut dropped did not go again: `History.dropped`)
         return (replace(cut, fixed=self.fixed) if self.ghost else cut), part
