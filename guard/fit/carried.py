@@ -254,7 +254,7 @@ class _Cuts:
     ) -> Generator[Any, Any, tuple[Conversation, Context] | None]:
         """The cut of the first `m` messages down to `mark`, its lossy steps ranking by the band's
         question (the one its prefix ended with: a later one gets a note, see `Notes`); None where
-        it cannot be made within its mark."""
+        it cannot be made within its mark, nor within a marker of its floor."""
         if mark <= self.fixed + self.ghost:
             return None
         # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill
@@ -267,7 +267,8 @@ class _Cuts:
         mark = mark if inside else max(mark, floor)
         cut, part = yield from self._prefix(m, mark, query(self.dialect, self.messages[:m]), summaries)
         # a cut within a marker of its floor went as deep as it can (a whole-turn mark is sized
-        # from the replay's counts, the floor from what is sent, and the marker comes on top)
+        # from the replay's counts, the floor from what is sent, and the marker comes on top; one
+        # inside newest turns over the room may stop short of its mark and still fit: `at` checks)
         deepest = deepest or cut.total <= floor + FIRST_MARK_SLACK
         if (cut.total > mark and not deepest) or cut.fixed != self.fixed + self.ghost:
             return None  # (or the messages a carried cut dropped did not go again: `History.dropped`)
