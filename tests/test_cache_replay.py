@@ -419,16 +419,19 @@ def test_a_session_32_familys_loop_keeps_its_cut_while_it_fits_and_costs_what_th
     _meets_the_bars_at_half_size(name, body, cuts=5)
 
 
+def _replayed_row(name: str, ratio: float) -> dict[str, Any]:
+    """bench.cache's row of one loop replayed into `ratio` of its size."""
+    ((name, body),) = [(n, b) for n, b in loops() if n == name]
+    return row(name, replay(name, body, None), replay(name, body, window_policy(body, ratio)), body)
+
+
 def test_a_subagents_large_file_read_goes_whole_where_no_whole_turn_cut_keeps_the_room_bar():
     """Kimi CLI's ContextReader subagent (session 34, a family the guard was not tuned on) at 70% of
     its size: a file read of 13.6k tokens, 72% of the room, is three turns old at the first
     crossing, and no whole-turn cut lands between the room bar and the room. The cut drops the
     read's turn, as the best cuts do, and lasts the loop; it was truncated to keep the bar and
     needed a second cut at the last turn (bill 1.113 of the untrimmed loop's, the best cuts' 0.584)."""
-    ((name, body),) = [(n, b) for n, b in loops() if n == "kimi/d8447fa8_read_1"]
-    base = replay(name, body, None)
-    run = replay(name, body, window_policy(body, 0.7))
-    r = row(name, base, run, body)
+    r = _replayed_row("kimi/d8447fa8_read_1", 0.7)
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0 and r["new_cuts"] == 1
     assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
     assert r["room_min"] < ROOM_BAR and r["room_min_bar"] is None  # (no turn a whole-turn cut keeps at the bar)
@@ -440,10 +443,7 @@ def test_an_old_result_most_of_the_room_goes_whole_however_little_the_cut_keeps(
     fitting, and the only whole-turn cut under the bar keeps 18% of the room. The cut drops the
     result's turn, as the best cuts do (bill 0.447 against their 0.441); with a quarter-of-the-room
     floor on such cuts (session 34) it was truncated to keep the bar and carried: 0.628."""
-    ((name, body),) = [(n, b) for n, b in loops() if n == "hermes/anyterminal_4"]
-    base = replay(name, body, None)
-    run = replay(name, body, window_policy(body, 0.5))
-    r = row(name, base, run, body)
+    r = _replayed_row("hermes/anyterminal_4", 0.5)
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
     assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
     assert r["room_min"] < 0.25 and r["room_min_bar"] >= ROOM_BAR
@@ -456,10 +456,7 @@ def test_a_cut_that_lands_within_a_marker_of_its_floor_is_taken_as_the_deepest_i
     fell one token short of what those turns plus the cut's marker take, so the cut was refused
     and its mark raised until truncating old results reached the bar (0.572 of the untrimmed
     loop's bill against the best cuts' 0.511; now 0.504)."""
-    ((name, body),) = [(n, b) for n, b in loops() if n == "gemini/19b9e3e8"]
-    base = replay(name, body, None)
-    run = replay(name, body, window_policy(body, 0.3))
-    r = row(name, base, run, body)
+    r = _replayed_row("gemini/19b9e3e8", 0.3)
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
     assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
     assert r["room_min"] < ROOM_BAR and r["room_min_bar"] >= ROOM_BAR
