@@ -17,7 +17,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py aider REPO/.aider.llm.history
     python bench/corpus/agents/convert.py roo spotted-errors/file-clear-error-2.md
     python bench/corpus/agents/convert.py kimi SESSION.jsonl --prompts-source agents/default/system.md
-    python bench/corpus/agents/convert.py gemini trajectory.json --model gemini/gemini-3-flash-preview
+    python bench/corpus/agents/convert.py gemini trajectory.json --tag 19b9e3e8 --model gemini/gemini-3-flash-preview
     python bench/corpus/agents/convert.py hermes example_rollouts_hermes.jsonl --model M [--pick 4]
     python bench/corpus/agents/convert.py terminus example_rollouts.jsonl --model gpt-5-mini [--pick 0]
 
@@ -850,7 +850,7 @@ def hermes(run: dict[str, Any], model: str) -> dict[str, Any]:
         if item["type"] == "function_call":
             args = json.loads(item["arguments"] or "{}")
             keys.setdefault(item["name"], {}).update(dict.fromkeys(args if isinstance(args, dict) else {}))
-    tools = [{"type": "function", **{k: v for k, v in t["function"].items()}} for t in _function_schemas(keys)]
+    tools = [{"type": "function", **t["function"]} for t in _function_schemas(keys)]
     return {"model": model, "input": items, "tools": tools, "store": False}
 
 
@@ -924,6 +924,7 @@ def main() -> None:
     parser.add_argument("--system-from", type=Path, help="openhands: a run whose system event the others lack")
     parser.add_argument("--pick", nargs="*", default=None, help="only these instance/simulation ids")
     parser.add_argument("--prefix", default="")
+    parser.add_argument("--tag", help="gemini: the loop's name (default: the file's name)")
     args = parser.parse_args()
     for path in args.raw:
         text = _open(path)
@@ -992,7 +993,7 @@ def main() -> None:
             name = f"{args.prefix}kimi__{path.stem[:8]}{path.stem[path.stem.find('_read_') :] if '_read_' in path.stem else ''}"
             _write(args.out, name, kimi(text, args.prompts_source.read_text()), str(path))
         elif args.family == "gemini":
-            name = f"{args.prefix}gemini__{args.pick[0] if args.pick else path.stem[:24]}"
+            name = f"{args.prefix}gemini__{args.tag or path.stem[:24]}"
             _write(args.out, name, gemini(json.loads(text), args.model or "gemini/gemini-3-flash-preview"), str(path))
         elif args.family in ("hermes", "terminus"):
             convert = hermes if args.family == "hermes" else terminus
