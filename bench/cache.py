@@ -402,12 +402,9 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
 
 def room_used_at_the_bar(body: Mapping[str, Any], run: Replay) -> list[float]:
     """The room used on the turns the guard cut anew where a whole-turn cut of that request could
-    keep the room bar: one that keeps the pinned head (system prompt and first user message) and
-    the request's newest turn group, drops whole turns oldest first and sends the rest JSON
-    compacted (as the guard does) lands between `ROOM_BAR` of the room and the room. Issue 34's
-    room bar is about these turns; where no such cut exists (a turn that is a large share of the
-    room), the guard may cut under it as the best cuts do. Each request as asked (a loop of
-    requests as sent too)."""
+    keep the room bar (`keeps_the_bar`). Issue 34's room bar is about these turns; where no such
+    cut exists (a turn that is a large share of the room), the guard may cut under it as the best
+    cuts do. Each request as asked (a loop of requests as sent too)."""
     if run.room is None:
         return []
     dialect, room, refused = detect(body), run.room, set(run.refused)
@@ -418,24 +415,37 @@ def room_used_at_the_bar(body: Mapping[str, Any], run: Replay) -> list[float]:
     def size(m: Mapping[str, Any]) -> int:
         key = json.dumps(m, sort_keys=True)
         if key not in sizes:
-            sizes[key] = min(counter.messages(dialect, [m])[0], counter.messages(dialect, [compacted(dialect, m)])[0])
+            sizes[key] = sent_size(dialect, counter, m)
         return sizes[key]
 
     asked = [request for t, request in enumerate(requests(body)) if t not in refused]
-    used = []
-    for request, turn in zip(asked, run.turns):
-        if turn.room_used is None or not turn.new_cut:
-            continue
-        messages = list(dialect.messages(request))
-        cumulative = [0]
-        for m in messages:
-            cumulative.append(cumulative[-1] + size(m))
-        first = head_length(dialect, messages)
-        pinned, end = counter.fixed(dialect, request) + cumulative[first], len(messages)
-        starts = [first, *(g for g in turn_starts(dialect, messages) if first < g < end)]  # (the newest group stays)
-        if any(ROOM_BAR * room <= pinned + cumulative[end] - cumulative[s] <= room for s in starts):
-            used.append(turn.room_used)
-    return used
+    return [
+        turn.room_used
+        for request, turn in zip(asked, run.turns)
+        if turn.room_used is not None and turn.new_cut and keeps_the_bar(dialect, counter, request, room, size)
+    ]
+
+
+def sent_size(dialect: Any, counter: Any, m: Mapping[str, Any]) -> int:
+    """A message's tokens as the guard sends it in a cut request: JSON compacted where that saves."""
+    return min(counter.messages(dialect, [m])[0], counter.messages(dialect, [compacted(dialect, m)])[0])
+
+
+def keeps_the_bar(
+    dialect: Any, counter: Any, request: Mapping[str, Any], room: int, size: Callable[[Mapping[str, Any]], int]
+) -> bool:
+    """Whether a whole-turn cut of `request` lands between `ROOM_BAR` of the room and the room: one
+    that keeps the pinned head (system prompt and first user message) and the request's newest turn
+    group, drops whole turns oldest first and sends the rest at `size` (`sent_size`, as the guard
+    does)."""
+    messages = list(dialect.messages(request))
+    cumulative = [0]
+    for m in messages:
+        cumulative.append(cumulative[-1] + size(m))
+    first = head_length(dialect, messages)
+    pinned, end = counter.fixed(dialect, request) + cumulative[first], len(messages)
+    starts = [first, *(g for g in turn_starts(dialect, messages) if first < g < end)]  # (the newest group stays)
+    return any(ROOM_BAR * room <= pinned + cumulative[end] - cumulative[s] <= room for s in starts)
 
 
 def best_cut(

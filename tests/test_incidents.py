@@ -12,12 +12,12 @@ from typing import Any
 import litellm
 import pytest
 
+from bench.cache import keeps_the_bar, sent_size
 from bench.traces import agent_trace, rag_incident, real_traces, to_anthropic
 from guard.core.encodings import get_encoding
 from guard.core.tokens import TokenCounter
 from guard.dialects import OPENAI, by_name
-from guard.fit.replay import ROOM_BAR, head_length, turn_starts
-from guard.fit.strategies.compact import compacted
+from guard.fit.replay import ROOM_BAR
 from tests.cli_helpers import FIXTURES, run_cli
 from tests.test_properties import _pairing_ok
 
@@ -55,20 +55,9 @@ def _check_common(before: dict[str, Any], after: dict[str, Any], report: dict[st
     # cuts move in quanta (35% of the room by default) so the next turns keep the cut and the
     # provider's cached prefix; a cut still keeps the room bar (60%) where a whole-turn cut can
     # (where none lands between the bar and the room, the largest one under the bar goes)
-    if _a_whole_turn_cut_keeps_the_bar(before, report["room"], d):
+    if keeps_the_bar(d, COUNTER, before, report["room"], lambda m: sent_size(d, COUNTER, m)):
         assert report["input_tokens_after"] >= ROOM_BAR * report["room"], report
     assert report["input_tokens_after"] <= report["room"]
-
-
-def _a_whole_turn_cut_keeps_the_bar(body: dict[str, Any], room: int, d: Any) -> bool:
-    """Whether a cut that keeps the pinned head and the newest turn group, drops whole turns
-    oldest first and sends the rest JSON compacted lands between the room bar and the room."""
-    messages = list(d.messages(body))
-    sizes = [min(COUNTER.messages(d, [m])[0], COUNTER.messages(d, [compacted(d, m)])[0]) for m in messages]
-    first, end = head_length(d, messages), len(messages)
-    pinned = COUNTER.fixed(d, body) + sum(sizes[:first])
-    starts = [first, *(g for g in turn_starts(d, messages) if first < g < end)]
-    return any(ROOM_BAR * room <= pinned + sum(sizes[s:]) <= room for s in starts)
 
 
 def test_incident_1_output_aware_compaction_openai_counting(tmp_path):
