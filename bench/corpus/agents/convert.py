@@ -196,6 +196,17 @@ def _schemas_of_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return _function_schemas(keys)
 
 
+def _responses_schemas_of_calls(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`_schemas_of_calls` for Responses API items: a function tool per name its `function_call`
+    items call, in the Responses API's shape (name and parameters beside `type`)."""
+    keys: dict[str, dict[str, None]] = {}
+    for item in items:
+        if item.get("type") == "function_call":
+            args = json.loads(item.get("arguments") or "{}")
+            keys.setdefault(item["name"], {}).update(dict.fromkeys(args if isinstance(args, dict) else {}))
+    return [{"type": "function", **t["function"]} for t in _function_schemas(keys)]
+
+
 def _function_schemas(keys: dict[str, dict[str, None]]) -> list[dict[str, Any]]:
     """An object schema per tool name: its argument keys (`keys[name]`), as strings."""
     return [
@@ -489,23 +500,8 @@ def codex(text: str, model: str) -> dict[str, Any]:
     lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     meta = next(line["payload"] for line in lines if line["type"] == "session_meta")
     items = [dict(line["payload"]) for line in lines if line["type"] == "response_item"]
-    keys: dict[str, dict[str, None]] = {}
-    custom: dict[str, None] = {}
-    for item in items:
-        if item.get("type") == "function_call":
-            args = json.loads(item.get("arguments") or "{}")
-            keys.setdefault(item["name"], {}).update(dict.fromkeys(args if isinstance(args, dict) else {}))
-        elif item.get("type") == "custom_tool_call":
-            custom[item["name"]] = None
-    tools: list[dict[str, Any]] = [
-        {
-            "type": "function",
-            "name": name,
-            "description": f"the agent's {name} tool",
-            "parameters": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
-        }
-        for name, props in keys.items()
-    ]
+    custom = dict.fromkeys(item["name"] for item in items if item.get("type") == "custom_tool_call")
+    tools = _responses_schemas_of_calls(items)
     tools += [{"type": "custom", "name": name, "description": f"the agent's {name} tool"} for name in custom]
     if any(item.get("type") == "web_search_call" for item in items):
         tools.append({"type": "web_search"})
@@ -845,13 +841,7 @@ def hermes(run: dict[str, Any], model: str) -> dict[str, Any]:
             items.append({"type": kind, "call_id": item["call_id"], "output": item["output"]})
     while items and (items[-1].get("role") == "assistant" or items[-1]["type"] == "function_call"):
         items.pop()
-    keys: dict[str, dict[str, None]] = {}
-    for item in items:
-        if item["type"] == "function_call":
-            args = json.loads(item["arguments"] or "{}")
-            keys.setdefault(item["name"], {}).update(dict.fromkeys(args if isinstance(args, dict) else {}))
-    tools = [{"type": "function", **t["function"]} for t in _function_schemas(keys)]
-    return {"model": model, "input": items, "tools": tools, "store": False}
+    return {"model": model, "input": items, "tools": _responses_schemas_of_calls(items), "store": False}
 
 
 def terminus(run: dict[str, Any], model: str) -> dict[str, Any]:
