@@ -42,3 +42,62 @@ def test_findings_are_logged_once_per_process(tmp_path, caplog):
         assert len(check_config(path, {})) == 1
     assert sum("/once" in r.getMessage() for r in caplog.records) == 1
     assert check_config(tmp_path / "missing.yaml", {}) == []
+
+
+def test_warm_loads_each_configured_models_tokenizer_before_any_request():
+    from guard.core.config import Deployment
+    from guard.core.encodings import get_vocab
+    from guard.fit.engine import Engine, Sources
+
+    loaded: list[str] = []
+
+    def loader(name: str):
+        loaded.append(name)
+        return get_vocab(name)
+
+    info = {"max_input_tokens": 8000, "max_output_tokens": 1000}
+    engine = Engine(
+        deployments={
+            "gpt": Deployment("gpt", "gpt-4o", info),
+            "mini": Deployment("mini", "gpt-4o-mini", info),
+            "claude": Deployment("claude", "claude-sonnet-4-5", info),
+        },
+        model_map={},
+        sources=Sources(encoding_loader=loader),
+    )
+    assert loaded == []
+    assert engine.warm() == ("gpt", "mini", "claude")
+    assert sorted(loaded) == ["cl100k_base", "o200k_base"]  # one load an encoding, none yet by a request
+    for model in ("gpt", "claude"):
+        engine.fit({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+    assert sorted(loaded) == ["cl100k_base", "o200k_base"]  # the requests load nothing
+
+
+def test_the_proxy_module_loads_the_model_lists_tokenizers_at_start_up(tmp_path):
+    import subprocess
+    import sys
+
+    config = {
+        **GUARDED,
+        "model_list": [
+            {"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"}},
+            {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5"}},
+        ],
+    }
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    # the proxy server module as the proxy has it when it loads callbacks (its config path), no app
+    code = (
+        "import sys, types\n"
+        "server = types.ModuleType('litellm.proxy.proxy_server')\n"
+        "server.user_config_file_path, server.app = sys.argv[1], None\n"
+        "sys.modules['litellm.proxy.proxy_server'] = server\n"
+        "from guard.core.encodings import get_vocab\n"
+        "assert get_vocab.cache_info().currsize == 0\n"
+        "import guard.proxy\n"
+        "print(get_vocab.cache_info().currsize)\n"
+    )
+    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "2"  # o200k_base and cl100k_base, before any request
