@@ -20,6 +20,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py gemini trajectory.json --tag 19b9e3e8 --model gemini/gemini-3-flash-preview
     python bench/corpus/agents/convert.py hermes example_rollouts_hermes.jsonl --model M [--pick 4]
     python bench/corpus/agents/convert.py terminus example_rollouts.jsonl --model gpt-5-mini [--pick 0]
+    python bench/corpus/agents/convert.py miniswe INSTANCE.traj.json
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -864,6 +865,47 @@ def terminus(run: dict[str, Any], model: str) -> dict[str, Any]:
     return {"model": model, "messages": messages}
 
 
+MINISWE_BASH = {
+    "type": "function",
+    "function": {
+        "name": "bash",
+        "description": "Execute a bash command",
+        "parameters": {
+            "type": "object",
+            "properties": {"command": {"type": "string", "description": "The bash command to execute"}},
+            "required": ["command"],
+        },
+    },
+}
+
+
+def miniswe(traj: dict[str, Any]) -> dict[str, Any]:
+    """A chat body from a mini-swe-agent trajectory (`mini-swe-agent-1.1`, tool-calling mode):
+    `messages` is its whole history, and each call sent the messages before an assistant one, each
+    without its `extra` (the run's bookkeeping). Kept: role, content, tool calls and tool call ids
+    (a reasoner's `reasoning_content` dropped: DeepSeek does not read it back as input); the last
+    `exit` message and the model's last reply left out. Its one tool's schema is fixed in the
+    agent's code (`MINISWE_BASH`); the model named in the run's config."""
+    messages: list[dict[str, Any]] = []
+    for m in traj["messages"]:
+        if m["role"] not in ("system", "user", "assistant", "tool"):
+            continue
+        out: dict[str, Any] = {"role": m["role"], "content": _text(m.get("content"))}
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            out["content"] = out["content"] or None
+            out["tool_calls"] = [
+                {"id": c["id"], "type": "function", "function": {k: c["function"][k] for k in ("name", "arguments")}}
+                for c in m["tool_calls"]
+            ]
+        if m["role"] == "tool":
+            out["tool_call_id"] = m["tool_call_id"]
+        messages.append(out)
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    model = traj["info"]["config"]["model"]["model_name"]
+    return {"model": model, "tools": [MINISWE_BASH], "messages": messages}
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -902,6 +944,7 @@ def main() -> None:
             "gemini",
             "hermes",
             "terminus",
+            "miniswe",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -993,6 +1036,9 @@ def main() -> None:
                 if args.pick is None or str(i) in args.pick:
                     name = f"{args.prefix}{args.family}__{tag.removesuffix('_agent')}_{i}"
                     _write(args.out, name, convert(json.loads(line), args.model or "gpt-5-mini"), str(path))
+        elif args.family == "miniswe":
+            name = f"{args.prefix}miniswe__{path.name.split('.traj')[0]}"
+            _write(args.out, name, miniswe(json.loads(text)), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
