@@ -134,13 +134,10 @@ def loops(limit: int | None = None, match: str | None = None) -> list[tuple[str,
     return out[-limit:] if limit else out
 
 
-_MODEL_TURN = ("reasoning", "function_call")  # a Responses model turn starts with one of these (or a message)
-
-
 def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """The body as the agent sent it turn by turn: the history before each assistant message
-    (on the Responses API, before each model turn: a reasoning item, calls or a message); as its
-    client edits it before each request, for a body `with_client`."""
+    """The body as the agent sent it turn by turn: the history before each model turn (a run of
+    the model's replies: an assistant message; on the Responses API, reasoning, a message and calls
+    that one response gave); as its client edits it before each request, for a body `with_client`."""
     dialect = detect(body)
     key, out = dialect.messages_key, dialect.output_key(body, str(body.get("model")))
     messages = list(dialect.messages(body))
@@ -157,15 +154,10 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
             yield request(sent)
         yield request(messages)
         return
+    # a model turn is a run of its replies (`Dialect.is_reply`: on the Responses API reasoning, a
+    # message and calls may come in one response), and the request before it ended where it starts
     ends = [
-        i
-        for i, m in enumerate(messages)
-        if i > 0
-        and (
-            m.get("role") == "assistant"
-            or (m.get("type") in _MODEL_TURN and messages[i - 1].get("type") not in _MODEL_TURN)
-        )
-        and not (m.get("role") == "assistant" and messages[i - 1].get("type") == "reasoning")
+        i for i, m in enumerate(messages) if i > 0 and dialect.is_reply(m) and not dialect.is_reply(messages[i - 1])
     ]
     for end in (*ends, len(messages)):
         yield request(messages[:end])

@@ -210,6 +210,7 @@ OTHER_FAMILIES = {
     "hermes": 1,
     "terminus": 2,
     "miniswe": 2,
+    "copilot": 1,
 }
 
 
@@ -601,6 +602,48 @@ def test_a_mini_swe_agent_run_is_converted_as_its_agent_sends_it():
         "tool_calls": [{"id": "c1", "type": "function", "function": call["function"]}],
     }
     assert body["messages"][3] == {"role": "tool", "content": "<output>a.py</output>", "tool_call_id": "c1"}
+
+
+def test_a_copilot_cli_session_is_converted_as_its_agent_sends_it():
+    """convert.py's `copilot` (session 36): the system prompt once (the CLI re-emits it unchanged at
+    each user turn), each user message as sent (`transformedContent`), each reply's tool requests
+    as calls with their results in the calls' order, a call with no result (an aborted turn) left
+    out, the hooks' events dropped, home paths pseudonymised."""
+    convert = _convert_module()
+
+    def event(kind: str, **data: object) -> str:
+        return json.dumps({"type": kind, "data": data})
+
+    calls = [
+        {"toolCallId": "a", "name": "bash", "arguments": {"command": "ls /home/alice"}},
+        {"toolCallId": "b", "name": "view", "arguments": {"path": "x.py"}},
+        {"toolCallId": "c", "name": "bash", "arguments": {"command": "sleep 99"}},
+    ]
+    log = "\n".join(
+        [
+            event("system.message", role="system", content="You are the GitHub Copilot CLI."),
+            event("user.message", content="fix it", transformedContent="<current_datetime>t</current_datetime> fix it"),
+            event("hook.start", hookType="preToolUse"),
+            event("assistant.message", model="claude-sonnet-4.6", content="", toolRequests=calls),
+            event("tool.execution_complete", toolCallId="b", result={"content": "1. print()"}),
+            event("tool.execution_complete", toolCallId="a", result={"content": "/home/alice/x.py"}),
+            event("abort"),
+            event("system.message", role="system", content="You are the GitHub Copilot CLI."),
+            event("user.message", content="go on", transformedContent="go on"),
+            event("assistant.message", model="claude-sonnet-4.6", content="Done.", toolRequests=[]),
+        ]
+    )
+    body = convert.copilot(log)
+    assert body["model"] == "claude-sonnet-4.6"
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert body["messages"][1]["content"].endswith("fix it") and "<current_datetime>" in body["messages"][1]["content"]
+    assert [c["id"] for c in body["messages"][2]["tool_calls"]] == ["a", "b"]
+    assert json.loads(body["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {"command": "ls /home/user"}
+    assert [(m["tool_call_id"], m["content"]) for m in body["messages"][3:5]] == [
+        ("a", "/home/user/x.py"),
+        ("b", "1. print()"),
+    ]
+    assert sorted(t["function"]["name"] for t in body["tools"]) == ["bash", "view"]
 
 
 def _convert_module():

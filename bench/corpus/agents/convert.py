@@ -21,6 +21,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py hermes example_rollouts_hermes.jsonl --model M [--pick 4]
     python bench/corpus/agents/convert.py terminus example_rollouts.jsonl --model gpt-5-mini [--pick 0]
     python bench/corpus/agents/convert.py miniswe INSTANCE.traj.json
+    python bench/corpus/agents/convert.py copilot XX/CHECKPOINT/0/full.jsonl
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -906,6 +907,53 @@ def miniswe(traj: dict[str, Any]) -> dict[str, Any]:
     return {"model": model, "tools": [MINISWE_BASH], "messages": messages}
 
 
+def copilot(lines: str) -> dict[str, Any]:
+    """A chat body from a GitHub Copilot CLI session log (its `{type, data}` events, as Entire
+    commits them): the system prompt (`system.message`, re-emitted unchanged at each user turn:
+    sent once), each user message as sent (`transformedContent`: the date and reminders the CLI
+    adds), each model reply (`assistant.message`: its text and `toolRequests` as tool calls) and the
+    model-facing text of each tool result (`tool.execution_complete`'s `result.content`), in its
+    calls' order. A call with no result (an aborted turn) is left out; the replies' opaque
+    reasoning is not kept; hooks, permissions and timings are dropped. The tool schemas are not
+    logged: object schemas of the arguments used. The model: the session's first reply's. Home
+    paths, e-mail addresses and credentials are pseudonymised."""
+    events = [json.loads(line) for line in lines.splitlines() if line.strip()]
+    results = {
+        e["data"]["toolCallId"]: _text((e["data"].get("result") or {}).get("content"))
+        for e in events
+        if e["type"] == "tool.execution_complete"
+    }
+    messages: list[dict[str, Any]] = []
+    model = None
+    for e in events:
+        data = e["data"]
+        if e["type"] == "system.message" and not messages:
+            messages.append({"role": "system", "content": data["content"]})
+        elif e["type"] == "user.message":
+            messages.append({"role": "user", "content": data.get("transformedContent") or data["content"]})
+        elif e["type"] == "assistant.message":
+            model = model or data.get("model")
+            calls = [c for c in data.get("toolRequests") or [] if c["toolCallId"] in results]
+            out: dict[str, Any] = {"role": "assistant", "content": data.get("content") or None}
+            if calls:
+                out["tool_calls"] = [
+                    {
+                        "id": c["toolCallId"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments") or {})},
+                    }
+                    for c in calls
+                ]
+            messages.append(out)
+            messages += [
+                {"role": "tool", "tool_call_id": c["toolCallId"], "content": results[c["toolCallId"]]} for c in calls
+            ]
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    messages = _scrubbed(messages)
+    return {"model": model or "claude-sonnet-4.6", "tools": _schemas_of_calls(messages), "messages": messages}
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -945,6 +993,7 @@ def main() -> None:
             "hermes",
             "terminus",
             "miniswe",
+            "copilot",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -957,7 +1006,7 @@ def main() -> None:
     parser.add_argument("--system-from", type=Path, help="openhands: a run whose system event the others lack")
     parser.add_argument("--pick", nargs="*", default=None, help="only these instance/simulation ids")
     parser.add_argument("--prefix", default="")
-    parser.add_argument("--tag", help="gemini: the loop's name (default: the file's name)")
+    parser.add_argument("--tag", help="gemini, copilot: the loop's name (default: from the file's path)")
     args = parser.parse_args()
     for path in args.raw:
         text = _open(path)
@@ -1039,6 +1088,9 @@ def main() -> None:
         elif args.family == "miniswe":
             name = f"{args.prefix}miniswe__{path.name.split('.traj')[0]}"
             _write(args.out, name, miniswe(json.loads(text)), str(path))
+        elif args.family == "copilot":  # Entire's checkpoint layout: <xx>/<id>/<n>/full.jsonl
+            name = f"{args.prefix}copilot__{args.tag or path.parent.parent.name}"
+            _write(args.out, name, copilot(text), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
