@@ -105,8 +105,8 @@ class _Resolving(_Deprecated):
 
     def warm(self, models: tuple[str, ...] | None = None) -> tuple[str, ...]:
         """Load the tokenizers `models` count with (by default every configured deployment's), so
-        that no request pays for it: loading one takes ~0.3-0.5 s, on the first request each
-        process (each proxy worker) counts with it. The model names warmed."""
+        that no request pays for it: loading one takes ~0.3-0.5 s, which the first request in each
+        process (each proxy worker) that counts with it would pay. The model names warmed."""
         names = tuple(self.deployments) if models is None else models
         for name in names:
             self.counter_for(name, self.policy_for(name))
