@@ -79,7 +79,7 @@ from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.dialects import detect  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
-from guard.fit.replay import ROOM_BAR, head_length, turn_starts  # noqa: E402
+from guard.fit.replay import ROOM_BAR, head_length, lasting, turn_starts  # noqa: E402
 from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
@@ -187,6 +187,7 @@ class Replay:
     turns: list[Turn] = field(default_factory=list)
     refused: list[int] = field(default_factory=list)  # the turns rejected, by index in the loop
     room: int | None = None  # the room of the guarded requests (None: untrimmed)
+    band: int | None = None  # and the band their cuts move in
 
     @property
     def rejected(self) -> int:
@@ -290,6 +291,7 @@ def replay(
                 continue
             sent_body, report = fitted.body, fitted.report
             out.room = report.room
+            out.band = max(1, math.floor(report.room * policy.cut_quantum_ratio))
         if on_turn is not None:
             on_turn(request, fitted if policy is not None else None)
         messages = list(dialect.messages(sent_body))
@@ -394,7 +396,7 @@ def bound(base: Replay, room: int | None, prices: str) -> tuple[float, float] | 
 
 def room_used_at_the_bar(body: Mapping[str, Any], run: Replay) -> list[float]:
     """The room used on the turns the guard cut anew where a whole-turn cut of that request could
-    keep the room bar (`keeps_the_bar`). Issue 34's room bar is about these turns; where no such
+    keep the room bar and last (`keeps_the_bar`). Issue 34's room bar is about these turns; where no such
     cut exists (a turn that is a large share of the room), the guard may cut under it as the best
     cuts do. Each request as asked (a loop of requests as sent too)."""
     if run.room is None:
@@ -414,7 +416,9 @@ def room_used_at_the_bar(body: Mapping[str, Any], run: Replay) -> list[float]:
     return [
         turn.room_used
         for request, turn in zip(asked, run.turns)
-        if turn.room_used is not None and turn.new_cut and keeps_the_bar(dialect, counter, request, room, size)
+        if turn.room_used is not None
+        and turn.new_cut
+        and keeps_the_bar(dialect, counter, request, room, size, run.band)
     ]
 
 
@@ -424,12 +428,19 @@ def sent_size(dialect: Any, counter: Any, m: Mapping[str, Any]) -> int:
 
 
 def keeps_the_bar(
-    dialect: Any, counter: Any, request: Mapping[str, Any], room: int, size: Callable[[Mapping[str, Any]], int]
+    dialect: Any,
+    counter: Any,
+    request: Mapping[str, Any],
+    room: int,
+    size: Callable[[Mapping[str, Any]], int],
+    band: int | None = None,
 ) -> bool:
-    """Whether a whole-turn cut of `request` lands between `ROOM_BAR` of the room and the room: one
+    """Whether a whole-turn cut of `request` lands between `ROOM_BAR` of the room and the room (with
+    the cuts' `band`, a quarter band under it: `guard.fit.replay.lasting`, where a cut lasts): one
     that keeps the pinned head (system prompt and first user message) and the request's newest turn
     group, drops whole turns oldest first and sends the rest at `size` (`sent_size`, as the guard
     does)."""
+    top = room if band is None else lasting(room, band)
     messages = list(dialect.messages(request))
     cumulative = [0]
     for m in messages:
@@ -437,7 +448,7 @@ def keeps_the_bar(
     first = head_length(dialect, messages)
     pinned, end = counter.fixed(dialect, request) + cumulative[first], len(messages)
     starts = [first, *(g for g in turn_starts(dialect, messages) if first < g < end)]  # (the newest group stays)
-    return any(ROOM_BAR * room <= pinned + cumulative[end] - cumulative[s] <= room for s in starts)
+    return any(ROOM_BAR * room <= pinned + cumulative[end] - cumulative[s] <= top for s in starts)
 
 
 def best_cut(

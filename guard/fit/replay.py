@@ -218,6 +218,12 @@ def choose_mark(
     return chosen
 
 
+def lasting(room: int, band: int) -> int:
+    """The largest whole-turn cut that keeps the room bar and lasts: one within a quarter band of
+    the room is carried a turn or two at most, so it does not count as keeping the bar (`low_water`)."""
+    return room - band // 4
+
+
 def head_length(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> int:
     """How many messages lead the history up to its first user turn (system prompt and task: pinned)."""
     return next((i + 1 for i, m in enumerate(messages) if dialect.is_user_turn(m)), 0)
@@ -234,14 +240,18 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     to there (truncation fills to it where whole turns step coarsely); then the band's bottom;
     then, for where those leave less than the bar (turns that are a large share of the room), the
     smallest whole-turn cut over it, if one fits the room. Where no whole-turn cut lands between
-    the bar and the room at all, the largest one under the bar alone, however little it keeps:
-    truncating old results to keep the bar would keep a large result's head in a cut that cannot
-    last (session 34: a 13.6k-token file read in a room of 19k, kept truncated, was cut again 14
-    turns later, 1.11 of the untrimmed loop's bill against the best cuts' 0.58; session 35: a
-    floor of a quarter of the room on that cut, meant to keep a file just read, left two held-out
-    loops of other agents at 1.001 and 0.628 against the best cuts' 0.563 and 0.441, and changed
-    no other row of 136 loops but one, by 0.001). Whole-turn cuts keep the messages that lead the
-    history (system prompt and task, pinned) and the newest whole turns.
+    the bar and a quarter band under the room (`lasting`: one over that is carried a turn or two
+    at most), the largest one under the bar alone, however little it keeps: truncating old results
+    to keep the bar would keep a large result's head in a cut that cannot last (session 34: a
+    13.6k-token file read in a room of 19k, kept truncated, was cut again 14 turns later, 1.11 of
+    the untrimmed loop's bill against the best cuts' 0.58; session 35: a floor of a quarter of the
+    room on that cut, meant to keep a file just read, left two held-out loops of other agents at
+    1.001 and 0.628 against the best cuts' 0.563 and 0.441, and changed no other row of 136 loops
+    but one, by 0.001; session 36: a held-out Gemini CLI session whose 24k-token search result
+    left one whole-turn cut over the bar, at 0.998 of the room, truncated the result to keep the
+    bar and paid 0.746 of the untrimmed bill against the best cuts' 0.445, now 0.415). Whole-turn
+    cuts keep the messages that lead the history (system prompt and task, pinned) and the newest
+    whole turns.
     (bench.cache, 60 loops at half their size: median bill 0.78 -> 0.765 against the band's bottom
     first, 10 rather than 16 loops over the best cuts' bill + 0.05.)"""
     bar, floor = room_bar(budget), budget.floor
@@ -255,7 +265,7 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     bottom = max(bar, floor - budget.band // 4)
     deepest = [n for n in sizes if bottom <= n < floor]
     over = [n for n in sizes if floor < n <= budget.room]
-    if not any(bar <= n <= budget.room for n in sizes):  # no whole-turn cut keeps the bar
+    if not any(bar <= n <= lasting(budget.room, budget.band) for n in sizes):  # none keeps the bar and lasts
         under = [n for n in sizes if n < bar]
         if under:  # (its mark under the bar and halfway to the next turn up at most: taken as it is)
             up = min([n for n in sizes if n > under[-1]], default=budget.room)

@@ -18,10 +18,12 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py roo spotted-errors/file-clear-error-2.md
     python bench/corpus/agents/convert.py kimi SESSION.jsonl --prompts-source agents/default/system.md
     python bench/corpus/agents/convert.py gemini trajectory.json --tag 19b9e3e8 --model gemini/gemini-3-flash-preview
+    python bench/corpus/agents/convert.py gemini session-*.json --tag NAME   (a chat recording)
     python bench/corpus/agents/convert.py hermes example_rollouts_hermes.jsonl --model M [--pick 4]
     python bench/corpus/agents/convert.py terminus example_rollouts.jsonl --model gpt-5-mini [--pick 0]
     python bench/corpus/agents/convert.py miniswe INSTANCE.traj.json
     python bench/corpus/agents/convert.py copilot XX/CHECKPOINT/0/full.jsonl
+    python bench/corpus/agents/convert.py opencode XX/CHECKPOINT/0/full.jsonl
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -954,6 +956,83 @@ def copilot(lines: str) -> dict[str, Any]:
     return {"model": model or "claude-sonnet-4.6", "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def gemini_recording(recording: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Gemini API `Content[]` of a Gemini CLI chat recording (`session-*.json`: `user` and
+    `gemini` records, a model reply's calls with their `functionResponse` results inside it; its
+    `info` notices are not sent), for `gemini`. A call with no result (cancelled) is left out."""
+    contents: list[dict[str, Any]] = []
+    for m in recording["messages"]:
+        if m["type"] == "user":
+            parts = m["content"] if isinstance(m["content"], list) else [{"text": m["content"]}]
+            contents.append({"role": "user", "parts": parts})
+        elif m["type"] == "gemini":
+            calls = [c for c in m.get("toolCalls") or [] if c.get("result")]
+            text = m.get("content") or ""
+            parts = ([{"text": text}] if text else []) + [
+                {"functionCall": {"id": c["id"], "name": c["name"], "args": c.get("args") or {}}} for c in calls
+            ]
+            contents.append({"role": "model", "parts": parts})
+            answers = [r for c in calls for r in c["result"] if "functionResponse" in r]
+            if answers:
+                contents.append({"role": "user", "parts": answers})
+    return contents
+
+
+_INTERRUPTED = "[Tool execution was interrupted]"
+
+
+def opencode(export: dict[str, Any]) -> dict[str, Any]:
+    """A chat body from an OpenCode session (`opencode export`, as Entire commits it: one JSON
+    document of messages, each its parts). Each assistant message is one model call: its text and
+    tool parts (a call and its result in one part: `state.input`, then `state.output`, or
+    `state.error`, or an interruption notice) become an assistant message and its tool results; a
+    user message's text parts, OpenCode's synthetic ones (file contents, reminders) included. The
+    loop ends where the session first compacted itself (after that OpenCode sends its summary in
+    place of the history). Reasoning parts are left out (whether a provider reads them back
+    differs), as are patches and step markers. The system prompt and tool schemas are not stored:
+    a one-line stand-in, and object schemas of the arguments used. The model: the first call's.
+    Home paths, e-mail addresses and credentials are pseudonymised."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are opencode, an interactive CLI coding agent."}
+    ]
+    model = None
+    for m in export["messages"]:
+        info, parts = m["info"], m["parts"]
+        if any(p["type"] == "compaction" for p in parts) or info.get("summary") is True:
+            break
+        if info["role"] == "user":
+            text = "\n".join(p["text"] for p in parts if p["type"] == "text" and not p.get("ignored"))
+            if text:
+                messages.append({"role": "user", "content": text})
+            continue
+        model = model or info.get("modelID")
+        tools = [p for p in parts if p["type"] == "tool"]
+        out: dict[str, Any] = {
+            "role": "assistant",
+            "content": "\n".join(p["text"] for p in parts if p["type"] == "text") or None,
+        }
+        if tools:
+            out["tool_calls"] = [
+                {
+                    "id": p["callID"],
+                    "type": "function",
+                    "function": {"name": p["tool"], "arguments": json.dumps(p["state"].get("input") or {})},
+                }
+                for p in tools
+            ]
+        if out["content"] is None and not tools:
+            continue  # (an aborted call that wrote nothing)
+        messages.append(out)
+        for p in tools:
+            state = p["state"]
+            text = state.get("output") if state["status"] == "completed" else state.get("error")
+            messages.append({"role": "tool", "tool_call_id": p["callID"], "content": _text(text) or _INTERRUPTED})
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    messages = _scrubbed(messages)
+    return {"model": model or "claude-sonnet-4.6", "tools": _schemas_of_calls(messages), "messages": messages}
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -994,6 +1073,7 @@ def main() -> None:
             "terminus",
             "miniswe",
             "copilot",
+            "opencode",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1006,7 +1086,7 @@ def main() -> None:
     parser.add_argument("--system-from", type=Path, help="openhands: a run whose system event the others lack")
     parser.add_argument("--pick", nargs="*", default=None, help="only these instance/simulation ids")
     parser.add_argument("--prefix", default="")
-    parser.add_argument("--tag", help="gemini, copilot: the loop's name (default: from the file's path)")
+    parser.add_argument("--tag", help="gemini, copilot, opencode: the loop's name (default: from the file's path)")
     args = parser.parse_args()
     for path in args.raw:
         text = _open(path)
@@ -1076,7 +1156,9 @@ def main() -> None:
             _write(args.out, name, kimi(text, args.prompts_source.read_text()), str(path))
         elif args.family == "gemini":
             name = f"{args.prefix}gemini__{args.tag or path.stem[:24]}"
-            _write(args.out, name, gemini(json.loads(text), args.model or "gemini/gemini-3-flash-preview"), str(path))
+            history = json.loads(text)  # the history the CLI sends, or its chat recording
+            contents = gemini_recording(history) if isinstance(history, dict) else history
+            _write(args.out, name, gemini(contents, args.model or "gemini/gemini-3-flash-preview"), str(path))
         elif args.family in ("hermes", "terminus"):
             convert = hermes if args.family == "hermes" else terminus
             # NeMo Gym keeps an agent's or environment's rollouts as <its folder>/data/example_*.jsonl
@@ -1091,6 +1173,9 @@ def main() -> None:
         elif args.family == "copilot":  # Entire's checkpoint layout: <xx>/<id>/<n>/full.jsonl
             name = f"{args.prefix}copilot__{args.tag or path.parent.parent.name}"
             _write(args.out, name, copilot(text), str(path))
+        elif args.family == "opencode":  # Entire's checkpoint layout: <xx>/<id>/<n>/full.jsonl
+            name = f"{args.prefix}opencode__{args.tag or path.parent.parent.name}"
+            _write(args.out, name, opencode(json.loads(text)), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
