@@ -209,7 +209,6 @@ OTHER_FAMILIES = {
     "gemini": 2,
     "hermes": 1,
     "terminus": 2,
-    "miniswe": 2,
     "copilot": 1,
     "opencode": 1,
 }
@@ -582,42 +581,6 @@ def test_gemini_cli_hermes_and_terminus_runs_are_converted_as_their_agents_send_
         {"role": "assistant", "content": ""},
         {"role": "user", "content": "New Terminal Output: a.txt"},
     ]
-
-
-def test_a_mini_swe_agent_run_is_converted_as_its_agent_sends_it():
-    """convert.py's `miniswe` (session 36): each call sent the history before an assistant message,
-    each message without its `extra` bookkeeping; a reasoner's `reasoning_content` and the call's
-    stream `index` dropped, the one bash tool's schema from the agent's code, the closing `exit`
-    message and the last reply left out."""
-    convert = _convert_module()
-    call = {"id": "c1", "type": "function", "index": 0, "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
-    traj = {
-        "info": {"config": {"model": {"model_name": "deepseek/deepseek-reasoner"}}},
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "<pr_description>fix</pr_description>"},
-            {
-                "role": "assistant",
-                "content": "",
-                "reasoning_content": "hmm",
-                "tool_calls": [call],
-                "extra": {"cost": 1},
-            },
-            {"role": "tool", "tool_call_id": "c1", "content": "<output>a.py</output>", "extra": {"returncode": 0}},
-            {"role": "user", "content": "Format error: one tool call", "extra": {"interrupt_type": "FormatError"}},
-            {"role": "assistant", "content": "Done.", "extra": {}},
-            {"role": "exit", "content": "diff", "extra": {"exit_status": "Submitted"}},
-        ],
-    }
-    body = convert.miniswe(traj)
-    assert body["model"] == "deepseek/deepseek-reasoner" and body["tools"] == [convert.MINISWE_BASH]
-    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "user"]
-    assert body["messages"][2] == {
-        "role": "assistant",
-        "content": None,
-        "tool_calls": [{"id": "c1", "type": "function", "function": call["function"]}],
-    }
-    assert body["messages"][3] == {"role": "tool", "content": "<output>a.py</output>", "tool_call_id": "c1"}
 
 
 def test_a_copilot_cli_session_is_converted_as_its_agent_sends_it():

@@ -21,7 +21,6 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py gemini session-*.json --tag NAME   (a chat recording)
     python bench/corpus/agents/convert.py hermes example_rollouts_hermes.jsonl --model M [--pick 4]
     python bench/corpus/agents/convert.py terminus example_rollouts.jsonl --model gpt-5-mini [--pick 0]
-    python bench/corpus/agents/convert.py miniswe INSTANCE.traj.json
     python bench/corpus/agents/convert.py copilot XX/CHECKPOINT/0/full.jsonl
     python bench/corpus/agents/convert.py opencode XX/CHECKPOINT/0/full.jsonl
 
@@ -868,47 +867,6 @@ def terminus(run: dict[str, Any], model: str) -> dict[str, Any]:
     return {"model": model, "messages": messages}
 
 
-MINISWE_BASH = {
-    "type": "function",
-    "function": {
-        "name": "bash",
-        "description": "Execute a bash command",
-        "parameters": {
-            "type": "object",
-            "properties": {"command": {"type": "string", "description": "The bash command to execute"}},
-            "required": ["command"],
-        },
-    },
-}
-
-
-def miniswe(traj: dict[str, Any]) -> dict[str, Any]:
-    """A chat body from a mini-swe-agent trajectory (`mini-swe-agent-1.1`, tool-calling mode):
-    `messages` is its whole history, and each call sent the messages before an assistant one, each
-    without its `extra` (the run's bookkeeping). Kept: role, content, tool calls and tool call ids
-    (a reasoner's `reasoning_content` dropped: DeepSeek does not read it back as input); the last
-    `exit` message and the model's last reply left out. Its one tool's schema is fixed in the
-    agent's code (`MINISWE_BASH`); the model named in the run's config."""
-    messages: list[dict[str, Any]] = []
-    for m in traj["messages"]:
-        if m["role"] not in ("system", "user", "assistant", "tool"):
-            continue
-        out: dict[str, Any] = {"role": m["role"], "content": _text(m.get("content"))}
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            out["content"] = out["content"] or None
-            out["tool_calls"] = [
-                {"id": c["id"], "type": "function", "function": {k: c["function"][k] for k in ("name", "arguments")}}
-                for c in m["tool_calls"]
-            ]
-        if m["role"] == "tool":
-            out["tool_call_id"] = m["tool_call_id"]
-        messages.append(out)
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
-    model = traj["info"]["config"]["model"]["model_name"]
-    return {"model": model, "tools": [MINISWE_BASH], "messages": messages}
-
-
 def copilot(lines: str) -> dict[str, Any]:
     """A chat body from a GitHub Copilot CLI session log (its `{type, data}` events, as Entire
     commits them): the system prompt (`system.message`, re-emitted unchanged at each user turn:
@@ -1071,7 +1029,6 @@ def main() -> None:
             "gemini",
             "hermes",
             "terminus",
-            "miniswe",
             "copilot",
             "opencode",
         ],
@@ -1167,9 +1124,6 @@ def main() -> None:
                 if args.pick is None or str(i) in args.pick:
                     name = f"{args.prefix}{args.family}__{tag.removesuffix('_agent')}_{i}"
                     _write(args.out, name, convert(json.loads(line), args.model or "gpt-5-mini"), str(path))
-        elif args.family == "miniswe":
-            name = f"{args.prefix}miniswe__{path.name.split('.traj')[0]}"
-            _write(args.out, name, miniswe(json.loads(text)), str(path))
         elif args.family == "copilot":  # Entire's checkpoint layout: <xx>/<id>/<n>/full.jsonl
             name = f"{args.prefix}copilot__{args.tag or path.parent.parent.name}"
             _write(args.out, name, copilot(text), str(path))
