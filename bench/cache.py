@@ -74,6 +74,7 @@ from bench.traces import (  # noqa: E402
     to_responses,
     to_text_agent,
 )
+from guard.core.budget import band_of  # noqa: E402
 from guard.core.errors import ContextWindowExceeded  # noqa: E402
 from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.dialects import detect  # noqa: E402
@@ -291,7 +292,7 @@ def replay(
                 continue
             sent_body, report = fitted.body, fitted.report
             out.room = report.room
-            out.band = max(1, math.floor(report.room * policy.cut_quantum_ratio))
+            out.band = band_of(report.room, policy.cut_quantum_ratio)
         if on_turn is not None:
             on_turn(request, fitted if policy is not None else None)
         messages = list(dialect.messages(sent_body))

@@ -7,7 +7,6 @@ its own accounting and tokenizer choice) to prove the output reservation holds.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import litellm
@@ -15,6 +14,7 @@ import pytest
 
 from bench.cache import keeps_the_bar, sent_size
 from bench.traces import agent_trace, rag_incident, real_traces, to_anthropic
+from guard.core.budget import band_of
 from guard.core.encodings import get_encoding
 from guard.core.policy import Policy
 from guard.core.tokens import TokenCounter
@@ -58,7 +58,7 @@ def _check_common(before: dict[str, Any], after: dict[str, Any], report: dict[st
     # provider's cached prefix; a cut still keeps the room bar (60%) where a whole-turn cut can
     # (where none lands between the bar and a quarter band under the room, where a cut lasts, the
     # largest one under the bar goes; incidents.yaml keeps the default band)
-    band = math.floor(report["room"] * Policy().cut_quantum_ratio)
+    band = band_of(report["room"], Policy().cut_quantum_ratio)
     if keeps_the_bar(d, COUNTER, before, report["room"], lambda m: sent_size(d, COUNTER, m), band):
         assert report["input_tokens_after"] >= ROOM_BAR * report["room"], report
     assert report["input_tokens_after"] <= report["room"]

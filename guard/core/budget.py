@@ -49,7 +49,7 @@ class Budget:
         shared = self.limits.rule == "shared"
         room = self.limits.max_input_tokens - (self.reserved_output if shared else 0) - self.margin
         target = math.floor(room * self.low_water_ratio)
-        band = max(1, math.floor(room * self.quantum_ratio))
+        band = band_of(room, self.quantum_ratio)
         for name, value in (("room", room), ("target", target), ("band", band), ("floor", target - band)):
             object.__setattr__(self, name, value)
 
@@ -64,6 +64,11 @@ class Budget:
 
     def with_output(self, reserved_output: int) -> Budget:
         return replace(self, reserved_output=reserved_output)
+
+
+def band_of(room: int, quantum_ratio: float) -> int:
+    """The band cuts move in: `quantum_ratio` (`cut_quantum_ratio`) of the room, at least a token."""
+    return max(1, math.floor(room * quantum_ratio))
 
 
 def quantized_stop(total: int, target: int, band: int) -> int:

@@ -265,7 +265,8 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     bottom = max(bar, floor - budget.band // 4)
     deepest = [n for n in sizes if bottom <= n < floor]
     over = [n for n in sizes if floor < n <= budget.room]
-    if not any(bar <= n <= lasting(budget.room, budget.band) for n in sizes):  # none keeps the bar and lasts
+    top = lasting(budget.room, budget.band)
+    if not any(bar <= n <= top for n in sizes):  # no whole-turn cut keeps the bar and lasts
         under = [n for n in sizes if n < bar]
         if under:  # (its mark under the bar and halfway to the next turn up at most: taken as it is)
             up = min([n for n in sizes if n > under[-1]], default=budget.room)

@@ -186,6 +186,11 @@ def sweagent(traj: dict[str, Any]) -> dict[str, Any]:
     return {"model": str(model).split("/")[-1], "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    """An OpenAI chat tool call of `name` with `arguments` (an object, sent as its JSON text)."""
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
 def _schemas_of_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """An object schema per tool named in the calls: the argument keys it was called with, as strings."""
     keys: dict[str, dict[str, None]] = {}
@@ -309,14 +314,7 @@ def tau2(
         if m["role"] == "assistant":
             out: dict[str, Any] = {"role": "assistant", "content": m.get("content")}
             if m.get("tool_calls"):
-                out["tool_calls"] = [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
-                    }
-                    for c in m["tool_calls"]
-                ]
+                out["tool_calls"] = [_call(c["id"], c["name"], c["arguments"]) for c in m["tool_calls"]]
                 agent_calls.update(c["id"] for c in m["tool_calls"])
             messages.append(out)
         elif m["role"] == "tool":
@@ -731,14 +729,7 @@ def roo(export: dict[str, Any], model: str) -> dict[str, Any]:
             calls = [b for b in blocks if b.get("type") == "tool_use"]
             out: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
-                out["tool_calls"] = [
-                    {
-                        "id": b["id"],
-                        "type": "function",
-                        "function": {"name": b["name"], "arguments": json.dumps(_scrubbed(b.get("input") or {}))},
-                    }
-                    for b in calls
-                ]
+                out["tool_calls"] = [_call(b["id"], b["name"], _scrubbed(b.get("input") or {})) for b in calls]
             messages.append(out)
             continue
         for b in blocks:
@@ -798,13 +789,7 @@ def gemini(contents: list[dict[str, Any]], model: str) -> dict[str, Any]:
                     last["content"] = (last["content"] + "\n" if last["content"] else "") + part["text"]
                 elif "functionCall" in part:
                     call = part["functionCall"]
-                    last.setdefault("tool_calls", []).append(
-                        {
-                            "id": call["id"],
-                            "type": "function",
-                            "function": {"name": call["name"], "arguments": json.dumps(call.get("args") or {})},
-                        }
-                    )
+                    last.setdefault("tool_calls", []).append(_call(call["id"], call["name"], call.get("args") or {}))
             elif "functionResponse" in part:
                 answer = part["functionResponse"]
                 response = answer.get("response") or {}
@@ -896,14 +881,7 @@ def copilot(lines: str) -> dict[str, Any]:
             calls = [c for c in data.get("toolRequests") or [] if c["toolCallId"] in results]
             out: dict[str, Any] = {"role": "assistant", "content": data.get("content") or None}
             if calls:
-                out["tool_calls"] = [
-                    {
-                        "id": c["toolCallId"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments") or {})},
-                    }
-                    for c in calls
-                ]
+                out["tool_calls"] = [_call(c["toolCallId"], c["name"], c.get("arguments") or {}) for c in calls]
             messages.append(out)
             messages += [
                 {"role": "tool", "tool_call_id": c["toolCallId"], "content": results[c["toolCallId"]]} for c in calls
@@ -970,14 +948,7 @@ def opencode(export: dict[str, Any]) -> dict[str, Any]:
             "content": "\n".join(p["text"] for p in parts if p["type"] == "text") or None,
         }
         if tools:
-            out["tool_calls"] = [
-                {
-                    "id": p["callID"],
-                    "type": "function",
-                    "function": {"name": p["tool"], "arguments": json.dumps(p["state"].get("input") or {})},
-                }
-                for p in tools
-            ]
+            out["tool_calls"] = [_call(p["callID"], p["tool"], p["state"].get("input") or {}) for p in tools]
         if out["content"] is None and not tools:
             continue  # (an aborted call that wrote nothing)
         messages.append(out)
