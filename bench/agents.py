@@ -82,7 +82,13 @@ def guard_outcomes(url: str) -> dict[str, int]:
 def run_claude(
     claude: str, url: str, work: Path, settings: dict[str, str], files: int
 ) -> subprocess.CompletedProcess[str]:
-    home = Path(tempfile.mkdtemp(prefix="cc-home-"))
+    with tempfile.TemporaryDirectory(prefix="cc-home-") as home:
+        return _run_claude(claude, url, work, settings, files, Path(home))
+
+
+def _run_claude(
+    claude: str, url: str, work: Path, settings: dict[str, str], files: int, home: Path
+) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -111,7 +117,13 @@ def run_claude(
 
 
 def run_codex(codex: str, url: str, work: Path, toml: list[str], files: int) -> subprocess.CompletedProcess[str]:
-    home = Path(tempfile.mkdtemp(prefix="codex-home-"))
+    with tempfile.TemporaryDirectory(prefix="codex-home-") as home:
+        return _run_codex(codex, url, work, toml, files, Path(home))
+
+
+def _run_codex(
+    codex: str, url: str, work: Path, toml: list[str], files: int, home: Path
+) -> subprocess.CompletedProcess[str]:
     (home / "config.toml").write_text("\n".join(toml) + "\n")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -158,6 +170,8 @@ def one_run(agent: str, binary: str, label: str, files: int, told: bool) -> dict
     finally:
         stop_proxy(proc)
         server.shutdown()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(proxy_dir, ignore_errors=True)
     said = result.stdout.strip().splitlines() or result.stderr.strip().splitlines()
     row = {
         "agent": agent,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,7 +44,11 @@ general_settings:
 
 
 def run_claude(claude: str, proxy_url: str, prompt: str, thinking: int) -> subprocess.CompletedProcess[str]:
-    home = tempfile.mkdtemp(prefix="cc-home-")
+    with tempfile.TemporaryDirectory(prefix="cc-home-") as home:
+        return _run_claude(claude, proxy_url, prompt, thinking, home)
+
+
+def _run_claude(claude: str, proxy_url: str, prompt: str, thinking: int, home: str) -> subprocess.CompletedProcess[str]:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": home,
@@ -78,6 +83,7 @@ def one_run(claude: str, label: str, *, window: int, max_output: int, thinking: 
     finally:
         stop_proxy(proc)
         server.shutdown()
+        shutil.rmtree(workdir, ignore_errors=True)
     bodies = [r["body"] for r in state.requests if r["path"].split("?")[0].endswith("/messages")]
     said = (result.stdout + result.stderr).strip().splitlines()
     row = {

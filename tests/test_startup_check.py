@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import pytest
 import yaml
 
 from guard.shell.startup import check_config, route_arounds
@@ -101,3 +102,43 @@ def test_the_proxy_module_loads_the_model_lists_tokenizers_at_start_up(tmp_path)
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-1] == "2"  # o200k_base and cl100k_base, before any request
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_the_proxy_module_freezes_the_objects_loaded_at_start_up_out_of_gc_walks(tmp_path, freeze):
+    import subprocess
+    import sys
+
+    config = {**GUARDED, "model_list": [{"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"}}]}
+    if not freeze:
+        config["context_guard"] = {"worker": {"freeze_gc_at_start": False}}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code = (
+        "import gc, sys, types\n"
+        "server = types.ModuleType('litellm.proxy.proxy_server')\n"
+        "server.user_config_file_path, server.app = sys.argv[1], None\n"
+        "sys.modules['litellm.proxy.proxy_server'] = server\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "import guard.proxy\n"
+        "tracked = len(gc.get_objects())\n"
+        "print(gc.get_freeze_count(), tracked)\n"
+    )
+    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    frozen, walked = (int(n) for n in out.stdout.split()[-2:])
+    if freeze:  # LiteLLM's modules and the guard's, out of every later collection's walk
+        assert frozen > 100_000 and walked < frozen // 10
+    else:
+        assert frozen == 0 and walked > 100_000
+
+
+def test_a_worker_section_with_an_unknown_key_is_refused_at_start_up():
+    from guard.core.config import parse_config
+    from guard.core.errors import PolicyError
+
+    with pytest.raises(PolicyError, match="worker"):
+        parse_config({"context_guard": {"worker": {"freeze_gc": True}}})
+    assert parse_config({"context_guard": {"worker": {"freeze_gc_at_start": False}}}).worker.freeze_gc_at_start is False
+    assert parse_config({}).worker.freeze_gc_at_start is True

@@ -12,7 +12,7 @@ from typing import Any
 
 import litellm
 
-from guard.core.config import CacheSettings, GuardConfig, HeavyFitSettings, SummarizerSettings
+from guard.core.config import CacheSettings, GuardConfig, HeavyFitSettings, SummarizerSettings, WorkerSettings
 from guard.core.modelmap import litellm_resolver
 from guard.core.policy import PolicySet, load_policy_set
 from guard.fit.engine import Engine
@@ -74,6 +74,7 @@ class GuardServices:
         given = HeavyFitSettings.model_validate(heavy_fits) if isinstance(heavy_fits, Mapping) else heavy_fits
         self._heavy_given = given is not None
         self._heavy_fits = HeavyFits(given)
+        self._worker = WorkerSettings()
         self._summarizer: Summarizer | None = None
         self._misses: dict[str, None] = {}  # call ids already counted as counting misses
         self._calibrations: CalibrationStore | None = None
@@ -89,6 +90,7 @@ class GuardServices:
             startup.check_config(self._config_path, os.environ)  # settings that route around the hooks, said once
             if not self._heavy_given:
                 self._heavy_fits = HeavyFits(cfg.heavy_fits)
+            self._worker = cfg.worker
         else:
             cfg = GuardConfig(self._policies or PolicySet(), {})
         self._engine = Engine(
@@ -145,6 +147,12 @@ class GuardServices:
         """The turns of heavy fits (see guard.shell.heavy_fits): the config file's settings once read."""
         self.engine  # noqa: B018 - the config file read with the engine
         return self._heavy_fits
+
+    @property
+    def worker(self) -> WorkerSettings:
+        """What the guard does to a proxy worker it loads in: the config file's `context_guard.worker`."""
+        self.engine  # noqa: B018 - the config file read with the engine
+        return self._worker
 
     @property
     def conversations(self) -> SeenStore:
