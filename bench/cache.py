@@ -77,10 +77,10 @@ from bench.traces import (  # noqa: E402
 from guard.core.budget import band_of  # noqa: E402
 from guard.core.errors import ContextWindowExceeded  # noqa: E402
 from guard.core.policy import Policy, load_policy_set  # noqa: E402
-from guard.dialects import detect  # noqa: E402
+from guard.dialects import detect, turn_boundaries  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
-from guard.fit.replay import ROOM_BAR, head_length, lasting, turn_starts  # noqa: E402
+from guard.fit.replay import ROOM_BAR, head_length, lasting, turn_growth, turn_starts  # noqa: E402
 from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
@@ -437,17 +437,19 @@ def keeps_the_bar(
     band: int | None = None,
 ) -> bool:
     """Whether a whole-turn cut of `request` lands between `ROOM_BAR` of the room and the room (with
-    the cuts' `band`, a quarter band under it: `guard.fit.replay.lasting`, where a cut lasts): one
+    the cuts' `band`, a quarter band or the median turn's growth under it, a band at most:
+    `guard.fit.replay.lasting`, where a cut lasts): one
     that keeps the pinned head (system prompt and first user message) and the request's newest turn
     group, drops whole turns oldest first and sends the rest at `size` (`sent_size`, as the guard
     does)."""
-    top = room if band is None else lasting(room, band)
     messages = list(dialect.messages(request))
     cumulative = [0]
     for m in messages:
         cumulative.append(cumulative[-1] + size(m))
     first = head_length(dialect, messages)
     pinned, end = counter.fixed(dialect, request) + cumulative[first], len(messages)
+    growth = turn_growth(turn_boundaries(dialect, messages)[1], cumulative, end)
+    top = room if band is None else lasting(room, band, growth)
     starts = [first, *(g for g in turn_starts(dialect, messages) if first < g < end)]  # (the newest group stays)
     return any(ROOM_BAR * room <= pinned + cumulative[end] - cumulative[s] <= top for s in starts)
 

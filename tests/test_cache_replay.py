@@ -79,7 +79,10 @@ def test_a_short_real_run_costs_what_the_best_oldest_first_cuts_cost(name, body,
     # keeps it: docent/56's cut at turn 10 drops whole turns to 0.55 of the room, as the best cuts
     # do, where keeping the bar took truncating a result (session 34)
     assert min(room_used_at_the_bar(body, run), default=1.0) >= ROOM_BAR
-    assert statistics.median(run.room_used) >= 0.7
+    # (0.68: where the last turns grow by more than a quarter band, a cut leaves their growth free,
+    # session 37: docent/15's median 0.70 -> 0.686 at a bill of 0.972 -> 0.944; the summarized runs
+    # at 33-52% before a summary's budget was scaled to the room are what this bar keeps out)
+    assert statistics.median(run.room_used) >= 0.68
 
 
 @pytest.mark.parametrize("name,body", RESPONSES, ids=[n for n, _ in RESPONSES])
@@ -452,6 +455,32 @@ def test_a_whole_turn_cut_at_the_room_does_not_hold_a_large_result_truncated():
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
     assert r["bill_over"] <= r["best_bill_over"] + 0.05 and r["bill_over"] <= r["best_carry_bill_over"] + 0.05
     assert r["room_min"] < ROOM_BAR and (r["room_min_bar"] is None or r["room_min_bar"] >= ROOM_BAR)
+
+
+def test_a_cut_that_leaves_less_than_the_turns_grow_by_is_not_taken_as_lasting():
+    """smolagents on GAIA (session 37) at 70% of its size: the agent reads the same 14.4k-token page
+    three times in a room of 35k. At turn 4 the only whole-turn cut over the room bar leaves 0.86
+    of the room, less than one of those turns free: taken as lasting, dedupe fitted the request to
+    0.89 of the room, and the next large turn cut again under the bar (1.498 of the untrimmed bill,
+    the best cuts' 1.186). The turns' median growth now counts (`guard.fit.replay.turn_growth`):
+    the first cut goes under the bar and lasts the loop."""
+    r = _replayed_row("smolagents/tool-calling_gaia_23", 0.7)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert r["new_cuts"] == 1 and r["bill_over"] <= r["best_carry_bill_over"] + 0.05
+    assert r["room_min"] < ROOM_BAR and (r["room_min_bar"] is None or r["room_min_bar"] >= ROOM_BAR)
+
+
+def test_turn_growth_is_the_median_step_of_the_last_turns_and_lasting_leaves_it_free_up_to_a_band():
+    from guard.fit.replay import GROWTH_TURNS, lasting, turn_growth
+
+    est = [0, 100, 200, 1_200, 1_300, 11_300, 11_400, 11_500]
+    # requests ended at 2, 4, 6; the one ending at 7: steps 1,100 / 10,100 / 100 -> median 1,100
+    assert turn_growth([2, 4, 6], est, 7) == 1_100
+    assert turn_growth([1, 2, 3, 4, 5, 6], est, 7) == 100  # (only the last GROWTH_TURNS count)
+    assert GROWTH_TURNS == 4 and turn_growth([], est, 7) == 0
+    assert lasting(10_000, 3_500) == 10_000 - 875  # a quarter band where turns are small
+    assert lasting(10_000, 3_500, 2_000) == 8_000  # the turns' growth
+    assert lasting(10_000, 3_500, 9_000) == 6_500  # a band at most
 
 
 def test_an_old_result_most_of_the_room_goes_whole_however_little_the_cut_keeps():

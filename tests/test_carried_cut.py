@@ -64,17 +64,28 @@ def test_the_last_cut_is_kept_while_it_fits_and_a_new_one_made_where_it_stops():
     size_of, asked = _sizes({9: 120, 13: 150, 17: 140})
     m, mark = _drive(last_cut(Past(chat, tuple(msgs[:19]), counts[:19], counts[:19], 0), budget, size_of))
     assert [a for a, _ in asked] == [9, 13, 17] and m == 17
-    # the mark: halfway from the bottom of the band below the room (130) to the room bar (120),
-    # where the cut leaves the bar (no whole-turn cut lands between the two: 110, 160)
-    assert mark == 125 and all(mk == 125 for _, mk in asked)
+    # the mark: turns of 50 tokens are a quarter of the room, so a whole-turn cut that keeps the
+    # bar lasts only where it leaves 50 free (`turn_growth`, session 37): the one at 160 does not,
+    # so the cut goes under the bar to the largest whole-turn cut there (110), its mark a marker
+    # over it, under the bar (119); before, halfway between the band's bottom and the bar (125)
+    assert mark == 119 and all(mk == 119 for _, mk in asked)
 
-    # where it leaves less (whole turns of 50 land at 110 under 125 and 130): the smallest
-    # whole-turn cut at or over the bar instead (the task and three turns: 160)
+    # where it leaves 110 under that mark: taken as it is (under the bar by design, not raised)
     def low(m, mark):
         return 110 if mark < 160 else 160
         yield
 
-    assert _drive(last_cut(Past(chat, tuple(msgs[:9]), counts[:9], counts[:9], 0), budget, low)) == (9, 160)
+    assert _drive(last_cut(Past(chat, tuple(msgs[:9]), counts[:9], counts[:9], 0), budget, low)) == (9, 119)
+    # in a room where those turns are small (room 600: a quarter band of 52 over a turn's 50), a
+    # whole-turn cut over the bar lasts; where the low marks leave less than the bar (360), the
+    # smallest whole-turn cut over the band's bottom (390) is taken: the task and eight turns, 410
+    big, many, msgs_many = _budget(600), (10,) + (5, 45) * 20, _tool_turns(20)
+
+    def low_big(m, mark):
+        return 300 if mark < 410 else 410
+        yield
+
+    assert _drive(last_cut(Past(chat, tuple(msgs_many[:25]), many[:25], many[:25], 0), big, low_big)) == (25, 410)
     # the same history answers the same, with or without the later turns (a pure function of it)
     assert (
         _drive(
