@@ -74,44 +74,13 @@ def test_warm_loads_each_configured_models_tokenizer_before_any_request():
     assert sorted(loaded) == ["cl100k_base", "o200k_base"]  # the requests load nothing
 
 
-def test_the_proxy_module_loads_the_model_lists_tokenizers_at_start_up(tmp_path):
+def _import_the_proxy_module(tmp_path, config, before: str, after: str) -> list[str]:
+    """What a fresh interpreter prints that runs `before`, imports `guard.proxy` with `config` as
+    the proxy's config file (the proxy server module as the proxy has it when it loads callbacks:
+    its config path, no app), then runs `after`."""
     import subprocess
     import sys
 
-    config = {
-        **GUARDED,
-        "model_list": [
-            {"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"}},
-            {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5"}},
-        ],
-    }
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    # the proxy server module as the proxy has it when it loads callbacks (its config path), no app
-    code = (
-        "import sys, types\n"
-        "server = types.ModuleType('litellm.proxy.proxy_server')\n"
-        "server.user_config_file_path, server.app = sys.argv[1], None\n"
-        "sys.modules['litellm.proxy.proxy_server'] = server\n"
-        "from guard.core.encodings import get_vocab\n"
-        "assert get_vocab.cache_info().currsize == 0\n"
-        "import guard.proxy\n"
-        "print(get_vocab.cache_info().currsize)\n"
-    )
-    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"}
-    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-1] == "2"  # o200k_base and cl100k_base, before any request
-
-
-@pytest.mark.parametrize("freeze", [True, False])
-def test_the_proxy_module_freezes_the_objects_loaded_at_start_up_out_of_gc_walks(tmp_path, freeze):
-    import subprocess
-    import sys
-
-    config = {**GUARDED, "model_list": [{"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"}}]}
-    if not freeze:
-        config["context_guard"] = {"worker": {"freeze_gc_at_start": False}}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     code = (
@@ -119,15 +88,40 @@ def test_the_proxy_module_freezes_the_objects_loaded_at_start_up_out_of_gc_walks
         "server = types.ModuleType('litellm.proxy.proxy_server')\n"
         "server.user_config_file_path, server.app = sys.argv[1], None\n"
         "sys.modules['litellm.proxy.proxy_server'] = server\n"
-        "assert gc.get_freeze_count() == 0\n"
-        "import guard.proxy\n"
-        "tracked = len(gc.get_objects())\n"
-        "print(gc.get_freeze_count(), tracked)\n"
+        f"{before}\nimport guard.proxy\n{after}\n"
     )
     env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
-    frozen, walked = (int(n) for n in out.stdout.split()[-2:])
+    return out.stdout.split()
+
+
+def test_the_proxy_module_loads_the_model_lists_tokenizers_at_start_up(tmp_path):
+    config = {
+        **GUARDED,
+        "model_list": [
+            {"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"}},
+            {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5"}},
+        ],
+    }
+    printed = _import_the_proxy_module(
+        tmp_path,
+        config,
+        "from guard.core.encodings import get_vocab\nassert get_vocab.cache_info().currsize == 0",
+        "print(get_vocab.cache_info().currsize)",
+    )
+    assert printed[-1] == "2"  # o200k_base and cl100k_base, before any request
+
+
+@pytest.mark.parametrize("freeze", [True, False])
+def test_the_proxy_module_freezes_the_objects_loaded_at_start_up_out_of_gc_walks(tmp_path, freeze):
+    config = {**GUARDED, "model_list": [{"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"}}]}
+    if not freeze:
+        config["context_guard"] = {"worker": {"freeze_gc_at_start": False}}
+    printed = _import_the_proxy_module(
+        tmp_path, config, "assert gc.get_freeze_count() == 0", "print(gc.get_freeze_count(), len(gc.get_objects()))"
+    )
+    frozen, walked = (int(n) for n in printed[-2:])
     if freeze:  # LiteLLM's modules and the guard's, out of every later collection's walk
         assert frozen > 100_000 and walked < frozen // 10
     else:
