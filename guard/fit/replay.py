@@ -259,8 +259,9 @@ def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
     to there (truncation fills to it where whole turns step coarsely); then the band's bottom;
     then, for where those leave less than the bar (turns that are a large share of the room), the
     smallest whole-turn cut over it, if one fits the room. Where no whole-turn cut lands between
-    the bar and a quarter band under the room (`lasting`: one over that is carried a turn or two
-    at most), the largest one under the bar alone, however little it keeps: truncating old results
+    the bar and a quarter band under the room, or the last turns' median growth where that is more
+    (`lasting`, `turn_growth`: one over that is carried a turn or two at most), the largest one
+    under the bar alone, however little it keeps: truncating old results
     to keep the bar would keep a large result's head in a cut that cannot last (session 34: a
     13.6k-token file read in a room of 19k, kept truncated, was cut again 14 turns later, 1.11 of
     the untrimmed loop's bill against the best cuts' 0.58; session 35: a floor of a quarter of the
