@@ -80,15 +80,9 @@ def guard_outcomes(url: str) -> dict[str, int]:
 
 
 def run_claude(
-    claude: str, url: str, work: Path, settings: dict[str, str], files: int
-) -> subprocess.CompletedProcess[str]:
-    with tempfile.TemporaryDirectory(prefix="cc-home-") as home:
-        return _run_claude(claude, url, work, settings, files, Path(home))
-
-
-def _run_claude(
     claude: str, url: str, work: Path, settings: dict[str, str], files: int, home: Path
 ) -> subprocess.CompletedProcess[str]:
+    home.mkdir(parents=True, exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -116,14 +110,10 @@ def _run_claude(
     )
 
 
-def run_codex(codex: str, url: str, work: Path, toml: list[str], files: int) -> subprocess.CompletedProcess[str]:
-    with tempfile.TemporaryDirectory(prefix="codex-home-") as home:
-        return _run_codex(codex, url, work, toml, files, Path(home))
-
-
-def _run_codex(
+def run_codex(
     codex: str, url: str, work: Path, toml: list[str], files: int, home: Path
 ) -> subprocess.CompletedProcess[str]:
+    home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text("\n".join(toml) + "\n")
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -161,10 +151,10 @@ def one_run(agent: str, binary: str, label: str, files: int, told: bool) -> dict
         printed, exports = agent_env(agent, proxy_dir / "proxy_config.yaml", url)
         if agent == "claude-code":
             settings: Any = {k: v for k, v in exports.items() if k.startswith("CLAUDE_CODE_")} if told else {}
-            result = run_claude(binary, url, work, settings, files)
+            result = run_claude(binary, url, work, settings, files, proxy_dir / "home")
         else:
             settings = codex_toml(printed, told)
-            result = run_codex(binary, url, work, settings, files)
+            result = run_codex(binary, url, work, settings, files, proxy_dir / "home")
             settings = [line for line in settings if line.startswith("model_")]
         outcomes = guard_outcomes(url)
     finally:

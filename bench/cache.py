@@ -448,8 +448,11 @@ def keeps_the_bar(
         cumulative.append(cumulative[-1] + size(m))
     first = head_length(dialect, messages)
     pinned, end = counter.fixed(dialect, request) + cumulative[first], len(messages)
-    growth = turn_growth(turn_boundaries(dialect, messages)[1], cumulative, end)
-    top = room if band is None else lasting(room, band, growth)
+    top = (
+        room
+        if band is None
+        else lasting(room, band, turn_growth(turn_boundaries(dialect, messages)[1], cumulative, end))
+    )
     starts = [first, *(g for g in turn_starts(dialect, messages) if first < g < end)]  # (the newest group stays)
     return any(ROOM_BAR * room <= pinned + cumulative[end] - cumulative[s] <= top for s in starts)
 

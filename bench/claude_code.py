@@ -43,15 +43,11 @@ general_settings:
 """
 
 
-def run_claude(claude: str, proxy_url: str, prompt: str, thinking: int) -> subprocess.CompletedProcess[str]:
-    with tempfile.TemporaryDirectory(prefix="cc-home-") as home:
-        return _run_claude(claude, proxy_url, prompt, thinking, home)
-
-
-def _run_claude(claude: str, proxy_url: str, prompt: str, thinking: int, home: str) -> subprocess.CompletedProcess[str]:
+def run_claude(claude: str, proxy_url: str, prompt: str, thinking: int, home: Path) -> subprocess.CompletedProcess[str]:
+    home.mkdir(parents=True, exist_ok=True)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": home,
+        "HOME": str(home),
         "ANTHROPIC_BASE_URL": proxy_url,
         "ANTHROPIC_API_KEY": "sk-master",
         "ANTHROPIC_MODEL": MODEL,
@@ -79,7 +75,7 @@ def one_run(claude: str, label: str, *, window: int, max_output: int, thinking: 
     workdir = Path(tempfile.mkdtemp(prefix="cc-proxy-"))
     proc, url, log = start_proxy(config(port, window=window, max_output=max_output), workdir)
     try:
-        result = run_claude(claude, url, "Reply with the single word: ready", thinking)
+        result = run_claude(claude, url, "Reply with the single word: ready", thinking, workdir / "home")
     finally:
         stop_proxy(proc)
         server.shutdown()

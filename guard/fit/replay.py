@@ -238,7 +238,8 @@ def turn_growth(requests: Sequence[int], est: Sequence[int], end: int) -> int:
     """How much the history grew from one request to the next, over the last `GROWTH_TURNS`
     requests up to the one ending at message `end` (the median; `requests`, where past requests
     ended, `est`, cumulative tokens as sent over the room). A pure function of the history."""
-    ends = sorted({*[r for r in requests if r <= end][-GROWTH_TURNS:], end})
+    last = bisect.bisect_right(requests, end)  # (`requests` ascend)
+    ends = sorted({*requests[max(0, last - GROWTH_TURNS) : last], end})
     steps = sorted(est[b] - est[a] for a, b in pairwise(ends))
     return steps[len(steps) // 2] if steps else 0
 
