@@ -1,7 +1,7 @@
 """Drive Claude Code itself through a real proxy with the guard (issue 14; not part of CI).
 
-    npm install --prefix .cc @anthropic-ai/claude-code      # a ~240 MB native binary
-    python -m bench.claude_code [--claude .cc/node_modules/.bin/claude]
+    ./scripts/agents.sh                # installs the pinned Claude Code into .agents/cc (~240 MB)
+    python -m bench.claude_code [--claude .agents/cc/node_modules/.bin/claude]
 
 Two runs of `claude -p`, each against a strict upstream on 127.0.0.1 that enforces the window and
 Anthropic's thinking rule (1024 <= budget_tokens < max_tokens):
@@ -81,7 +81,11 @@ def one_run(claude: str, label: str, *, window: int, max_output: int, thinking: 
         server.shutdown()
         shutil.rmtree(workdir, ignore_errors=True)
     bodies = [r["body"] for r in state.requests if r["path"].split("?")[0].endswith("/messages")]
-    said = (result.stdout + result.stderr).strip().splitlines()
+    # what Claude Code said: its answer or error on stdout, else stderr's last line that is not one
+    # of its own diagnostics ("[claude-code:...]", e.g. that it does not know a gateway's model name)
+    said = result.stdout.strip().splitlines() or [
+        line for line in result.stderr.strip().splitlines() if not line.startswith("[claude-code:")
+    ]
     row = {
         "run": label,
         "upstream_requests": len(bodies),
@@ -100,11 +104,13 @@ def one_run(claude: str, label: str, *, window: int, max_output: int, thinking: 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--claude", default=os.environ.get("CLAUDE_BIN", ".cc/node_modules/.bin/claude"))
+    parser.add_argument("--claude", default=os.environ.get("CLAUDE_BIN", ".agents/cc/node_modules/.bin/claude"))
     args = parser.parse_args()
-    if not Path(args.claude).exists():
-        print(f"no Claude Code at {args.claude}: npm install --prefix .cc @anthropic-ai/claude-code", file=sys.stderr)
+    claude = Path(args.claude).resolve()  # (Claude Code runs in its own home: a relative path would not resolve there)
+    if not claude.exists():
+        print(f"no Claude Code at {args.claude}: ./scripts/agents.sh installs it", file=sys.stderr)
         return 1
+    args.claude = str(claude)
     capped = one_run(args.claude, "output cap 16000", window=200_000, max_output=16_000)
     # below the budget this Claude Code version sends (4096): the budget must come down with max_tokens
     tight = one_run(args.claude, "output cap 2048", window=200_000, max_output=2048)
