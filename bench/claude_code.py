@@ -1,9 +1,9 @@
 """Drive Claude Code itself through a real proxy with the guard (issue 14; not part of CI).
 
-    ./scripts/agents.sh                # installs the pinned Claude Code into .agents/cc (~240 MB)
+    ./scripts/agents.sh     # installs the pinned Claude Code into .agents/cc (~240 MB), runs bench.agents
     python -m bench.claude_code [--claude .agents/cc/node_modules/.bin/claude]
 
-Two runs of `claude -p`, each against a strict upstream on 127.0.0.1 that enforces the window and
+Three runs of `claude -p`, each against a strict upstream on 127.0.0.1 that enforces the window and
 Anthropic's thinking rule (1024 <= budget_tokens < max_tokens):
 1. the model capped at a 16,000-token output: every request Claude Code sends must reach the
    upstream valid (its 32,000 max_tokens with a 31,999 thinking budget are lowered together);
@@ -110,11 +110,10 @@ def main() -> int:
     if not claude.exists():
         print(f"no Claude Code at {args.claude}: ./scripts/agents.sh installs it", file=sys.stderr)
         return 1
-    args.claude = str(claude)
-    capped = one_run(args.claude, "output cap 16000", window=200_000, max_output=16_000)
+    capped = one_run(str(claude), "output cap 16000", window=200_000, max_output=16_000)
     # below the budget this Claude Code version sends (4096): the budget must come down with max_tokens
-    tight = one_run(args.claude, "output cap 2048", window=200_000, max_output=2048)
-    small = one_run(args.claude, "window 8192 (< first request)", window=8192, max_output=4096)
+    tight = one_run(str(claude), "output cap 2048", window=200_000, max_output=2048)
+    small = one_run(str(claude), "window 8192 (< first request)", window=8192, max_output=4096)
     ok = (
         all(
             r["upstream_requests"] > 0 and r["refused_for_thinking"] == 0 and r["claude_exit"] == 0
