@@ -42,6 +42,13 @@ MAX_OUTPUT = 8_192
 TOKENS_PER_FILE = 3_400
 
 
+def scratch(home: Path) -> Path:
+    """A temporary folder in the agent's home (the run's folder, removed after it)."""
+    tmp = home / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    return tmp
+
+
 def config(upstream_port: int, backend: str) -> str:
     return f"""
 model_list:
@@ -86,6 +93,7 @@ def run_claude(
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
+        "TMPDIR": str(scratch(home)),  # (Claude Code's own scratch folders: inside the run's folder too)
         "ANTHROPIC_BASE_URL": url,
         "ANTHROPIC_API_KEY": "sk-master",
         "ANTHROPIC_MODEL": MODEL,
@@ -119,6 +127,7 @@ def run_codex(
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
         "CODEX_HOME": str(home),
+        "TMPDIR": str(scratch(home)),
         "LITELLM_API_KEY": "sk-master",
         "RUST_LOG": "error",
     }

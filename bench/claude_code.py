@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.agents import scratch
 from tests.e2e.conftest import free_port, start_proxy, stop_proxy
 from tests.e2e.upstream import serve
 
@@ -48,6 +49,7 @@ def run_claude(claude: str, proxy_url: str, prompt: str, thinking: int, home: Pa
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
+        "TMPDIR": str(scratch(home)),  # (Claude Code's own scratch folders: inside the run's folder too)
         "ANTHROPIC_BASE_URL": proxy_url,
         "ANTHROPIC_API_KEY": "sk-master",
         "ANTHROPIC_MODEL": MODEL,
