@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -127,6 +129,7 @@ def start_proxy(
         env=env,
         stdout=log.open("w"),
         stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: `stop_proxy` stops its workers with it
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 240  # two workers on a loaded 2-core machine took over 120 s once
@@ -144,12 +147,18 @@ def start_proxy(
 
 
 def stop_proxy(proc: subprocess.Popen) -> None:
-    """Stop a proxy started by `start_proxy`: terminate, then kill if it hangs."""
-    proc.terminate()
+    """Stop a proxy started by `start_proxy` and its workers: terminate its process group, then kill
+    what is left of it (a worker its supervisor left behind kept importing LiteLLM and serving,
+    starving the next multi-worker proxy of CPU on a 2-core machine)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
     try:
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
-        proc.kill()
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 @pytest.fixture(scope="session")
