@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from bench.traces import agent_trace
-from tests.e2e.conftest import start_proxy
+from tests.e2e.conftest import start_proxy, stop_proxy
 from tests.e2e.redis_server import Redis, require_redis_server
 from tests.e2e.upstream import is_summary_call
 
@@ -67,8 +67,7 @@ def cluster(upstream: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         urls.append(url)
     yield urls, redis
     for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=20)
+        stop_proxy(proc)
     redis.stop()
 
 
