@@ -111,6 +111,10 @@ def start_proxy(
         "LITELLM_LOCAL_MODEL_COST_MAP": "True",
         "PYTHONPATH": str(ROOT),
         "LITELLM_LOG": "ERROR",
+        # uvicorn kills a worker that has not answered its health check within 5 s and starts another:
+        # two multi-worker proxies starting at once on 2 cores never got a worker through LiteLLM's
+        # import (a new worker every ~10 s, none ready after 240 s)
+        "TIMEOUT_WORKER_HEALTHCHECK": "120",
         **(env_extra or {}),
     }
     proc = subprocess.Popen(
@@ -135,6 +139,7 @@ def start_proxy(
     deadline = time.time() + 240  # two workers on a loaded 2-core machine took over 120 s once
     while time.time() < deadline:
         if proc.poll() is not None:
+            stop_proxy(proc)  # workers it may have left
             raise RuntimeError(f"proxy exited: {log.read_text()[-3000:]}")
         try:
             if httpx.get(url + "/health/liveliness", timeout=1).status_code == 200:
@@ -142,7 +147,7 @@ def start_proxy(
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    proc.kill()
+    stop_proxy(proc)
     raise RuntimeError(f"proxy did not start: {log.read_text()[-3000:]}")
 
 
