@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from bench.usage import SEARCHED, UNLOGGED_TOOLS, guard_count, requests
+from bench.usage import BILLED_OVER_LATER, SEARCHED, UNLOGGED_TOOLS, billed_over_later, guard_count, requests
 from guard.core import toolschema
 from guard.core.policy import load_policy_set
 from guard.core.tokens import TokenCounter
@@ -91,18 +91,29 @@ def test_only_the_openai_family_is_framed_as_openai_frames_it():
 REQUESTS = requests()
 
 
-@pytest.mark.parametrize("corpus", sorted({name for name, _, _ in REQUESTS if name.startswith("tau2")}))
+@pytest.mark.parametrize(
+    "corpus", sorted({name for name, _, _ in REQUESTS if name.startswith("tau2") and BILLED_OVER_LATER not in name})
+)
 def test_openai_counts_with_tools_sit_at_the_providers(corpus):
-    """bench.usage's real gpt-4.1 requests (13-15 tool schemas each): the guard's count against
-    the provider's is 0.99-1.04x on nearly every request (counted as compact JSON, the schemas made
-    it 1.03-1.21x). The telecom runs hold 4 requests in 164 whose provider count is ~300 tokens
-    over the rebuilt request's, on turns where the simulated customer used its own phone tools:
-    what the agent saw there is not all in the run's log."""
+    """bench.usage's real gpt-4.1 requests (13-15 tool schemas each): the guard's count is
+    0.99-1.04x the provider's on every request (counted as compact JSON, the schemas made it
+    1.03-1.21x). Left out: the telecom runs' 4 requests in 164 billed over a later request of the
+    same conversation, which holds every message of them (201-292 tokens over the rebuilt request's,
+    on turns where the simulated customer used its own phone tools): what the agent sent there is
+    not all in the run's log."""
     engine = Engine(load_policy_set({}))
     ratios = [guard_count(engine, body) / billed for name, body, billed in REQUESTS if name == corpus]
     assert len(ratios) >= 100
-    assert 0.99 <= statistics.median(ratios) <= 1.04
-    assert sum(0.99 <= r <= 1.04 for r in ratios) >= 0.97 * len(ratios)
+    assert 0.99 <= min(ratios) and max(ratios) <= 1.04
+    assert 0.99 <= statistics.median(ratios) <= 1.02
+
+
+def test_only_requests_billed_over_a_later_one_are_left_out():
+    """The requests bench.usage leaves out of a conversation are those billed more than a request
+    after them (which holds all of theirs), and only those: 4 of the telecom runs', none of retail's."""
+    assert billed_over_later([5, 9, 7, 8, 7]) == [False, True, False, True, False]
+    left = [(name, billed) for name, _, billed in REQUESTS if BILLED_OVER_LATER in name]
+    assert len(left) == 4 and all(name.startswith("tau2_gpt-4.1_telecom") for name, _ in left)
 
 
 def test_anthropic_counts_with_tool_calls_do_not_fall_under_the_providers():
