@@ -422,7 +422,9 @@ def test_the_share_of_the_newest_turns_kept_whole_bounds_them_and_never_the_newe
     """With `keep_recent_share` (default 0.5): the newest group with content is kept as invariant 3
     says; an older one of the newest `keep_recent_groups` is cut only where those groups take more
     than the share of what the fixed tokens and pinned messages leave of the room, or reach past
-    the bottom of the band below the low-water mark with them."""
+    the bottom of the band below the low-water mark with them. A cut carried from a past request
+    of the history (issue 34: `cut_from`) was decided there: the rule holds on that request, and
+    what the client added since goes whole."""
     body, settings = case
     settings = {**settings, "keep_recent_share": 0.5}
     engine = _engine(settings)
@@ -432,6 +434,18 @@ def test_the_share_of_the_newest_turns_kept_whole_bounds_them_and_never_the_newe
         return
     if any(a.kind == "truncate_recent_tool_results" for a in result.report.actions):
         return
+    turns, m = _turns(body), result.report.cut_from
+    if m is not None and m < len(turns):
+        sent = {t["x_id"] for t in _turns(result.body) if "x_id" in t}
+        assert all(t["x_id"] in sent for t in turns[m:] if "x_id" in t), "a message added since the cut was cut"
+        body = {**body, ("input" if "input" in body else "messages"): turns[:m]}
+        try:
+            result = _engine(settings).fit(body, dialect=settings["dialect"])
+        except ContextWindowExceeded:
+            return
+        assert result.report.cut_from in (None, m)  # (the past request decided its own cut)
+        if any(a.kind == "truncate_recent_tool_results" for a in result.report.actions):
+            return
     d, msgs, groups, newest = _newest_groups(body, settings)
     kept = {m["x_id"] for m in _turns(result.body) if "x_id" in m}
     lost = {g for g, m in zip(groups, msgs) if g in newest and m["x_id"] not in kept}

@@ -110,7 +110,9 @@ def test_a_pinned_prompt_in_blocks_is_counted_once(counter):
         ANTHROPIC, {"system": text}
     )
     listed = counter.fixed(RESPONSES, {"instructions": [{"type": "message", "role": "developer", "content": text}]})
-    assert listed - counter.fixed(RESPONSES, {"instructions": text}) == enc("developer")
+    plain = counter.fixed(RESPONSES, {"instructions": text})
+    assert listed == plain  # a string goes as a system message: its framing, its role, its text
+    assert plain - counter.fixed(RESPONSES, {}) == 3 + enc("system") + enc(text)
 
 
 def test_cache_by_content_not_identity(counter):
