@@ -23,6 +23,10 @@ RUN pip install "/tmp/src[proxy,exact]" "litellm[proxy]==${LITELLM_VERSION}" && 
 # Prometheus multiprocess mode (LiteLLM's own): /metrics sums every worker's counts, so
 # `-e NUM_WORKERS=4` needs nothing else; LiteLLM empties the directory at start-up.
 ENV PROMETHEUS_MULTIPROC_DIR=/var/lib/context-guard/metrics
+# uvicorn restarts a worker that has not answered its health check within 5 s; with several workers
+# on a small or busy host, one still importing LiteLLM cannot, and they were restarted in a loop
+# (two two-worker proxies starting at once on 2 cores: a new worker every ~10 s, none ready)
+ENV TIMEOUT_WORKER_HEALTHCHECK=60
 
 COPY proxy_config.yaml /etc/context-guard/proxy_config.yaml
 
