@@ -121,12 +121,14 @@ def test_anthropic_counts_with_tool_calls_do_not_fall_under_the_providers():
     billed, from public test recordings): a `tool_use` or `tool_result` block bills ~22 tokens
     beyond its text, a message ~8, the tool-use prompt 443-517. Counted with 3 a block and 350 for
     the prompt, 78% of the Claude 3.5+ requests with tools were under the bill (76% by more than
-    3%; a recorded loop of 32 calls: 1,707 counted, 3,000 billed)."""
+    3%; a recorded loop of 32 calls: 1,707 counted, 3,000 billed). A forced tool (`tool_choice`
+    any or tool) bills ~50 tokens more prompt than auto: without that, 38 of its 234 requests
+    were under (8% of the family), 5 by more than 3%."""
     engine = Engine(load_policy_set({}))
     ratios = [guard_count(engine, body) / billed for name, body, billed in REQUESTS if name == "claude 3.5+, tools"]
     assert len(ratios) >= 400
-    assert sum(r < 0.97 for r in ratios) <= 0.02 * len(ratios)
-    assert sum(r < 1.0 for r in ratios) <= 0.10 * len(ratios)
+    assert sum(r < 0.97 for r in ratios) <= 0.005 * len(ratios)
+    assert sum(r < 1.0 for r in ratios) <= 0.02 * len(ratios)
     assert statistics.median(ratios) <= 1.2  # (over-counting cuts history that would have fit)
 
 
