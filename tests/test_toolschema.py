@@ -149,6 +149,30 @@ def test_responses_instructions_count_as_the_system_message_they_are_sent_as():
     assert len(under) <= 0.1 * len(rows), under
 
 
+def test_chat_bodies_for_claude_count_as_the_messages_requests_they_go_out_as():
+    """A chat completions body for a Claude model goes out as a Messages request (LiteLLM
+    translates it): content blocks and a tool-use prompt its chat framing does not hold. bench.usage's
+    recorded Claude requests with tools, translated to chat by LiteLLM's own adapter and counted
+    with OpenAI's framing: every one under the bill (median 0.45x). With Anthropic's: at most 1%."""
+    import copy
+
+    from litellm.llms.anthropic.pass_through.adapters.transformation import LiteLLMAnthropicMessagesAdapter
+
+    from guard.dialects import OPENAI
+
+    adapter = LiteLLMAnthropicMessagesAdapter()
+    engine = Engine(load_policy_set({}))
+    counter, _ = engine.counter_for("claude-sonnet-4-5", engine.policy_for("claude-sonnet-4-5"))
+    ratios = []
+    for name, body, billed in REQUESTS:
+        if name == "claude 3.5+, tools":
+            chat, _ = adapter.translate_anthropic_to_openai(copy.deepcopy(body))
+            ratios.append(counter.body(OPENAI, dict(chat)) / billed)
+    assert len(ratios) >= 400
+    assert sum(r < 1.0 for r in ratios) <= 0.01 * len(ratios)
+    assert statistics.median(ratios) <= 1.35  # (over-counting cuts history that would have fit)
+
+
 def test_a_codex_sessions_counts_sit_at_the_providers_request_after_request():
     """bench.usage's real Codex session (gpt-5.5, Responses API, 66 requests with the input tokens
     OpenAI billed; tool schemas not logged: the first request's difference is added to every

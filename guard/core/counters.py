@@ -22,7 +22,7 @@ class Counters:
 
     def __init__(self, encoding_loader: Callable[[str], Encoding] = get_vocab) -> None:
         self._load_encoding = encoding_loader
-        self._counters: dict[tuple[str, float, str, str], TokenCounter] = {}
+        self._counters: dict[tuple[str, float, str, str, str], TokenCounter] = {}
         self._lock = threading.Lock()
 
     def get(
@@ -47,7 +47,7 @@ class Counters:
         factor = calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, missed=miss)
         # the provider's own framing of tool schemas where the count is exact; JSON elsewhere
         framing = prof.tool_framing if factor.value == 1.0 and exact_vocab is None and prof.exact else "json"
-        key = (encoding, factor.value, prof.image_formula, framing)
+        key = (encoding, factor.value, prof.image_formula, framing, prof.renders)
         with self._lock:
             counter = self._counters.get(key)
             if counter is None:
@@ -56,6 +56,7 @@ class Counters:
                     factor=factor.value,
                     image_formula=prof.image_formula,
                     tool_framing=framing,
+                    renders=prof.renders,
                 )
                 self._counters[key] = counter
         return counter, (prof.exact or exact_vocab is not None) and factor.value == 1.0, factor

@@ -68,6 +68,12 @@ class ModelProfile:
         provider's framing is unknown)."""
         return "openai" if self.family == "openai" else "json"
 
+    @property
+    def renders(self) -> str:
+        """Whose framing a chat completions body goes out in: "anthropic" (LiteLLM sends a Claude
+        model's chat body as a Messages request: content blocks, a tool-use prompt) or "generic"."""
+        return "anthropic" if self.family == "anthropic" else "generic"
+
 
 def bare_name(model: str) -> str:
     return model.rsplit("/", 1)[-1].lower()

@@ -161,7 +161,8 @@ def message_hash(dialect_name: str, msg: Mapping[str, Any]) -> int:
 
 
 class TokenCounter:
-    """Counts chat bodies with one encoding, calibration factor, image formula and tool framing."""
+    """Counts chat bodies with one encoding, calibration factor, image formula, tool framing and
+    the provider's framing of a chat body (`renders`)."""
 
     def __init__(
         self,
@@ -171,6 +172,7 @@ class TokenCounter:
         image_formula: str = "openai",
         cache_size: int = 200_000,
         tool_framing: str = "json",
+        renders: str = "generic",
     ) -> None:
         if not factor > 0:
             raise ValueError("a calibration factor must be positive")
@@ -178,6 +180,9 @@ class TokenCounter:
         self.factor = factor
         self.image_formula = image_formula
         self.tool_framing = tool_framing  # how the provider frames tool schemas (ModelProfile.tool_framing)
+        # whose framing a chat body goes out in (ModelProfile.renders): "anthropic" counts a chat
+        # body as the Messages request LiteLLM sends (blocks, tool-use prompt), else OpenAI's
+        self.renders = renders
         self._cache: Memo[int, int] = Memo(cache_size)  # per message and per fixed part
         # a rewritten text is counted by the strategy that made it, then again inside its message
         self._raw_memo: Memo[str, int] = Memo(1024)

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from guard.core.content import Content, Message, compact_json, text_of
 from guard.core.tokens import TokenCounter
+from guard.dialects import messages
 from guard.dialects.base import (
     TOOL_CALL_FRAMING,
     Dialect,
@@ -54,15 +55,22 @@ class Chat(Dialect):
 
     def count(self, counter: TokenCounter, msg: Message) -> tuple[int, int]:
         """OpenAI's published accounting: 3 tokens per message, every string field encoded (+1 for
-        a name), tool calls as name + arguments + 3."""
-        text, img = MESSAGE_FRAMING, 0
+        a name), tool calls as name + arguments + 3. Where the model's provider renders a chat body
+        as an Anthropic Messages request (`TokenCounter.renders`), its framing instead: a message's,
+        a `tool_use` block's for each call and a `tool_result` block's for a tool message (in a
+        user message of its own: parallel results share one, so theirs is an over-count)."""
+        anthropic = counter.renders == "anthropic"
+        text, img = (messages.MESSAGE_FRAMING if anthropic else MESSAGE_FRAMING), 0
+        if anthropic and msg.get("role") in ("tool", "function"):
+            text += messages.TOOL_BLOCK_FRAMING
         for key, value in msg.items():
             if key == "content":
                 t, i = count_content(counter, value)
                 text, img = text + t, img + i
             elif key == "tool_calls" and isinstance(value, list):
+                framing = messages.TOOL_BLOCK_FRAMING if anthropic else TOOL_CALL_FRAMING
                 for call in value:
-                    text += TOOL_CALL_FRAMING + _call(counter, call)
+                    text += framing + _call(counter, call)
             elif key == "function_call" and isinstance(value, Mapping):
                 text += _call(counter, {"function": value})
             elif key == "thinking_blocks" and isinstance(value, list):
@@ -74,6 +82,16 @@ class Chat(Dialect):
                 text += counter.raw(value) + (1 if key == "name" else 0)
             elif isinstance(value, (list, Mapping)):
                 text += counter.raw(compact_json(value))
+        return text, img
+
+    def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
+        text, img = super().count_fixed(counter, body)
+        tools = body.get("tools") or body.get("functions")
+        if counter.renders == "anthropic" and isinstance(tools, list) and tools:
+            # the tool-use prompt Anthropic adds (a forced tool's, for "required" or a named function)
+            choice = body.get("tool_choice")
+            forced = choice == "required" or (isinstance(choice, Mapping) and choice.get("type") == "function")
+            text += messages.TOOL_PROMPT + (messages.FORCED_TOOL_PROMPT if forced else 0)
         return text, img
 
     def line(self, msg: Message) -> str:
