@@ -171,6 +171,9 @@ def test_chat_bodies_for_claude_count_as_the_messages_requests_they_go_out_as():
     assert len(ratios) >= 400
     assert sum(r < 1.0 for r in ratios) <= 0.01 * len(ratios)
     assert statistics.median(ratios) <= 1.35  # (over-counting cuts history that would have fit)
+    # an OpenAI-compatible server gets the chat body as it is: its own framing, not Anthropic's
+    proxied, _ = engine.counter_for("openai/claude-sonnet-4-5", engine.policy_for("claude-sonnet-4-5"))
+    assert proxied.renders == "generic" and counter.renders == "anthropic"
 
 
 def test_a_codex_sessions_counts_sit_at_the_providers_request_after_request():

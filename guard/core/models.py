@@ -45,6 +45,20 @@ DEFAULT_FACTORS: dict[str, float] = {
 }
 _MISTRAL = ("mistral", "mixtral", "codestral", "ministral", "magistral", "devstral", "pixtral")
 _CL100K_OPENAI = ("gpt-4-", "gpt-4", "gpt-3.5", "gpt-35")
+# LiteLLM providers that send a chat body as it is to an OpenAI-compatible server
+OPENAI_COMPATIBLE = frozenset(
+    {
+        "openai",
+        "custom_openai",
+        "openai_like",
+        "hosted_vllm",
+        "vllm",
+        "litellm_proxy",
+        "lm_studio",
+        "ollama",
+        "ollama_chat",
+    }
+)
 _O200K_OPENAI = ("gpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4", "chatgpt-", "gpt-oss", "gpt-realtime")
 
 
@@ -56,6 +70,10 @@ class ModelProfile:
     rule: WindowRule
     image_formula: str
     exact_encoding: str | None = None  # an exact tokenizer of the family, if its package is installed
+    # whose framing a chat completions body goes out in: "anthropic" where LiteLLM sends a Claude
+    # model's chat body as a Messages request (content blocks, a tool-use prompt: Anthropic's API,
+    # Bedrock, Vertex), "generic" elsewhere (an OpenAI-compatible server frames it its own way)
+    renders: str = "generic"
 
     @property
     def default_factor(self) -> float:
@@ -67,12 +85,6 @@ class ModelProfile:
         `guard.core.toolschema`) or "json" (counted as their compact JSON, an over-count where the
         provider's framing is unknown)."""
         return "openai" if self.family == "openai" else "json"
-
-    @property
-    def renders(self) -> str:
-        """Whose framing a chat completions body goes out in: "anthropic" (LiteLLM sends a Claude
-        model's chat body as a Messages request: content blocks, a tool-use prompt) or "generic"."""
-        return "anthropic" if self.family == "anthropic" else "generic"
 
 
 def bare_name(model: str) -> str:
@@ -89,7 +101,10 @@ def profile(model: str) -> ModelProfile:
         return ModelProfile("openai", "cl100k_base", True, "shared", "openai")
     low = model.lower()
     if "claude" in low:
-        return ModelProfile("anthropic", "cl100k_base", False, "shared", "anthropic")
+        compatible = "/" in model and low.split("/", 1)[0] in OPENAI_COMPATIBLE
+        return ModelProfile(
+            "anthropic", "cl100k_base", False, "shared", "anthropic", None, "generic" if compatible else "anthropic"
+        )
     if "gemini" in low:
         return ModelProfile("gemini", "cl100k_base", False, "separate", "anthropic")
     if any(k in low for k in _MISTRAL):
