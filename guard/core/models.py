@@ -101,7 +101,7 @@ def profile(model: str) -> ModelProfile:
         return ModelProfile("openai", "cl100k_base", True, "shared", "openai")
     low = model.lower()
     if "claude" in low:
-        compatible = "/" in model and low.split("/", 1)[0] in OPENAI_COMPATIBLE
+        compatible = low.split("/", 1)[0] in OPENAI_COMPATIBLE  # (the provider prefix, if any)
         return ModelProfile(
             "anthropic", "cl100k_base", False, "shared", "anthropic", None, "generic" if compatible else "anthropic"
         )

@@ -91,7 +91,7 @@ class Chat(Dialect):
             # the tool-use prompt Anthropic adds (a forced tool's, for "required" or a named function)
             choice = body.get("tool_choice")
             forced = choice == "required" or (isinstance(choice, Mapping) and choice.get("type") == "function")
-            text += messages.TOOL_PROMPT + (messages.FORCED_TOOL_PROMPT if forced else 0)
+            text += messages.tool_use_prompt(forced)
         return text, img
 
     def line(self, msg: Message) -> str:

@@ -36,6 +36,11 @@ TOOL_PROMPT = 450
 FORCED_TOOL_PROMPT = 40
 
 
+def tool_use_prompt(forced: bool) -> int:
+    """The tool-use prompt Anthropic adds to a request with tools (a forced tool's: larger)."""
+    return TOOL_PROMPT + (FORCED_TOOL_PROMPT if forced else 0)
+
+
 class Messages(Dialect):
     name: ClassVar[str] = "anthropic"
     fixed_keys: ClassVar[tuple[str, ...]] = ("tools", "functions", "response_format", "tool_choice", "system")
@@ -112,10 +117,8 @@ class Messages(Dialect):
     def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
         text, img = super().count_fixed(counter, body)
         if isinstance(body.get("tools"), list) and body["tools"]:
-            text += TOOL_PROMPT
             choice = body.get("tool_choice")
-            if isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"):
-                text += FORCED_TOOL_PROMPT
+            text += tool_use_prompt(isinstance(choice, Mapping) and choice.get("type") in ("any", "tool"))
         system = body.get("system")
         if isinstance(system, (str, list)):
             t, i = count_content(counter, system)

@@ -298,15 +298,17 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
     try:
         p = Proxy(url, upstream, tmp_path / "log", tmp_path / "none")
         p.reset()
+
+        def served() -> set[str]:  # the workers that counted a request (their metric files' pids)
+            return {f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}
+
         # a new connection each time, so the kernel spreads them over the workers; on a loaded
-        # machine one worker may accept a dozen in a row, and uvicorn restarts a worker that
-        # misses its 5 s health check while importing LiteLLM, so send until both have served
-        # (12 requests at least, for up to 240 s: on a slower machine, under the rest of the suite,
-        # one worker served every request for 150 s once)
+        # machine one worker may accept a dozen in a row, and a worker still importing LiteLLM
+        # serves nothing yet, so send until both have served (12 requests at least, for up to
+        # 240 s: on a slower machine, under the rest of the suite, one worker served every request
+        # for 150 s once)
         n, deadline = 0, time.time() + 240
-        while n < 12 or (
-            time.time() < deadline and len({f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}) < 2
-        ):
+        while n < 12 or (time.time() < deadline and len(served()) < 2):
             if n >= 12:
                 time.sleep(0.5)
             body = {"model": "big", "messages": [{"role": "user", "content": f"{text} {n}"}], "max_tokens": 20}
@@ -320,8 +322,9 @@ def test_metrics_add_up_across_proxy_workers(upstream, tmp_path):
             n += 1
         counts = [metric(p, "context_guard_requests_total", model="big") for _ in range(4)]
         assert counts == [float(n)] * 4
-        served = {f.name.split("_")[-1] for f in multiproc.glob("counter_*.db")}
-        assert len(served) == 2, f"one worker served all {n} requests; the proxy's log ends: {log.read_text()[-3000:]}"
+        assert len(served()) == 2, (
+            f"one worker served all {n} requests; the proxy's log ends: {log.read_text()[-3000:]}"
+        )
         # the provider's cache report, from each worker's success callback, summed too
         sent = [r["input_tokens"] for r in p.received]
         assert len(sent) == n
