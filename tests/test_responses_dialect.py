@@ -17,6 +17,7 @@ from guard.core.errors import BadRequest, ContextWindowExceeded
 from guard.core.policy import Policy, PolicySet
 from guard.core.tokens import TokenCounter
 from guard.dialects import RESPONSES, by_name, detect
+from guard.dialects.responses import LOADED_TOOLS_PROMPT
 from guard.fit.engine import Engine
 
 ENC = get_encoding("o200k_base")
@@ -98,6 +99,18 @@ def test_counts_every_kind_of_item_and_the_pinned_parts():
     # a web search's item stands for the pages it read, which the provider keeps in the context
     search = {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": "q"}}
     assert counter.message(RESPONSES, search) > 4000
+    # tool definitions loaded mid-conversation: rendered as the request's tools are, plus a preamble
+    tool = {
+        "type": "function",
+        "name": "lookup_exchange_rate",
+        "description": "Look up an exchange rate.",
+        "parameters": {"type": "object", "properties": {"currency": {"type": "string"}}, "required": ["currency"]},
+        "strict": True,
+    }
+    loaded = {"type": "additional_tools", "role": "developer", "tools": [tool]}
+    as_tools = counter.fixed(RESPONSES, {"input": [], "tools": [tool]}) - counter.fixed(RESPONSES, {"input": []})
+    assert counter.message(RESPONSES, loaded) == 3 + n("developer") + LOADED_TOOLS_PROMPT + as_tools
+    assert counter.message(RESPONSES, loaded) > 3 + n(json.dumps(loaded, separators=(",", ":")))
     image = {
         "role": "user",
         "content": [{"type": "input_image", "image_url": "https://x.invalid/a.png", "detail": "low"}],

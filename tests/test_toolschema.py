@@ -149,6 +149,22 @@ def test_responses_instructions_count_as_the_system_message_they_are_sent_as():
     assert len(under) <= 0.1 * len(rows), under
 
 
+def test_responses_items_that_load_tools_count_as_the_tools_they_load():
+    """bench.usage's recorded gpt-5 and gpt-5.6 Responses requests with an `additional_tools` item
+    (one strict function loaded mid-conversation): counted as the item's JSON, each was 14-34%
+    under the bill (the item billed 110-125 tokens, its JSON 62-68). Counted as the tools rendered
+    plus the item's preamble, none is under."""
+    engine = Engine(load_policy_set({}))
+    rows = [
+        (body, billed)
+        for name, body, billed in REQUESTS
+        if name.startswith("responses") and "additional_tools" in str(body["input"])
+    ]
+    assert len(rows) >= 5
+    ratios = [guard_count(engine, body) / billed for body, billed in rows]
+    assert 1.0 <= min(ratios) and max(ratios) <= 1.1, ratios
+
+
 def test_chat_bodies_for_claude_count_as_the_messages_requests_they_go_out_as():
     """A chat completions body for a Claude model goes out as a Messages request (LiteLLM
     translates it): content blocks and a tool-use prompt its chat framing does not hold. bench.usage's

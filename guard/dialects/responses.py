@@ -8,8 +8,9 @@ string `input` is one user message. `instructions` is pinned like a system promp
 
 A `reasoning` item belongs to the item that follows it (the provider refuses one without the
 other), so both share a group: they are dropped or summarized together, and never edited; its
-sealed content counts as the reasoning it stands for (`SEALED_FIXED_BYTES`). Opaque items are
-counted as their JSON and only ever dropped or summarized with their group.
+sealed content counts as the reasoning it stands for (`SEALED_FIXED_BYTES`). An item that loads
+tools (`additional_tools`) counts as those tools rendered (`LOADED_TOOLS_PROMPT`). Other opaque
+items are counted as their JSON; all are only ever dropped or summarized with their group.
 
 With `previous_response_id` or `conversation` the provider prepends history it holds; with a
 stored `prompt` it adds the prompt's text. The guard counts what the body carries and names those
@@ -28,6 +29,7 @@ from guard.dialects.base import (
     TOOL_CALL_FRAMING,
     Dialect,
     count_content,
+    count_tools,
     counts_blocks,
     document_tokens,
     image_block,
@@ -47,6 +49,12 @@ SEALED_BYTES_PER_TOKEN = 4
 # (billed on every later request) but not in the item. The Codex session's three searches added
 # 4,068, 6,055 and 2,159 tokens to every later request's bill.
 SEARCH_RESULTS_TOKENS = 4096
+# An item that loads tool definitions mid-conversation (`additional_tools`; a tool search's
+# `tool_search_output`) is rendered as the request's own tools are, plus a preamble of its own. Six
+# recorded gpt-5 and gpt-5.6 requests loading one strict function (bench.usage): the item billed
+# 110-125 tokens, 62-72 beyond the function rendered as tools (48-53) and the item's framing and
+# role; its JSON counts 62-68. The preamble is the largest seen, so none of the six is under-counted.
+LOADED_TOOLS_PROMPT = 68
 RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})  # outputs the strategies may edit
 UNSEEN_STATE = ("previous_response_id", "conversation", "prompt")
 
@@ -169,6 +177,10 @@ class Responses(Dialect):
             return TOOL_CALL_FRAMING + sum(counter.field(msg.get(f)) for f in fields), 0
         if kind == "reasoning":
             return ITEM_FRAMING + _reasoning(counter, msg), 0
+        tools = msg.get("tools")
+        if isinstance(tools, list):  # tool definitions loaded mid-conversation
+            role = counter.raw(str(msg.get("role", "developer")))
+            return ITEM_FRAMING + role + LOADED_TOOLS_PROMPT + count_tools(counter, tools), 0
         # built-in tool calls, references, compaction: counted as their JSON, which is never less
         # than what the provider renders of them (a web search with the pages it read, too)
         pages = SEARCH_RESULTS_TOKENS if kind == "web_search_call" else 0
