@@ -218,3 +218,36 @@ def test_a_codex_loop_with_sealed_reasoning_is_forwarded_while_its_reasoning_fit
     fitted = _engine(16_384).fit(body, dialect="responses")
     assert not fitted.report.changed and fitted.body["input"] == items
     assert fitted.report.input_tokens_before + as_text > 16_384  # as text, it would not have fit
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_responses_body_for_claude_counts_as_the_messages_request_litellm_sends(seed):
+    """LiteLLM sends a Responses body for a Claude model as chat messages, then as an Anthropic
+    Messages request: its count is that request's (Anthropic's framing of messages, calls and
+    results, and the tool-use prompt), which the chat count of Claude bodies is measured against
+    (bench.usage). Counted with OpenAI's item framing it was 9-11% under."""
+    import copy
+
+    from litellm.responses.litellm_completion_transformation.transformation import (
+        LiteLLMCompletionResponsesConfig,
+    )
+
+    from guard.dialects import OPENAI
+
+    engine = Engine(PolicySet(defaults=Policy()))
+    counter, _ = engine.counter_for("claude-sonnet-4-5", engine.policy_for("claude-sonnet-4-5"))
+    assert counter.renders == "anthropic"
+    body = to_responses(agent_trace(turns=30, seed=seed, scale=0.05), model="claude-sonnet-4-5", reasoning=False)
+    params = {k: v for k, v in body.items() if k not in ("model", "input")}
+    chat = LiteLLMCompletionResponsesConfig.transform_responses_api_request_to_chat_completion_request(
+        model="anthropic/claude-sonnet-4-5",
+        input=copy.deepcopy(body["input"]),
+        responses_api_request=params,
+        custom_llm_provider="anthropic",
+    )
+    sent = counter.body(OPENAI, {"model": "claude-sonnet-4-5", "messages": chat["messages"], "tools": chat["tools"]})
+    assert sent <= counter.body(RESPONSES, body) <= 1.03 * sent
+    # an OpenAI model's items keep OpenAI's framing
+    gpt, _ = engine.counter_for("gpt-4o", engine.policy_for("gpt-4o"))
+    item = {"type": "function_call", "call_id": "c1", "name": "grep", "arguments": "{}"}
+    assert gpt.message(RESPONSES, item) < counter.message(RESPONSES, item) - 10

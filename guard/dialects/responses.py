@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 from guard.core.content import Content, Message, compact_json, text_of
 from guard.core.errors import BadRequest
 from guard.core.tokens import TokenCounter
+from guard.dialects import messages
 from guard.dialects.base import (
     TOOL_CALL_FRAMING,
     Dialect,
@@ -163,36 +164,21 @@ class Responses(Dialect):
         return groups
 
     def count(self, counter: TokenCounter, msg: Message) -> tuple[int, int]:
-        kind = _kind(msg)
-        if kind == "message":
-            t, img = count_content(counter, msg.get("content"))
-            return ITEM_FRAMING + counter.raw(str(msg.get("role"))) + t, img
-        if kind in RESULT_TYPES:
-            t, img = count_content(counter, msg.get("output"))
-            return ITEM_FRAMING + t, img
-        if kind in ("function_call", "custom_tool_call"):
-            # the call's id is billed too (the Codex session: ~19.6 tokens a call beyond its name
-            # and input, with ids of ~18 tokens; recorded gpt-5 requests with 4-token ids: 1)
-            fields = ("name", "arguments", "input", "call_id")
-            return TOOL_CALL_FRAMING + sum(counter.field(msg.get(f)) for f in fields), 0
-        if kind == "reasoning":
-            return ITEM_FRAMING + _reasoning(counter, msg), 0
-        tools = msg.get("tools")
-        if isinstance(tools, list):  # tool definitions loaded mid-conversation
-            role = counter.raw(str(msg.get("role", "developer")))
-            return ITEM_FRAMING + role + LOADED_TOOLS_PROMPT + count_tools(counter, tools), 0
-        # built-in tool calls, references, compaction: counted as their JSON, which is never less
-        # than what the provider renders of them (a web search with the pages it read, too)
-        pages = SEARCH_RESULTS_TOKENS if kind == "web_search_call" else 0
-        return ITEM_FRAMING + pages + counter.raw(compact_json(msg)), 0
+        return _item_tokens(counter, msg)
 
     def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
         text, img = super().count_fixed(counter, body)  # tools, tool_choice, text, prompt
+        tools = body.get("tools")
+        if counter.renders == "anthropic" and isinstance(tools, list) and tools:
+            # the tool-use prompt Anthropic adds (a forced tool's, for "required" or a named function)
+            choice = body.get("tool_choice")
+            text += messages.tool_use_prompt(choice == "required" or (isinstance(choice, Mapping) and "name" in choice))
         instructions = body.get("instructions")
         if isinstance(instructions, str):
             # sent as a system message: its framing, its role and its text (304 recorded requests:
             # with instructions, gpt-4o and gpt-4.1 billed one token more than the text and framing)
-            text += ITEM_FRAMING + counter.raw("system") + counter.raw(instructions)
+            framing = messages.MESSAGE_FRAMING if counter.renders == "anthropic" else ITEM_FRAMING
+            text += framing + counter.raw("system") + counter.raw(instructions)
         elif isinstance(instructions, list):
             for item in instructions:
                 if isinstance(item, Mapping):
@@ -214,6 +200,42 @@ class Responses(Dialect):
             texts = [p.get("text", "") for p in summary if isinstance(p, Mapping)] if isinstance(summary, list) else []
             return "[assistant reasoning] " + "\n".join(str(t) for t in texts)
         return f"[{kind}]"
+
+
+def _item_tokens(counter: TokenCounter, msg: Message) -> tuple[int, int]:
+    """OpenAI's framing of each item; where the model's provider gets the body as an Anthropic
+    Messages request (`TokenCounter.renders`: LiteLLM turns the items into chat messages, then
+    into Messages), Anthropic's: a message's framing, a `tool_use` block's for a call and a
+    `tool_result` block's, in a message of its own, for an output."""
+    kind = _kind(msg)
+    anthropic = counter.renders == "anthropic"
+    framing = messages.MESSAGE_FRAMING if anthropic else ITEM_FRAMING
+    if kind == "message":
+        t, img = count_content(counter, msg.get("content"))
+        return framing + counter.raw(str(msg.get("role"))) + t, img
+    if kind in RESULT_TYPES:
+        t, img = count_content(counter, msg.get("output"))
+        return framing + (messages.TOOL_BLOCK_FRAMING if anthropic else 0) + t, img
+    if kind in ("function_call", "custom_tool_call"):
+        # the call's id is billed too (the Codex session: ~19.6 tokens a call beyond its name
+        # and input, with ids of ~18 tokens; recorded gpt-5 requests with 4-token ids: 1)
+        fields = ("name", "arguments", "input", "call_id")
+        # (Anthropic: a `tool_use` block in an assistant message, counted for each call: parallel
+        # calls share one, so theirs is an over-count)
+        framing = TOOL_CALL_FRAMING
+        if anthropic:
+            framing = messages.MESSAGE_FRAMING + counter.raw("assistant") + messages.TOOL_BLOCK_FRAMING
+        return framing + sum(counter.field(msg.get(f)) for f in fields), 0
+    if kind == "reasoning":
+        return ITEM_FRAMING + _reasoning(counter, msg), 0
+    tools = msg.get("tools")
+    if isinstance(tools, list):  # tool definitions loaded mid-conversation
+        role = counter.raw(str(msg.get("role", "developer")))
+        return ITEM_FRAMING + role + LOADED_TOOLS_PROMPT + count_tools(counter, tools), 0
+    # built-in tool calls, references, compaction: counted as their JSON, which is never less
+    # than what the provider renders of them (a web search with the pages it read, too)
+    pages = SEARCH_RESULTS_TOKENS if kind == "web_search_call" else 0
+    return ITEM_FRAMING + pages + counter.raw(compact_json(msg)), 0
 
 
 def _reasoning(counter: TokenCounter, item: Message) -> int:
