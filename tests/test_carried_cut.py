@@ -517,3 +517,39 @@ def test_a_summary_takes_at_most_a_sixteenth_of_the_room_the_pinned_messages_lea
         largest[words, ratio] = max(summarizer.budgets)
     assert largest[5000, 0.0625] < largest[0, 0.0625]
     assert largest[5000, 1.0] == 1024  # the policy's summary_room_ratio lifts the cap: summary_max_tokens
+
+
+def test_a_worker_whose_record_is_of_an_older_turn_carries_its_cut_where_it_fits(monkeypatch):
+    """Two workers with no shared store, the turns of a loop spread over them: a worker's record
+    is then often of a turn older than the one just before (the other worker served that one). Where
+    the recorded cut fits this request it fitted every request in between, so each of them carried
+    it: the worker carries it too, with no replay of the history, and sends what one worker would."""
+    import random
+
+    from bench.cache import requests
+    from guard.fit import carried
+
+    replays: list[int] = []
+    real = carried.last_cut
+
+    def counting(past, *args, **kwargs):
+        replays.append(len(past.messages))
+        return (yield from real(past, *args, **kwargs))
+
+    monkeypatch.setattr(carried, "last_cut", counting)
+    turns = list(requests(coding_trace(turns=120, seed=5)))
+    one = _engine(20_000)
+    alone = [json.dumps(one.fit(json.loads(json.dumps(t)), model="small").body) for t in turns]
+    workers, rng = [_engine(20_000), _engine(20_000)], random.Random(3)
+    served: list[int] = []  # which worker served each turn
+    older = 0  # turns carried from a record of an older turn, with no replay
+    for i, turn in enumerate(turns):
+        k = rng.randrange(2)
+        replays.clear()
+        fitted = workers[k].fit(json.loads(json.dumps(turn)), model="small")
+        assert json.dumps(fitted.body) == alone[i], i
+        before = [j for j, w in enumerate(served) if w == k]
+        if before and before[-1] < i - 1 and fitted.report.cut_from not in (None, len(turn["messages"])):
+            older += replays == []
+        served.append(k)
+    assert older >= 10

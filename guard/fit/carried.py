@@ -90,8 +90,15 @@ def _warm(
     size_of, carry_of = (summaries.size, summaries.carry_size) if summaries else (cuts.size, None)
     notes.prefix_size = carry_of or size_of
     made_at = summaries.made if summaries else cuts.made
-    edited = False  # (the record of the turn just before this one, not an older one: another worker served since)
-    if last is not None and last.history in (n, *past.requests[-1:]) and last.of_this(dialect, messages, counts):
+    edited = False
+    if last is not None and _older(last, past, counts) and last.of_this(dialect, messages, counts):
+        # the record of an older turn (another worker served those since): its cut, where it fits
+        # this request, fitted every request in between too, so each of them carried it (the
+        # replay's own rule); where it does not, the replay finds what they sent
+        made = yield from notes.noted((yield from made_at(last.length, last.mark)), last.length, last.mark)
+        if made is not None and (made[0].total >= room_bar(budget) or last.under_bar):
+            return (*made, None, last.carried(counts))
+    elif last is not None and last.history in (n, *past.requests[-1:]) and last.of_this(dialect, messages, counts):
         cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
         if edited:  # (the same messages go again: `History.dropped`)
             cuts.dropped = last.dropped_messages
@@ -124,6 +131,17 @@ def _warm(
         return None
     record = LastCut.of(dialect, messages, counts, (m, mark), made[0].total < room_bar(budget), made[0].origin)
     return (*made, None, replace(record, edited=edited))
+
+
+def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
+    """Whether `last` is the record of a request of this history older than the one just before
+    it, with nothing of that request changed since (a client's edits are for the replay)."""
+    return (
+        not last.edited
+        and last.history in past.requests[:-1]
+        and last.history not in past.requests[-1:]
+        and not last.changed(counts)
+    )
 
 
 _CUTTING = of_kind("lossy", "summary", "newest")  # the steps that cut
