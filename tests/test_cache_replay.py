@@ -478,6 +478,9 @@ def test_turn_growth_is_the_median_step_of_the_last_turns_and_lasting_leaves_it_
     assert turn_growth([2, 4, 6], est, 7) == 1_100
     assert turn_growth([1, 2, 3, 4, 5, 6], est, 7) == 100  # (only the last GROWTH_TURNS count)
     assert GROWTH_TURNS == 4 and turn_growth([], est, 7) == 0
+    # a past request's growth is the one it had as the request (replayed, its end is among the
+    # requests: a worker with no record of the conversation cuts it as the one that served it)
+    assert turn_growth([1, 2, 3, 4, 5, 6], est, 6) == turn_growth([1, 2, 3, 4, 5], est, 6) == 1_000
     assert lasting(10_000, 3_500) == 10_000 - 875  # a quarter band where turns are small
     assert lasting(10_000, 3_500, 2_000) == 8_000  # the turns' growth
     assert lasting(10_000, 3_500, 9_000) == 6_500  # a band at most
@@ -794,3 +797,35 @@ def test_the_session_32_families_are_converted_as_their_agents_send_them():
         [0, [{"role": "system", "content": "Act as an expert architect engineer"}, {"role": "user", "content": "a"}]]
     ]
     assert [m["content"] for m in body["messages"]] == ["Act as an expert architect engineer", "a", "b", "c\nc2"]
+
+
+@pytest.mark.parametrize(
+    "name,ratio", [("livemcp/6b7fc66e", 0.3), ("docent/15_epoch_1", 0.5), ("terminus/harbor_1", 0.3)]
+)
+def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_served_it_sends(name, ratio):
+    """Replica safety: on every turn, an engine that never saw the conversation (another worker or
+    replica, no shared store) replays its history to the cut the engine that served every turn
+    carries, byte for byte. On these loops it did not where a past request's turns grew unevenly:
+    the replay took that request's growth over one turn fewer than the request itself had (its own
+    end counted among the last turns), chose another mark and broke the cache for 2-7 turns."""
+    from bench.cache import STEP_SECONDS, engine_for, fit, requests
+    from guard.core.errors import ContextWindowExceeded
+
+    body = dict(next(b for n, b in loops() if n == name))
+    policy = window_policy(body, ratio)
+    now = [0.0]
+    served = engine_for(body, policy, clock=lambda: now[0])
+    cut = 0
+    for request in requests(body):
+        now[0] += STEP_SECONDS
+        other = engine_for(body, policy, clock=lambda: now[0])
+        try:
+            sent = fit(served, request, None)
+        except ContextWindowExceeded:  # (its newest turn alone over the room: refused by both)
+            with pytest.raises(ContextWindowExceeded):
+                fit(other, request, None)
+            continue
+        fresh = fit(other, request, None)
+        assert json.dumps(fresh.body) == json.dumps(sent.body)
+        cut += sent.report.cut is not None
+    assert cut >= 5

@@ -237,8 +237,10 @@ def lasting(room: int, band: int, growth: int = 0) -> int:
 def turn_growth(requests: Sequence[int], est: Sequence[int], end: int) -> int:
     """How much the history grew from one request to the next, over the last `GROWTH_TURNS`
     requests up to the one ending at message `end` (the median; `requests`, where past requests
-    ended, `est`, cumulative tokens as sent over the room). A pure function of the history."""
-    last = bisect.bisect_right(requests, end)  # (`requests` ascend)
+    ended, `est`, cumulative tokens as sent over the room). A pure function of the history, and the
+    same whether `end` is the request being fitted or a past one the replay goes over (which
+    `requests` holds: the last turns are those before it either way)."""
+    last = bisect.bisect_left(requests, end)  # (`requests` ascend)
     ends = sorted({*requests[max(0, last - GROWTH_TURNS) : last], end})
     steps = sorted(est[b] - est[a] for a, b in pairwise(ends))
     return steps[len(steps) // 2] if steps else 0
