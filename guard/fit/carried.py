@@ -136,12 +136,7 @@ def _warm(
 def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
     """Whether `last` is the record of a request of this history older than the one just before
     it, with nothing of that request changed since (a client's edits are for the replay)."""
-    return (
-        not last.edited
-        and last.history in past.requests[:-1]
-        and last.history not in past.requests[-1:]
-        and not last.changed(counts)
-    )
+    return not last.edited and last.history in past.requests[:-1] and not last.changed(counts)
 
 
 _CUTTING = of_kind("lossy", "summary", "newest")  # the steps that cut
