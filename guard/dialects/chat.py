@@ -86,13 +86,10 @@ class Chat(Dialect):
 
     def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
         text, img = super().count_fixed(counter, body)
-        tools = body.get("tools") or body.get("functions")
-        if counter.renders == "anthropic" and isinstance(tools, list) and tools:
-            # the tool-use prompt Anthropic adds (a forced tool's, for "required" or a named function)
-            choice = body.get("tool_choice")
-            forced = choice == "required" or (isinstance(choice, Mapping) and choice.get("type") == "function")
-            text += messages.tool_use_prompt(forced)
-        return text, img
+        # the tool-use prompt Anthropic adds (a forced tool's, for "required" or a named function)
+        choice = body.get("tool_choice")
+        forced = choice == "required" or (isinstance(choice, Mapping) and choice.get("type") == "function")
+        return text + messages.sent_on_tool_prompt(counter, body.get("tools") or body.get("functions"), forced), img
 
     def line(self, msg: Message) -> str:
         role = str(msg.get("role"))

@@ -41,6 +41,12 @@ def tool_use_prompt(forced: bool) -> int:
     return TOOL_PROMPT + (FORCED_TOOL_PROMPT if forced else 0)
 
 
+def sent_on_tool_prompt(counter: TokenCounter, tools: Any, forced: bool) -> int:
+    """The tool-use prompt of an OpenAI-shaped body (chat, Responses) with `tools` where LiteLLM
+    sends it on as a Messages request (`TokenCounter.renders`); else none."""
+    return tool_use_prompt(forced) if counter.renders == "anthropic" and isinstance(tools, list) and tools else 0
+
+
 class Messages(Dialect):
     name: ClassVar[str] = "anthropic"
     fixed_keys: ClassVar[tuple[str, ...]] = ("tools", "functions", "response_format", "tool_choice", "system")

@@ -168,11 +168,10 @@ class Responses(Dialect):
 
     def count_fixed(self, counter: TokenCounter, body: Mapping[str, Any]) -> tuple[int, int]:
         text, img = super().count_fixed(counter, body)  # tools, tool_choice, text, prompt
-        tools = body.get("tools")
-        if counter.renders == "anthropic" and isinstance(tools, list) and tools:
-            # the tool-use prompt Anthropic adds (a forced tool's, for "required" or a named function)
-            choice = body.get("tool_choice")
-            text += messages.tool_use_prompt(choice == "required" or (isinstance(choice, Mapping) and "name" in choice))
+        # the tool-use prompt Anthropic adds (a forced tool's, for "required" or a named function)
+        choice = body.get("tool_choice")
+        forced = choice == "required" or (isinstance(choice, Mapping) and "name" in choice)
+        text += messages.sent_on_tool_prompt(counter, body.get("tools"), forced)
         instructions = body.get("instructions")
         if isinstance(instructions, str):
             # sent as a system message: its framing, its role and its text (304 recorded requests:

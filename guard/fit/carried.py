@@ -91,14 +91,11 @@ def _warm(
     notes.prefix_size = carry_of or size_of
     made_at = summaries.made if summaries else cuts.made
     edited = False
-    if last is not None and _older(last, past, counts) and last.of_this(dialect, messages, counts):
-        # the record of an older turn (another worker served those since): its cut, where it fits
-        # this request, fitted every request in between too, so each of them carried it (the
-        # replay's own rule); where it does not, the replay finds what they sent
-        made = yield from notes.noted((yield from made_at(last.length, last.mark)), last.length, last.mark)
-        if made is not None and (made[0].total >= room_bar(budget) or last.under_bar):
-            return (*made, None, last.carried(counts))
-    elif last is not None and last.history in (n, *past.requests[-1:]) and last.of_this(dialect, messages, counts):
+    # the record of the turn just before this one; or of an older one (another worker served those
+    # since) of a history that only grew: its cut, where it fits this request, fitted every request
+    # in between too, so each of them carried it (the replay's own rule)
+    recent = last is not None and last.history in (n, *past.requests[-1:])
+    if last is not None and (recent or _older(last, past, counts)) and last.of_this(dialect, messages, counts):
         cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
         if edited:  # (the same messages go again: `History.dropped`)
             cuts.dropped = last.dropped_messages
