@@ -86,11 +86,13 @@ def test_a_request_cancelled_mid_fit_gives_its_turn_back_when_its_thread_ends():
 
 
 def test_heavy_fits_settings_come_from_the_config_file_and_bad_ones_are_named():
-    cfg = parse_config({"context_guard": {"heavy_fits": {"concurrency": 2, "wait_seconds": 0.5}}})
-    assert cfg.heavy_fits == HeavyFitSettings(min_messages=64, concurrency=2, wait_seconds=0.5)
+    cfg = parse_config({"context_guard": {"heavy_fits": {"concurrency": 2, "wait_seconds": 0.5, "warm_chars": 0}}})
+    assert cfg.heavy_fits == HeavyFitSettings(min_messages=64, concurrency=2, wait_seconds=0.5, warm_chars=0)
     assert parse_config({}).heavy_fits == HeavyFitSettings()
     with pytest.raises(PolicyError, match="concurrency"):
         parse_config({"context_guard": {"heavy_fits": {"concurrency": -1}}})
+    with pytest.raises(PolicyError, match="warm_chars"):
+        parse_config({"context_guard": {"heavy_fits": {"warm_chars": -1}}})
 
 
 def test_a_fit_without_replay_is_a_cold_caches_cut_anchored_and_the_next_turn_carries_it():
@@ -142,3 +144,42 @@ def test_a_heavy_fit_that_waits_past_its_deadline_goes_the_deterministic_path_an
 
     assert headers(report)["x-context-guard-busy"] == "replay_skipped"
     assert "x-context-guard-busy" not in headers(calm_report)
+
+
+def test_the_next_turns_of_a_long_conversation_this_worker_fitted_are_fitted_on_the_event_loop():
+    """A long body goes to a thread; the next turns of its conversation on the same worker whose
+    new messages fit the room its last body left free carry its cut and are fitted on the loop
+    (they cost about the new messages); a turn that makes a new cut, a body the client shortened
+    (edited), one grown by more than `warm_chars`, another conversation and every body with
+    `warm_chars: 0` go to a thread."""
+
+    def run(guard: ContextGuard, bodies: list[dict]) -> list[tuple[bool, str | None]]:
+        seen: list[tuple[bool, str | None]] = []
+        on_loop: list[bool] = []
+        plan_for = guard.engine.plan_for
+
+        def spy(request: FitRequest) -> object:
+            on_loop.append(threading.current_thread() is threading.main_thread())
+            return plan_for(request)
+
+        guard.engine.plan_for = spy  # type: ignore[method-assign]
+
+        async def go() -> None:
+            for body in bodies:
+                report = (await _hook(guard, body))["metadata"][STATE_KEY]
+                assert report["fits"]
+                seen.append((on_loop[-1], report["cut"]))
+
+        asyncio.run(go())
+        return seen
+
+    turns = run(ContextGuard(engine=engine()), [loop(n) for n in range(40, 53)])
+    assert not turns[0][0]
+    # on the loop exactly where the turn carried the cut before it (new cuts: 2 of 12 turns)
+    assert [on for on, _ in turns[1:]] == [cut == last for (_, last), (_, cut) in zip(turns, turns[1:])]
+    assert 1 <= sum(not on for on, _ in turns[1:]) <= 3
+    grown = loop(250)  # (200 calls and results of ~550 characters more than the body before it)
+    bodies = [loop(40), loop(41), loop(35), grown, loop(44, "another task")]
+    assert [on for on, _ in run(ContextGuard(engine=engine()), bodies)] == [False, True, False, False, False]
+    never = ContextGuard(engine=engine(), heavy_fits={"warm_chars": 0})
+    assert [on for on, _ in run(never, bodies[:2])] == [False, False]

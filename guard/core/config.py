@@ -64,13 +64,20 @@ class HeavyFitSettings(BaseModel):
     (their CPU work holds the interpreter's lock: more would only slow the event loop and each
     other); one that waits longer than `wait_seconds` for its turn takes the deterministic path at
     once (no summarizer, no replay of its history's past turns: its cut is a cold cache's, anchored
-    for the turns after it), never a lost request."""
+    for the turns after it), never a lost request. A long body of a conversation this worker
+    fitted before, grown since by at most `warm_chars` characters of new messages and by less than
+    the room its last body left free (its cut is carried), is fitted on the event loop: its fit
+    costs about counting those, less than the hop to a thread and the lock's handovers with the
+    event loop cost (0: every long body in a thread)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     min_messages: int = Field(64, ge=1, description="bodies with this many messages or more are fitted off the loop")
     concurrency: int = Field(1, ge=0, description="heavy fits working at once per worker (0: no bound)")
     wait_seconds: float = Field(1.0, ge=0, description="longer in the queue: the deterministic path, at once")
+    warm_chars: int = Field(
+        100_000, ge=0, description="a conversation fitted here before, grown by at most this much: on the loop"
+    )
 
 
 class WorkerSettings(BaseModel):

@@ -222,7 +222,10 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     one.seal = repeats.Seal.of(engine, name, policy, deployment, key) if later or one.where == "proxy" else None
     if later and repeats.holds(one.call, one.seal, data):
         raise _Repeat
-    heavy = cg.heavy_fits.of(data.get(dialect.messages_key))
+    messages = data.get(dialect.messages_key)
+    # (a long body of a conversation this worker fitted a little before stays on the loop)
+    conversation = engine.conversation_key(data, name, dialect)
+    heavy = cg.heavy_fits.of(messages, conversation)
     if one.chain and policy.context_fallbacks == "before_cutting":
         attempt = Attempt(one.where, identity, deployment, alias=name, chain=one.chain)
         target = await off_loop(heavy, whole_elsewhere, cg, data, one.route, attempt, policy)
@@ -234,7 +237,6 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     # when the conversation was last sent, as every worker knows it (its cache temperature);
     # a later pass of the same request (the deployment hook after the proxy's) has the record
     # its first pass read and wrote in this process
-    conversation = engine.conversation_key(data, name, dialect)
     earlier = one.md.get(STATE_KEY)
     earlier_judged = isinstance(earlier, Mapping) and earlier.get("cache_temperature") in ("cold", "warm")
     known = earlier_judged or await cg.conversations.fresh(conversation)
@@ -244,7 +246,10 @@ async def _fitted(cg: Services, data: dict[str, Any], one: _Pass, identity: Iden
     def make(hurried: bool) -> Plan:  # hurried: the deterministic path (`HeavyFitSettings`)
         return engine.plan_for(replace(request, can_summarize=False, replay=False) if hurried else request)
 
+    sent = len(messages) if isinstance(messages, list) else None  # (as the client sent it: before the fit)
     fitted = await drive(make, summarizer, identity.tenant, heavy=heavy)
+    if sent is not None:
+        cg.heavy_fits.fitted(conversation, sent, fitted.report.room - fitted.report.input_tokens_after)
     if known:
         await cg.conversations.record(conversation)
     return fitted

@@ -6,16 +6,46 @@ Why a bound and not a thread per request: the fit's work is Python holding the i
 but for tiktoken's encoding, so two fits at once take as long as two in a row, and every thread
 working beside the event loop leaves it a smaller share of the lock: the requests that fit, and
 LiteLLM's own work on each, wait for it (bench.heavy_fits measures it).
+
+Why a conversation's next turn stays on the loop (`warm`): a long body this worker fitted a turn or
+two ago, whose new messages fit the room its last body left free, carries its cut: its fit costs
+about those messages, a few milliseconds (18 ms at the median for a history of 1,600 messages). In
+a thread the same fit cost more than that again: the hop, and the lock handed back and forth
+between the thread and the event loop on two cores (bench.overhead, two workers on two cores, the
+overflowing turns of four real agent loops: the guard's CPU per turn +9.7 ms with every long body
+in a thread, +4.7 ms with none). A turn that makes a new cut goes to a thread as before: on that
+1,600-message history such a fit took up to 460 ms, time the event loop would not serve anything.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import weakref
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
 
 from guard.core.config import HeavyFitSettings
 from guard.state import telemetry
+
+WARM_ENTRIES = 10_000  # conversations `HeavyFits.warm` remembers per worker, least recent forgotten
+# characters a token, at the fewest that still errs on the side of a thread for most text (English
+# prose ~4, code ~3; JSON ~2.5 reads as more room needed than it takes: a few warm turns go to a thread)
+CHARS_PER_TOKEN = 3
+
+
+def text_chars(value: Any) -> int:
+    """The characters of every string in a JSON-like value (a message: its text, tool calls and
+    results)."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, Mapping):
+        return sum(text_chars(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(text_chars(v) for v in value)
+    return 0
 
 
 class HeavyFits:
@@ -28,10 +58,45 @@ class HeavyFits:
             weakref.WeakKeyDictionary()
         )
         self.waiting = 0  # fits waiting for their turn now, on every loop
+        # conversation fingerprint -> its last body fitted here: messages, tokens of room left (`warm`)
+        self._fitted: OrderedDict[str, tuple[int, int]] = OrderedDict()
+        self._lock = threading.Lock()
 
-    def of(self, messages: object) -> HeavyFits | None:
-        """These turns for a body whose message list makes its fit a heavy one, else None."""
-        return self if isinstance(messages, list) and len(messages) >= self.settings.min_messages else None
+    def of(self, messages: object, conversation: str | None = None) -> HeavyFits | None:
+        """These turns for a body whose message list makes its fit a heavy one, else None: a long
+        list, but that of a conversation this worker fitted a little before (`warm`)."""
+        if not isinstance(messages, list) or len(messages) < self.settings.min_messages:
+            return None
+        return None if conversation is not None and self.warm(conversation, messages) else self
+
+    def warm(self, conversation: str, messages: list[Any]) -> bool:
+        """Whether this worker fitted `conversation` before and the messages added since hold at
+        most `warm_chars` characters of text, fewer tokens (at `CHARS_PER_TOKEN`) than its last
+        body left free of its room: its cut is carried, a new one is not made (that can take a
+        long history's fit hundreds of milliseconds, for a thread). A list shorter than then was
+        edited: not warm."""
+        limit = self.settings.warm_chars
+        with self._lock:
+            record = self._fitted.get(conversation)
+        if record is None or limit == 0 or record[0] > len(messages):
+            return False
+        before, free = record
+        limit = min(limit, free * CHARS_PER_TOKEN)
+        total = 0
+        for message in messages[before:]:
+            total += text_chars(message)
+            if total > limit:
+                return False
+        return True
+
+    def fitted(self, conversation: str, messages: int, free: int) -> None:
+        """Note that this worker fitted a body of `conversation` of this many messages, its fit
+        leaving `free` tokens of its room."""
+        with self._lock:
+            self._fitted[conversation] = (messages, free)
+            self._fitted.move_to_end(conversation)
+            while len(self._fitted) > WARM_ENTRIES:
+                self._fitted.popitem(last=False)
 
     def _gate(self) -> asyncio.Semaphore | None:
         if self.settings.concurrency == 0:
