@@ -20,17 +20,16 @@ in a thread, +4.7 ms with none). A turn that makes a new cut goes to a thread as
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from guard.core.config import HeavyFitSettings
+from guard.core.memo import Memo
 from guard.state import telemetry
 
-WARM_ENTRIES = 10_000  # conversations `HeavyFits.warm` remembers per worker, least recent forgotten
+WARM_ENTRIES = 10_000  # conversations `HeavyFits.warm` remembers per worker, the oldest forgotten first
 # characters a token, at the fewest that still errs on the side of a thread for most text (English
 # prose ~4, code ~3; JSON ~2.5 reads as more room needed than it takes: a few warm turns go to a thread)
 CHARS_PER_TOKEN = 3
@@ -59,8 +58,7 @@ class HeavyFits:
         )
         self.waiting = 0  # fits waiting for their turn now, on every loop
         # conversation fingerprint -> its last body fitted here: messages, tokens of room left (`warm`)
-        self._fitted: OrderedDict[str, tuple[int, int]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._fitted: Memo[str, tuple[int, int]] = Memo(WARM_ENTRIES)
 
     def of(self, messages: object, conversation: str | None = None) -> HeavyFits | None:
         """These turns for a body whose message list makes its fit a heavy one, else None: a long
@@ -76,8 +74,7 @@ class HeavyFits:
         long history's fit hundreds of milliseconds, for a thread). A list shorter than then was
         edited: not warm."""
         limit = self.settings.warm_chars
-        with self._lock:
-            record = self._fitted.get(conversation)
+        record = self._fitted.get(conversation)
         if record is None or limit == 0 or record[0] > len(messages):
             return False
         before, free = record
@@ -92,11 +89,7 @@ class HeavyFits:
     def fitted(self, conversation: str, messages: int, free: int) -> None:
         """Note that this worker fitted a body of `conversation` of this many messages, its fit
         leaving `free` tokens of its room."""
-        with self._lock:
-            self._fitted[conversation] = (messages, free)
-            self._fitted.move_to_end(conversation)
-            while len(self._fitted) > WARM_ENTRIES:
-                self._fitted.popitem(last=False)
+        self._fitted.put(conversation, (messages, free))
 
     def _gate(self) -> asyncio.Semaphore | None:
         if self.settings.concurrency == 0:
