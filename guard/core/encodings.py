@@ -137,7 +137,8 @@ def twin(encoding: Any) -> Any:
     """A second instance of a tiktoken encoding, for a second thread. tiktoken releases the GIL
     while it encodes, but two threads on one instance contend inside it: counting a large request
     on two threads took 35 ms against 41 ms on one, with a twin 22 ms (same texts). A twin costs
-    ~0.1 s to build and ~40 MB (o200k_base); it is built once per encoding. Other tokenizers are
+    ~0.7 s to build (its ranks are read again) and ~40 MB (o200k_base); it is built once per
+    encoding, at start-up by `Engine.warm`. Other tokenizers are
     returned as they are."""
     got = _twins.get(id(encoding))
     if got is not None and got[0] is encoding:

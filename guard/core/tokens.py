@@ -203,6 +203,16 @@ class TokenCounter:
             self._raw_memo.put(text, n)
         return n
 
+    def prepare_threads(self) -> bool:
+        """Build, now, the twin encoder the second counting thread encodes with (where this process
+        may run on two CPUs: `_count_all`), so that no request pays for it: ~0.7 s of mostly
+        Python work (reading the ranks again), which the first large cold request of each worker
+        would otherwise spend holding the interpreter. Whether a twin is in place."""
+        if not _two_cpus():
+            return False
+        twin(self.encoding)
+        return True
+
     def _raw(self, text: str) -> int:
         enc = (twin(self.encoding) if getattr(_WORKER, "twins", False) else self.encoding).encode_ordinary
         if len(text) < _RUN or not _may_have_long_run(text):

@@ -104,12 +104,14 @@ class _Resolving(_Deprecated):
         return self.counters.get(underlying or self.underlying(model), policy, taught)
 
     def warm(self, models: tuple[str, ...] | None = None) -> tuple[str, ...]:
-        """Load the tokenizers `models` count with (by default every configured deployment's), so
-        that no request pays for it: loading one takes ~0.3-0.5 s, which the first request in each
-        process (each proxy worker) that counts with it would pay. The model names warmed."""
+        """Load the tokenizers `models` count with (by default every configured deployment's), and
+        their twins for the second counting thread (`TokenCounter.prepare_threads`), so that no
+        request pays for them: loading one takes ~0.3-0.5 s and its twin ~0.7 s, which the first
+        request (the first large cold one) in each process (each proxy worker) that counts with it
+        would pay. The model names warmed."""
         names = tuple(self.deployments) if models is None else models
         for name in names:
-            self.counter_for(name, self.policy_for(name))
+            self.counter_for(name, self.policy_for(name))[0].prepare_threads()
         return names
 
     def _counting(
