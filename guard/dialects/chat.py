@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from guard.core.content import Content, Message, compact_json, text_of
@@ -47,6 +47,29 @@ class Chat(Dialect):
         if msg.get("role") in ("tool", "function"):
             return [str(msg.get("tool_call_id") or msg.get("name"))]
         return []
+
+    def groups(self, messages: Sequence[Message]) -> list[int]:
+        """`Dialect.groups` with this dialect's ids read inline: it runs over every message of
+        every request over its room (each turn of a long carried history), and the generic loop's
+        calls cost it twice as much."""
+        groups: list[int] = []
+        gid = -1
+        open_calls: set[str] = set()
+        for m in messages:
+            role = m.get("role")
+            if role == "tool" or role == "function":
+                if open_calls and str(m.get("tool_call_id") or m.get("name")) in open_calls:
+                    groups.append(gid)
+                    continue
+                open_calls = set()
+            else:
+                calls = m.get("tool_calls") if role == "assistant" else None
+                open_calls = (
+                    {str(c.get("id")) for c in calls if isinstance(c, Mapping)} if isinstance(calls, list) else set()
+                )
+            gid += 1
+            groups.append(gid)
+        return groups
 
     def tool_results(self, msg: Message) -> list[tuple[int | None, Content]]:
         if msg.get("role") in ("tool", "function"):

@@ -76,6 +76,7 @@ def questions(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> list[s
 
 
 def query(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The last user message's question (see `questions`)."""
-    users = [m for m in messages if dialect.is_user_turn(m)]
-    return questions(dialect, users[-1:])[0] if users else None
+    """The last user message's question (see `questions`): found from the end (a carried turn of a
+    long history asks this of every prefix it sizes)."""
+    last = next((m for m in reversed(messages) if dialect.is_user_turn(m)), None)
+    return None if last is None else questions(dialect, [last])[0]
