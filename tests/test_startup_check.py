@@ -80,7 +80,7 @@ def test_warm_builds_the_second_counting_threads_encoder_only_where_two_cpus_cou
 
     from guard.core import encodings, tokens
     from guard.core.config import Deployment
-    from guard.fit.engine import Engine, Sources
+    from guard.fit.engine import Engine
 
     built: list[str] = []
     real = tiktoken.Encoding.__init__
@@ -89,24 +89,10 @@ def test_warm_builds_the_second_counting_threads_encoder_only_where_two_cpus_cou
         built.append(name)
         real(self, name, **kw)
 
-    fresh = {}
-
-    def loader(name: str):  # (an encoding of its own: no twin of an earlier test's)
-        if name not in fresh:
-            fresh[name] = encodings.get_vocab(name)
-            fresh[name] = tiktoken.Encoding(
-                name=name,
-                pat_str=fresh[name]._pat_str,
-                mergeable_ranks=encodings.load_ranks(name),
-                special_tokens=fresh[name]._special_tokens,
-            )
-        return fresh[name]
-
+    monkeypatch.setattr(encodings, "_twins", {})  # (no twin an earlier test built)
     monkeypatch.setattr(tokens, "_two_cpus", lambda: cpus >= 2)
     info = {"max_input_tokens": 1_000_000, "max_output_tokens": 1000}
-    engine = Engine(
-        deployments={"gpt": Deployment("gpt", "gpt-4o", info)}, model_map={}, sources=Sources(encoding_loader=loader)
-    )
+    engine = Engine(deployments={"gpt": Deployment("gpt", "gpt-4o", info)}, model_map={})
     engine.warm()
     monkeypatch.setattr(tiktoken.Encoding, "__init__", counting_init)
     # a request large enough to be counted on two threads where two CPUs count (`_PARALLEL_CHARS`)
@@ -114,7 +100,8 @@ def test_warm_builds_the_second_counting_threads_encoder_only_where_two_cpus_cou
     messages = [{"role": "user" if i % 2 else "assistant", "content": f"{i} {words}"} for i in range(40)]
     engine.fit({"model": "gpt", "messages": messages, "max_tokens": 100})
     assert built == []  # the request built no encoder: warmed at start-up, or none needed on one CPU
-    assert (id(fresh["o200k_base"]) in encodings._twins) is (cpus >= 2)
+    encoding = engine.counter_for("gpt", engine.policy_for("gpt"))[0].encoding
+    assert (id(encoding) in encodings._twins) is (cpus >= 2)
 
 
 def _import_the_proxy_module(tmp_path, config, before: str, after: str) -> list[str]:

@@ -51,7 +51,7 @@ class Chat(Dialect):
     def groups(self, messages: Sequence[Message]) -> list[int]:
         """`Dialect.groups` with this dialect's ids read inline: it runs over every message of
         every request over its room (each turn of a long carried history), and the generic loop's
-        calls cost it twice as much."""
+        calls cost it ~1.7x as much (1.7 against 1.0 ms on 2,129 messages)."""
         groups: list[int] = []
         gid = -1
         open_calls: set[str] = set()
