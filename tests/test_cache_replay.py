@@ -829,3 +829,45 @@ def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_ser
         assert json.dumps(fresh.body) == json.dumps(sent.body)
         cut += sent.report.cut is not None
     assert cut >= 5
+
+
+def test_a_trae_trajectory_is_rebuilt_as_the_requests_it_sent():
+    """bench/corpus/agents/convert.py's `trae` family: each call of a trae-agent trajectory stores
+    only its new messages, so the history is rebuilt as first messages, then per call its reply
+    (text and tool calls) and the next call's new messages; a tool result carries its error after
+    it, the reply after the last request is not part of any request, the Bedrock model id becomes
+    the model's name, and home paths are pseudonymised."""
+    convert = _convert_module()
+
+    def call(new: list[dict], content: str, calls: list[dict]) -> dict:
+        return {"input_messages": new, "response": {"content": content, "tool_calls": calls}}
+
+    def result(call_id: str, text: str | None, error: str | None = None) -> dict:
+        tool_result = {"call_id": call_id, "success": error is None, "result": text, "error": error, "id": None}
+        return {"role": "user", "content": "None", "tool_result": tool_result}
+
+    run = {
+        "model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "llm_interactions": [
+            call(
+                [{"role": "system", "content": "be brief"}, {"role": "user", "content": "speed up /home/jason/x.py"}],
+                "I'll look.",
+                [{"call_id": "t1", "name": "bash", "arguments": {"command": "ls"}}],
+            ),
+            call([result("t1", "x.py")], "", [{"call_id": "t2", "name": "bash", "arguments": {"command": "false"}}]),
+            call([result("t2", None, "exit 1")], "Done.", []),
+        ],
+    }
+    body = convert.trae(run)
+    assert body["model"] == "claude-sonnet-4-5-20250929"
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert body["messages"][1]["content"] == "speed up /home/user/x.py"
+    first = body["messages"][2]
+    assert first["content"] == "I'll look."
+    assert first["tool_calls"][0]["id"] == "t1" and json.loads(first["tool_calls"][0]["function"]["arguments"]) == {
+        "command": "ls"
+    }
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "t1", "content": "x.py"}
+    assert body["messages"][4]["content"] is None
+    assert body["messages"][5] == {"role": "tool", "tool_call_id": "t2", "content": "Error: exit 1"}
+    assert [t["function"]["name"] for t in body["tools"]] == ["bash"]

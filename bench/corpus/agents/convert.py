@@ -23,6 +23,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py terminus example_rollouts.jsonl --model gpt-5-mini [--pick 0]
     python bench/corpus/agents/convert.py copilot XX/CHECKPOINT/0/full.jsonl
     python bench/corpus/agents/convert.py opencode XX/CHECKPOINT/0/full.jsonl
+    python bench/corpus/agents/convert.py trae RUN/trajectory.json [--tag NAME]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -892,6 +893,39 @@ def copilot(lines: str) -> dict[str, Any]:
     return {"model": model or "claude-sonnet-4.6", "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def trae(run: dict[str, Any]) -> dict[str, Any]:
+    """A chat body from a trae-agent `trajectory.json` (its `llm_interactions`: each call stores
+    only the messages new since the last one, `input_messages`, and the model's `response`): the
+    first call's messages (system prompt, the MCP tools' listing, the task), then per call its
+    reply (text and `tool_calls` as OpenAI tool calls) and the next call's new messages: a tool
+    result (`tool_result`: its `result`, and its `error` after it as trae appends it) as a `tool`
+    message, any other as the user message it is. The model: the run's. The tool schemas are not
+    stored (their names only): object schemas of the arguments used. Home paths, e-mail addresses
+    and credentials are pseudonymised."""
+    messages: list[dict[str, Any]] = []
+    for call in run["llm_interactions"]:
+        for m in call["input_messages"]:
+            result = m.get("tool_result")
+            if result is not None:
+                text = "" if result.get("result") is None else str(result["result"])
+                if result.get("error"):
+                    text += f"\nError: {result['error']}" if text else f"Error: {result['error']}"
+                messages.append({"role": "tool", "tool_call_id": result["call_id"], "content": text})
+            else:
+                messages.append({"role": m["role"], "content": m.get("content") or ""})
+        response = call["response"]
+        out: dict[str, Any] = {"role": "assistant", "content": response.get("content") or None}
+        calls = response.get("tool_calls") or []
+        if calls:
+            out["tool_calls"] = [_call(c["call_id"], c["name"], c.get("arguments") or {}) for c in calls]
+        messages.append(out)
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    messages = _scrubbed(messages)
+    model = re.sub(r"-v\d+$", "", str(run["model"]).split(":")[0].split(".")[-1])  # (Bedrock's id: its model's name)
+    return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
+
+
 def gemini_recording(recording: dict[str, Any]) -> list[dict[str, Any]]:
     """The Gemini API `Content[]` of a Gemini CLI chat recording (`session-*.json`: `user` and
     `gemini` records, a model reply's calls with their `functionResponse` results inside it; its
@@ -1002,6 +1036,7 @@ def main() -> None:
             "terminus",
             "copilot",
             "opencode",
+            "trae",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1014,7 +1049,9 @@ def main() -> None:
     parser.add_argument("--system-from", type=Path, help="openhands: a run whose system event the others lack")
     parser.add_argument("--pick", nargs="*", default=None, help="only these instance/simulation ids")
     parser.add_argument("--prefix", default="")
-    parser.add_argument("--tag", help="gemini, copilot, opencode: the loop's name (default: from the file's path)")
+    parser.add_argument(
+        "--tag", help="gemini, copilot, opencode, trae: the loop's name (default: from the file's path)"
+    )
     args = parser.parse_args()
     for path in args.raw:
         text = _open(path)
@@ -1101,6 +1138,9 @@ def main() -> None:
         elif args.family == "opencode":  # Entire's checkpoint layout: <xx>/<id>/<n>/full.jsonl
             name = f"{args.prefix}opencode__{args.tag or path.parent.parent.name}"
             _write(args.out, name, opencode(json.loads(text)), str(path))
+        elif args.family == "trae":  # <run>/trajectory.json: the run's folder names it
+            name = f"{args.prefix}trae__{args.tag or path.parent.name}"
+            _write(args.out, name, trae(json.loads(text)), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
