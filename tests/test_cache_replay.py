@@ -836,7 +836,8 @@ def test_a_trae_trajectory_is_rebuilt_as_the_requests_it_sent():
     only its new messages, so the history is rebuilt as first messages, then per call its reply
     (text and tool calls) and the next call's new messages; a tool result carries its error after
     it, the reply after the last request is not part of any request, the Bedrock model id becomes
-    the model's name, and home paths are pseudonymised."""
+    the model's name, through Anthropic's API the last system message is the only one (as trae's
+    client sends it), and home paths are pseudonymised."""
     convert = _convert_module()
 
     def call(new: list[dict], content: str, calls: list[dict]) -> dict:
@@ -848,9 +849,14 @@ def test_a_trae_trajectory_is_rebuilt_as_the_requests_it_sent():
 
     run = {
         "model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+        "provider": "bedrock",
         "llm_interactions": [
             call(
-                [{"role": "system", "content": "be brief"}, {"role": "user", "content": "speed up /home/jason/x.py"}],
+                [
+                    {"role": "system", "content": "you are an agent"},
+                    {"role": "system", "content": "be brief"},
+                    {"role": "user", "content": "speed up /home/jason/x.py"},
+                ],
                 "I'll look.",
                 [{"call_id": "t1", "name": "bash", "arguments": {"command": "ls"}}],
             ),
@@ -861,7 +867,9 @@ def test_a_trae_trajectory_is_rebuilt_as_the_requests_it_sent():
     body = convert.trae(run)
     assert body["model"] == "claude-sonnet-4-5-20250929"
     assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert body["messages"][0] == {"role": "system", "content": "be brief"}
     assert body["messages"][1]["content"] == "speed up /home/user/x.py"
+    assert [m["role"] for m in convert.trae(dict(run, provider="openai"))["messages"][:3]] == ["system"] * 2 + ["user"]
     first = body["messages"][2]
     assert first["content"] == "I'll look."
     assert first["tool_calls"][0]["id"] == "t1" and json.loads(first["tool_calls"][0]["function"]["arguments"]) == {

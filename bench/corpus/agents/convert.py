@@ -896,7 +896,8 @@ def copilot(lines: str) -> dict[str, Any]:
 def trae(run: dict[str, Any]) -> dict[str, Any]:
     """A chat body from a trae-agent `trajectory.json` (its `llm_interactions`: each call stores
     only the messages new since the last one, `input_messages`, and the model's `response`): the
-    first call's messages (system prompt, the MCP tools' listing, the task), then per call its
+    first call's messages (system prompt, the MCP tools' listing, the task; through Anthropic's
+    API the listing alone, as trae sends it), then per call its
     reply (text and `tool_calls` as OpenAI tool calls) and the next call's new messages: a tool
     result (`tool_result`: its `result`, and its `error` after it as trae appends it) as a `tool`
     message, any other as the user message it is. The model: the run's. The tool schemas are not
@@ -919,6 +920,12 @@ def trae(run: dict[str, Any]) -> dict[str, Any]:
         if calls:
             out["tool_calls"] = [_call(c["call_id"], c["name"], c.get("arguments") or {}) for c in calls]
         messages.append(out)
+    if run.get("provider") in ("anthropic", "bedrock"):
+        # trae's Anthropic clients keep one system prompt, the last system message they are given:
+        # the MCP tools' listing took the place of the agent's own prompt (each Claude run's first
+        # call was billed 5,992 and 6,411 tokens, under what the two together count)
+        systems = [m for m in messages if m["role"] == "system"]
+        messages = systems[-1:] + [m for m in messages if m["role"] != "system"]
     while messages and messages[-1]["role"] == "assistant":
         messages.pop()
     messages = _scrubbed(messages)
