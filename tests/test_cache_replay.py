@@ -879,3 +879,65 @@ def test_a_trae_trajectory_is_rebuilt_as_the_requests_it_sent():
     assert body["messages"][4]["content"] is None
     assert body["messages"][5] == {"role": "tool", "tool_call_id": "t2", "content": "Error: exit 1"}
     assert [t["function"]["name"] for t in body["tools"]] == ["bash"]
+
+
+def test_a_crush_session_is_rebuilt_as_crush_sends_it(tmp_path):
+    """bench/corpus/agents/convert.py's `crush` family: a Charm Crush database's session in the
+    order Crush keeps it: user text, each call's text and tool calls (arguments as the model wrote
+    them) with the results after it; a call that ended in an API error is left out, as is a tool
+    call with no result; the model most calls used, named as LiteLLM names it; other sessions of
+    the database not read."""
+    import sqlite3
+
+    convert = _convert_module()
+
+    def parts(*items: tuple[str, dict]) -> str:
+        return json.dumps([{"type": kind, "data": data} for kind, data in items])
+
+    db = tmp_path / "crush.db"
+    con = sqlite3.connect(db)
+    con.execute("create table sessions (id text, created_at integer)")
+    con.execute(
+        "create table messages (id text, session_id text, role text, parts text, model text, created_at integer)"
+    )
+    con.executemany("insert into sessions values (?, ?)", [("s1-long", 1), ("s2-other", 2)])
+    call = {"id": "c1", "name": "view", "input": '{"path":"/Users/ann/a.go"}', "type": "function", "finished": True}
+    cancelled = {"id": "c2", "name": "bash", "input": "{not json", "type": "function", "finished": False}
+    rows = [
+        ("user", parts(("text", {"text": "read a.go"})), None),
+        ("assistant", parts(("finish", {"reason": "error", "message": "API Error"})), "gpt-5"),
+        (
+            "assistant",
+            parts(("text", {"text": "Reading."}), ("tool_call", call), ("tool_call", cancelled)),
+            "google/gemini-2.5-pro",
+        ),
+        (
+            "tool",
+            parts(("tool_result", {"tool_call_id": "c1", "name": "view", "content": "package a", "is_error": False})),
+            None,
+        ),
+        (
+            "assistant",
+            parts(("reasoning", {"thinking": "hm"}), ("text", {"text": "It is a package."})),
+            "google/gemini-2.5-pro",
+        ),
+        ("user", parts(("text", {"text": "thanks"})), None),
+        ("assistant", parts(("text", {"text": "Welcome."})), "gpt-5"),
+    ]
+    con.executemany(
+        "insert into messages values (?, 's1-long', ?, ?, ?, ?)",
+        [(str(i), r, p, m, i) for i, (r, p, m) in enumerate(rows)],
+    )
+    con.execute("insert into messages values ('x', 's2-other', 'user', ?, null, 9)", (parts(("text", {"text": "no"})),))
+    con.commit()
+    con.close()
+    sessions = convert.crush_sessions(db, ["s1"])
+    assert list(sessions) == ["s1-long"]
+    body = convert.crush(sessions["s1-long"])
+    assert body["model"] == "gemini/gemini-2.5-pro"
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    reply = body["messages"][2]
+    assert reply["content"] == "Reading." and [c["id"] for c in reply["tool_calls"]] == ["c1"]
+    assert reply["tool_calls"][0]["function"]["arguments"] == '{"path":"/Users/user/a.go"}'
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": "package a"}
+    assert body["messages"][4]["content"] == "It is a package."

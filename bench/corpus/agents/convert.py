@@ -24,6 +24,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py copilot XX/CHECKPOINT/0/full.jsonl
     python bench/corpus/agents/convert.py opencode XX/CHECKPOINT/0/full.jsonl
     python bench/corpus/agents/convert.py trae RUN/trajectory.json [--tag NAME]
+    python bench/corpus/agents/convert.py crush .crush/crush.db [--pick SESSION_ID_START ...]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -74,6 +75,7 @@ import ast
 import gzip
 import json
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -933,6 +935,73 @@ def trae(run: dict[str, Any]) -> dict[str, Any]:
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def crush(rows: list[tuple[str, str, str | None]]) -> dict[str, Any]:
+    """A chat body from a Charm Crush session (`.crush/crush.db`: its `messages` rows `(role,
+    parts, model)` in order, each `parts` a JSON list of `{type, data}`): a user message's text
+    parts; each assistant message is one model call, its text and `tool_call` parts (the call's
+    `input` is its arguments' JSON) as an assistant message, and the `tool_result` parts of the
+    `tool` message after it as tool messages. As Crush builds its requests, a call that ended in
+    an API error or wrote nothing is left out, and a tool call with no result (cancelled) with it.
+    Reasoning parts are left out. The system prompt and tool schemas are not stored: a one-line
+    stand-in, and object schemas of the arguments used. The model: the one most calls used (a
+    session can switch). Home paths, e-mail addresses and credentials are pseudonymised."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are Crush, a CLI coding assistant."}]
+    models: Counter[str] = Counter()
+    results: dict[str, str] = {}
+    parsed = [(role, json.loads(parts or "[]"), model) for role, parts, model in rows]
+    for role, parts, _ in parsed:
+        if role == "tool":
+            for p in parts:
+                if p["type"] == "tool_result":
+                    results[p["data"]["tool_call_id"]] = p["data"].get("content") or ""
+    for role, parts, model in parsed:
+        texts = "\n".join(p["data"].get("text") or "" for p in parts if p["type"] == "text").strip()
+        if role == "user":
+            if texts:
+                messages.append({"role": "user", "content": texts})
+        elif role == "assistant":
+            calls = [p["data"] for p in parts if p["type"] == "tool_call" and p["data"]["id"] in results]
+            if not texts and not calls:
+                continue  # (an API error, or a call cancelled before it wrote anything)
+            models[model or ""] += 1
+            out: dict[str, Any] = {"role": "assistant", "content": texts or None}
+            if calls:
+                # (its arguments as Crush sends them: the model's text, JSON or not)
+                out["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": c.get("input") or ""},
+                    }
+                    for c in calls
+                ]
+            messages.append(out)
+            messages += [{"role": "tool", "tool_call_id": c["id"], "content": results[c["id"]]} for c in calls]
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    messages = _scrubbed(messages)
+    model = models.most_common(1)[0][0] if models else ""
+    # (OpenRouter's names, `google/gemini-2.5-pro`: LiteLLM's for the same model)
+    vendor, _, name = model.rpartition("/")
+    model = f"gemini/{name}" if vendor == "google" else name
+    return {"model": model or "gpt-5", "tools": _schemas_of_calls(messages), "messages": messages}
+
+
+def crush_sessions(path: Path, pick: list[str] | None) -> dict[str, list[tuple[str, str, str | None]]]:
+    """The rows `crush` reads of each session of a Crush database (`pick`: ids or their starts;
+    else every session), in the order Crush keeps them (created, then inserted)."""
+    import sqlite3
+
+    con = sqlite3.connect(path)  # (not read-only: a database's write-ahead log is read only so)
+    try:
+        ids = [row[0] for row in con.execute("select id from sessions order by created_at")]
+        chosen = [i for i in ids if pick is None or any(i.startswith(p) for p in pick)]
+        query = "select role, parts, model from messages where session_id = ? order by created_at, rowid"
+        return {i: con.execute(query, (i,)).fetchall() for i in chosen}
+    finally:
+        con.close()
+
+
 def gemini_recording(recording: dict[str, Any]) -> list[dict[str, Any]]:
     """The Gemini API `Content[]` of a Gemini CLI chat recording (`session-*.json`: `user` and
     `gemini` records, a model reply's calls with their `functionResponse` results inside it; its
@@ -1044,6 +1113,7 @@ def main() -> None:
             "copilot",
             "opencode",
             "trae",
+            "crush",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1061,7 +1131,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     for path in args.raw:
-        text = _open(path)
+        text = _open(path) if args.family != "crush" else ""  # (a database: read by `crush_sessions`)
         if args.family == "openhands":
             fallback = None
             if args.system_from:
@@ -1148,6 +1218,9 @@ def main() -> None:
         elif args.family == "trae":  # <run>/trajectory.json: the run's folder names it
             name = f"{args.prefix}trae__{args.tag or path.parent.name}"
             _write(args.out, name, trae(json.loads(text)), str(path))
+        elif args.family == "crush":  # .crush/crush.db (its -wal beside it, where there is one)
+            for session, rows in crush_sessions(path, args.pick).items():
+                _write(args.out, f"{args.prefix}crush__{session[:8]}", crush(rows), str(path))
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
