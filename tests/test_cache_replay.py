@@ -214,6 +214,8 @@ OTHER_FAMILIES = {
     "terminus": 2,
     "copilot": 1,
     "opencode": 1,
+    "trae": 4,
+    "crush": 3,
 }
 
 
@@ -941,3 +943,17 @@ def test_a_crush_session_is_rebuilt_as_crush_sends_it(tmp_path):
     assert reply["tool_calls"][0]["function"]["arguments"] == '{"path":"/Users/user/a.go"}'
     assert body["messages"][3] == {"role": "tool", "tool_call_id": "c1", "content": "package a"}
     assert body["messages"][4]["content"] == "It is a package."
+
+
+@pytest.mark.parametrize("name", ["crush/a20c5ed5", "trae/vllm_core-0007"])
+def test_a_family_held_out_until_measured_keeps_issue_34s_bars(name):
+    """Two of session 43's families, measured before any code saw them (docs/benchmarks.md): a
+    Charm Crush session of GPT-5 whose results reach 82k characters (0.695 of the untrimmed loop's
+    bill at half its size, the carrying best cuts' 0.904) and a trae-agent run of GPT-4o with a
+    parallel call (0.732, theirs 0.748): cached share and bill within 0.05 of the carrying best cuts',
+    no needless re-cut, and the room bar on every cut turn a whole-turn cut could keep it on."""
+    r = _replayed_row(name, 0.5)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert r["hit"] >= r["hit_best_cut"] - 0.05
+    assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
+    assert r["room_min_bar"] >= ROOM_BAR
