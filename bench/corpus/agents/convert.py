@@ -66,6 +66,8 @@ dropped. Per family (see README.md beside this file for sources and licences):
 - smolagents, aider, roo: see their functions (session 32: a text agent whose observations are
   user messages, an agent that re-sends files and summaries in every request, and an IDE agent
   with parallel calls sent to an OpenAI-compatible provider).
+- copilot, opencode (session 36), trae, crush (session 43): see their functions (trae-agent
+  stores each call's new messages only; Crush keeps its sessions in a SQLite database).
 """
 
 from __future__ import annotations
@@ -992,7 +994,7 @@ def crush_sessions(path: Path, pick: list[str] | None) -> dict[str, list[tuple[s
     else every session), in the order Crush keeps them (created, then inserted)."""
     import sqlite3
 
-    con = sqlite3.connect(path)  # (not read-only: a database's write-ahead log is read only so)
+    con = sqlite3.connect(path)  # (read-write: opened read-only, the write-ahead log beside it went unread)
     try:
         ids = [row[0] for row in con.execute("select id from sessions order by created_at")]
         chosen = [i for i in ids if pick is None or any(i.startswith(p) for p in pick)]
