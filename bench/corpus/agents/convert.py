@@ -901,10 +901,10 @@ def trae(run: dict[str, Any]) -> dict[str, Any]:
     """A chat body from a trae-agent `trajectory.json` (its `llm_interactions`: each call stores
     only the messages new since the last one, `input_messages`, and the model's `response`): the
     first call's messages (system prompt, the MCP tools' listing, the task; through Anthropic's
-    API the listing alone, as trae sends it), then per call its
-    reply (text and `tool_calls` as OpenAI tool calls) and the next call's new messages: a tool
-    result (`tool_result`: its `result`, and its `error` after it as trae appends it) as a `tool`
-    message, any other as the user message it is. The model: the run's. The tool schemas are not
+    API the listing alone, as trae sends it), then per call its reply (text and `tool_calls` as
+    OpenAI tool calls) and the next call's new messages: a tool result (`tool_result`: its
+    `result`, and its `error` after it as trae appends it) as a `tool` message, any other as the
+    user message it is. The model: the run's. The tool schemas are not
     stored (their names only): object schemas of the arguments used. Home paths, e-mail addresses
     and credentials are pseudonymised."""
     messages: list[dict[str, Any]] = []
