@@ -8,6 +8,7 @@ import statistics
 from typing import Any
 
 import pytest
+import yaml
 
 from bench.cache import loops, replay, room_used_at_the_bar, row, window_policy
 from guard.fit.replay import ROOM_BAR
@@ -216,6 +217,7 @@ OTHER_FAMILIES = {
     "opencode": 1,
     "trae": 4,
     "crush": 3,
+    "goose": 3,
 }
 
 
@@ -945,13 +947,99 @@ def test_a_crush_session_is_rebuilt_as_crush_sends_it(tmp_path):
     assert body["messages"][4]["content"] == "It is a package."
 
 
-@pytest.mark.parametrize("name", ["crush/a20c5ed5", "trae/vllm_core-0007"])
+def test_a_goose_session_is_rebuilt_as_its_anthropic_renderer_sent_it(tmp_path):
+    """bench/corpus/agents/convert.py's `goose` family: a Goose session (a metadata line, then its
+    messages) as Goose's Anthropic renderer of September 2025 sent it: a tool response's parts,
+    each audience's copy and an embedded resource's text, joined by newlines into one
+    `tool_result`; an error as `Error: ...` with `is_error`; a call that failed to parse left out
+    with its response; the reply after the last request dropped; the user name of the session's
+    home folder replaced wherever it appears, however deeply escaped; and a metacoder results
+    file read run by run (Goose runs only)."""
+    convert = _convert_module()
+
+    def text(t: str, audience: list[str] | None = None) -> dict:
+        return {"type": "text", "text": t, **({"annotations": {"audience": audience}} if audience else {})}
+
+    def request(call_id: str, name: str, arguments: dict) -> dict:
+        call = {"status": "success", "value": {"name": name, "arguments": arguments}}
+        return {"type": "toolRequest", "id": call_id, "toolCall": call}
+
+    def response(call_id: str, value: list[dict] | None = None, error: str | None = None) -> dict:
+        result = {"status": "error", "error": error} if error else {"status": "success", "value": value}
+        return {"type": "toolResponse", "id": call_id, "toolResult": result}
+
+    lines = [
+        {"working_dir": "C:\\Users\\ann\\work", "message_count": 6, "input_tokens": 1},
+        {"role": "user", "content": [text("count the files")]},
+        {
+            "role": "assistant",
+            "content": [
+                text("Listing."),
+                request("t1", "developer__shell", {"command": "dir C:\\Users\\ann"}),
+                {"type": "toolRequest", "id": "t2", "toolCall": {"status": "error", "error": "bad json"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                response("t1", [text("a.txt", ["assistant"]), text("a.txt", ["user"])]),
+                response("t2", error="-32602: invalid"),
+            ],
+        },
+        {"role": "assistant", "content": [request("t3", "developer__text_editor", {"path": "a.txt"})]},
+        {
+            "role": "user",
+            "content": [
+                response(
+                    "t3", [{"type": "resource", "resource": {"uri": "file:///a.txt", "text": '"C:\\\\Users\\\\ann"'}}]
+                ),
+                response("t4", error="-32603: down"),
+            ],
+        },
+        {"role": "assistant", "content": [text("One file.")]},
+    ]
+    body = convert.goose(lines)
+    assert body["model"] == "claude-sonnet-4-20250514" and "ann" not in json.dumps(body)
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user", "assistant", "user"]
+    first = body["messages"][1]["content"]
+    assert [b["type"] for b in first] == ["text", "tool_use"]
+    assert first[1] == {
+        "type": "tool_use",
+        "id": "t1",
+        "name": "developer__shell",
+        "input": {"command": "dir C:\\Users\\user"},
+    }
+    assert body["messages"][2]["content"] == [{"type": "tool_result", "tool_use_id": "t1", "content": "a.txt\na.txt"}]
+    last = body["messages"][4]["content"]
+    assert last[0] == {"type": "tool_result", "tool_use_id": "t3", "content": '"C:\\\\Users\\\\user"'}
+    assert last[1] == {"type": "tool_result", "tool_use_id": "t4", "content": "Error: -32603: down", "is_error": True}
+    assert {t["name"]: set(t["input_schema"]["properties"]) for t in body["tools"]} == {
+        "developer__shell": {"command"},
+        "developer__text_editor": {"path"},
+    }
+    runs = {
+        "results": [
+            {"coder": "claude", "case_name": "X", "execution_metadata": {"structured_messages": lines}},
+            {"coder": "goose", "case_name": "X", "execution_metadata": {"structured_messages": lines}},
+        ]
+    }
+    results = tmp_path / "eval_results.yaml"
+    results.write_text(yaml.safe_dump(runs))
+    assert list(convert.goose_sessions(results, results.read_text(), None)) == ["X_1"]
+    session = tmp_path / "20250917_152914.jsonl"
+    session.write_text("\n".join(json.dumps(line) for line in lines))
+    assert convert.goose_sessions(session, session.read_text(), None) == {"20250917_152914": lines}
+
+
+@pytest.mark.parametrize("name", ["crush/a20c5ed5", "trae/vllm_core-0007", "goose/NBK1256_0"])
 def test_a_family_held_out_until_measured_keeps_issue_34s_bars(name):
-    """Two of session 43's families, measured before any code saw them (docs/benchmarks.md): a
-    Charm Crush session of GPT-5 whose results reach 82k characters (0.695 of the untrimmed loop's
-    bill at half its size, the carrying best cuts' 0.904) and a trae-agent run of GPT-4o with a
-    parallel call (0.732, theirs 0.748): cached share and bill within 0.05 of the carrying best cuts',
-    no needless re-cut, and the room bar on every cut turn a whole-turn cut could keep it on."""
+    """Three families of sessions 43 and 44, measured before any code saw them (docs/benchmarks.md):
+    a Charm Crush session of GPT-5 whose results reach 82k characters (0.695 of the untrimmed loop's
+    bill at half its size, the carrying best cuts' 0.904), a trae-agent run of GPT-4o with a
+    parallel call (0.732, theirs 0.748) and a Goose session of Claude Sonnet 4 whose MCP result of
+    100k characters is over the room (0.897, theirs 0.913): cached share and bill within 0.05 of
+    the carrying best cuts', no needless re-cut, and the room bar on every cut turn a whole-turn
+    cut could keep it on."""
     r = _replayed_row(name, 0.5)
     assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
     assert r["hit"] >= r["hit_best_cut"] - 0.05

@@ -25,6 +25,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py opencode XX/CHECKPOINT/0/full.jsonl
     python bench/corpus/agents/convert.py trae RUN/trajectory.json [--tag NAME]
     python bench/corpus/agents/convert.py crush .crush/crush.db [--pick SESSION_ID_START ...]
+    python bench/corpus/agents/convert.py goose SESSION.jsonl | RESULTS.yaml [--pick CASE_I ...]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -66,8 +67,9 @@ dropped. Per family (see README.md beside this file for sources and licences):
 - smolagents, aider, roo: see their functions (session 32: a text agent whose observations are
   user messages, an agent that re-sends files and summaries in every request, and an IDE agent
   with parallel calls sent to an OpenAI-compatible provider).
-- copilot, opencode (session 36), trae, crush (session 43): see their functions (trae-agent
-  stores each call's new messages only; Crush keeps its sessions in a SQLite database).
+- copilot, opencode (session 36), trae, crush (session 43), goose (session 44): see their
+  functions (trae-agent stores each call's new messages only; Crush keeps its sessions in a
+  SQLite database; Goose sends its tools' output once per audience).
 """
 
 from __future__ import annotations
@@ -1074,6 +1076,92 @@ def opencode(export: dict[str, Any]) -> dict[str, Any]:
     return {"model": model or "claude-sonnet-4.6", "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def goose(lines: list[dict[str, Any]], model: str = "claude-sonnet-4-20250514") -> dict[str, Any]:
+    """An Anthropic /v1/messages body from a Goose session (its `sessions/*.jsonl`: a metadata line,
+    then one line per message, blocks `text`, `toolRequest`, `toolResponse`), built the way Goose's
+    Anthropic renderer of September 2025 (rmcp 0.6) built one: a tool request as `tool_use`; a tool
+    response as one `tool_result` whose content is the text of each of its parts joined by newlines
+    (a text part's text, an embedded resource's text), whatever audience a part is annotated for
+    (Goose sends its developer tools' output twice, once per audience: the usage the sessions log
+    for their last call matches only that), an error as `Error: ...` with `is_error`; a request
+    whose call failed to parse is left out, with its response. The session holds neither the
+    system prompt nor the tool schemas: a one-line system prompt and schemas of the arguments
+    used stand in for them. Home paths, e-mail addresses and credentials are pseudonymised."""
+    messages: list[dict[str, Any]] = []
+    failed: set[str] = set()
+    for line in lines:
+        if not isinstance(line, dict) or line.get("role") not in ("user", "assistant"):
+            continue  # (the metadata line)
+        blocks: list[dict[str, Any]] = []
+        for b in line.get("content") or []:
+            kind = b.get("type")
+            if kind == "text" and b.get("text"):
+                blocks.append({"type": "text", "text": b["text"]})
+            elif kind == "toolRequest":
+                call = b.get("toolCall") or {}
+                if call.get("status") != "success":
+                    failed.add(b["id"])
+                    continue
+                value = call["value"]
+                blocks.append(
+                    {"type": "tool_use", "id": b["id"], "name": value["name"], "input": value.get("arguments") or {}}
+                )
+            elif kind == "toolResponse" and b["id"] not in failed:
+                result = b.get("toolResult") or {}
+                if result.get("status") == "success":
+                    parts = [
+                        p.get("text") if p.get("type") == "text" else (p.get("resource") or {}).get("text")
+                        for p in result.get("value") or []
+                        if isinstance(p, dict)
+                    ]
+                    text = "\n".join(t for t in parts if isinstance(t, str))
+                    blocks.append({"type": "tool_result", "tool_use_id": b["id"], "content": text})
+                else:
+                    error = f"Error: {result.get('error')}"
+                    blocks.append({"type": "tool_result", "tool_use_id": b["id"], "content": error, "is_error": True})
+        if blocks:
+            messages.append({"role": line["role"], "content": blocks})
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+    messages = _scrubbed(messages)
+    # (and the user name of the session's home folder wherever it is, however deeply escaped)
+    home = re.search(r"(?i)[\\/](?:Users|home)[\\/]+([^\\/\s\"']+)", str(lines[0].get("working_dir", "")))
+    if home and home.group(1) != "user":
+        messages = json.loads(json.dumps(messages).replace(home.group(1), "user"))
+    inputs: dict[str, dict[str, None]] = {}
+    for m in messages:
+        for b in m["content"]:
+            if b["type"] == "tool_use":
+                inputs.setdefault(b["name"], {}).update(dict.fromkeys(b["input"]))
+    tools = [
+        {
+            "name": name,
+            "description": f"the agent's {name} tool",
+            "input_schema": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
+        }
+        for name, props in inputs.items()
+    ]
+    system = "You are a general-purpose AI agent called goose, created by Block."
+    return {"model": model, "system": system, "max_tokens": 64000, "tools": tools, "messages": messages}
+
+
+def goose_sessions(path: Path, text: str, pick: list[str] | None) -> dict[str, list[dict[str, Any]]]:
+    """The session lines `goose` reads, by name: a session `.jsonl` as it is, or each Goose run of a
+    metacoder results YAML (`results[i].execution_metadata.structured_messages`, the session file
+    read line by line; named `<case>_<i>`, `pick`: those names or indices)."""
+    if path.suffix == ".jsonl":
+        return {path.stem: [json.loads(line) for line in text.splitlines() if line.strip()]}
+    import yaml
+
+    out = {}
+    for i, run in enumerate(yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))["results"]):
+        lines = (run.get("execution_metadata") or {}).get("structured_messages")
+        name = f"{run.get('case_name', 'run')}_{i}"
+        if run.get("coder") == "goose" and lines and (pick is None or name in pick or str(i) in pick):
+            out[name] = lines
+    return out
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -1116,6 +1204,7 @@ def main() -> None:
             "opencode",
             "trae",
             "crush",
+            "goose",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1223,6 +1312,14 @@ def main() -> None:
         elif args.family == "crush":  # .crush/crush.db (its -wal beside it, where there is one)
             for session, rows in crush_sessions(path, args.pick).items():
                 _write(args.out, f"{args.prefix}crush__{session[:8]}", crush(rows), str(path))
+        elif args.family == "goose":  # a session .jsonl, or a metacoder results .yaml of Goose runs
+            for name, lines in goose_sessions(path, text, args.pick).items():
+                _write(
+                    args.out,
+                    f"{args.prefix}goose__{args.tag or name}",
+                    goose(lines, args.model or "claude-sonnet-4-20250514"),
+                    str(path),
+                )
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
