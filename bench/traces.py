@@ -1,15 +1,16 @@
-"""Deterministic, realistic request bodies built from real text on the machine.
+"""Deterministic, realistic request bodies built from real text.
 
 File reads come from CPython's own standard library sources, retrieved "articles" from the long
-descriptions (READMEs) of the installed Python packages. Nothing is random across runs: every
-generator takes a seed.
+descriptions (READMEs) of the Python packages the guard's install brings, both as a snapshot in
+bench/corpus/text (the same on every machine). Nothing is random across runs: every generator
+takes a seed.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
-import sysconfig
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -41,55 +42,35 @@ TOOLS = [
 ]
 
 
+# the text the synthetic loops are built from: a snapshot (bench/corpus/text, written by its
+# make.py), so that a loop, and every test and figure built on one, is the same on every machine,
+# Python version and package release (read at run time before, Python 3.13's standard library
+# gave four tests other loops)
+TEXT_CORPUS = Path(__file__).parent / "corpus" / "text"
+
+
+def _snapshot(name: str) -> Any:
+    with gzip.open(TEXT_CORPUS / name, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
 @lru_cache(maxsize=1)
-def stdlib_files() -> tuple[Path, ...]:
-    root = Path(sysconfig.get_paths()["stdlib"])
-    return tuple(sorted(p for p in root.glob("*.py") if p.stat().st_size > 4000))
-
-
-# packages the guard's own install (with the test extra) always brings, so traces do not change
-# with whatever else is installed
-ARTICLE_PACKAGES = (
-    "litellm",
-    "openai",
-    "anthropic",
-    "pydantic",
-    "tiktoken",
-    "rich",
-    "hypothesis",
-    "httpx",
-    "fastapi",
-    "uvicorn",
-    "aiohttp",
-    "jinja2",
-    "jsonschema",
-    "tokenizers",
-    "pytest",
-    "pillow",
-)
+def stdlib_files() -> tuple[tuple[str, str], ...]:
+    """(name, text) of each module of CPython 3.11's standard library (its top folder) over 4,000
+    bytes, sorted by name."""
+    return tuple((name, text) for name, text in _snapshot("stdlib.json.gz")["files"])
 
 
 @lru_cache(maxsize=1)
 def articles() -> tuple[dict[str, Any], ...]:
-    out = []
-    for name in ARTICLE_PACKAGES:
-        try:
-            dist = metadata.distribution(name)
-        except metadata.PackageNotFoundError:
-            continue
-        text = dist.metadata.get_payload() or dist.metadata.get("Description") or ""  # type: ignore[attr-defined]
-        if len(text) > 2000:
-            out.append({"name": dist.metadata["Name"], "version": dist.version, "text": text})
-    if not out:
-        raise RuntimeError("no package documentation found to build articles from")
-    return tuple(out)
+    """The READMEs of the packages the guard's install brings (name, version, text)."""
+    return tuple(_snapshot("articles.json.gz"))
 
 
 def _read(rng: random.Random, max_chars: int) -> tuple[str, str]:
-    path = rng.choice(stdlib_files())
-    text = path.read_text(encoding="utf-8", errors="replace")
+    name, text = rng.choice(stdlib_files())
     start = rng.randrange(0, max(1, len(text) - max_chars))
-    return path.name, text[start : start + max_chars]
+    return name, text[start : start + max_chars]
 
 
 def _article(rng: random.Random, chars: int) -> dict[str, Any]:
@@ -414,7 +395,10 @@ def coding_trace(turns: int = 150, seed: int = 0, model: str = "gpt-4o") -> dict
                 ),
             )
         else:
-            cmd, out = "ls -la Lib/ | head -30", "\n".join(p.name for p in stdlib_files()[rng.randrange(0, 200) :][:30])
+            cmd, out = (
+                "ls -la Lib/ | head -30",
+                "\n".join(name for name, _ in stdlib_files()[rng.randrange(0, 200) :][:30]),
+            )
         thought = " ".join(
             rng.choice(["Let me", "Now I", "I should", "Next,"])
             + " "
@@ -513,8 +497,6 @@ def swe_runs() -> list[tuple[str, dict[str, Any]]]:
     """Real SWE-bench runs of mini-swe-agent 2.2.7 with deepseek-chat (native tool calls, one bash
     tool; 77-165 turns, 40-90k tokens), vendored in bench/corpus/swe (source and licence in its
     README), as OpenAI chat bodies."""
-    import gzip
-
     out = []
     for path in sorted(SWE_CORPUS.glob("*.json.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as f:
@@ -536,8 +518,6 @@ def agent_runs() -> list[tuple[str, dict[str, Any]]]:
     calling (Claude 3.7 Sonnet), Moatless Tools (Claude 3.5 Sonnet, as Anthropic messages), the
     tau2-bench retail agent (gpt-4.1, parallel tool calls) and eight more families (Cline,
     smolagents, Roo Code, Aider among them). Named `family/instance`."""
-    import gzip
-
     out = []
     for path in sorted(AGENTS_CORPUS.glob("*.json.gz")):
         family, _, instance = path.name.removesuffix(".json.gz").partition("__")
