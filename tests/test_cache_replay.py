@@ -23,6 +23,30 @@ RESPONSES = [(name, body) for name, body in loops() if name.endswith("/responses
 SWE = [(name, body) for name, body in loops() if name.startswith("swe/django__django-11848/")]
 
 
+def test_the_synthetic_loops_are_the_same_on_every_machine(monkeypatch, tmp_path):
+    """The synthetic loops (and so every bar set on them) come from the text snapshot in
+    bench/corpus/text, not from the machine: with no standard library where the interpreter says it
+    is and no installed package's README, a loop is built the same, message for message (read at
+    run time before, Python 3.13's standard library gave five tests other loops)."""
+    import sysconfig
+    from importlib import metadata
+
+    from bench import traces
+
+    expected = (traces.agent_trace(turns=12, seed=5), traces.coding_trace(turns=12, seed=5))
+    paths = dict(sysconfig.get_paths(), stdlib=str(tmp_path))
+
+    def missing(name: str) -> None:
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: paths)
+    monkeypatch.setattr(metadata, "distribution", missing)
+    for cached in (traces.stdlib_files, traces.articles):
+        monkeypatch.setattr(traces, cached.__name__, cached.__wrapped__)
+    assert (traces.agent_trace(turns=12, seed=5), traces.coding_trace(turns=12, seed=5)) == expected
+    assert len(traces.stdlib_files()) == 147 and len(traces.articles()) == 13
+
+
 @pytest.mark.parametrize("name,body", SYNTHETIC, ids=[n for n, _ in SYNTHETIC])
 def test_an_agent_loop_over_its_window_keeps_its_cached_prefix(name, body):
     base = replay(name, body, None)
