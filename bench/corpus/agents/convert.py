@@ -1124,10 +1124,15 @@ def goose(lines: list[dict[str, Any]], model: str = "claude-sonnet-4-20250514") 
     while messages and messages[-1]["role"] == "assistant":
         messages.pop()
     messages = _scrubbed(messages)
-    # (and the user name of the session's home folder wherever it is, however deeply escaped)
-    home = re.search(r"(?i)[\\/](?:Users|home)[\\/]+([^\\/\s\"']+)", str(lines[0].get("working_dir", "")))
+    # (and the user name of the session's home folder, as a word anywhere and in any path to it,
+    # however deeply escaped or wrapped: a result quoting JSON that quotes a path doubles its
+    # backslashes each time)
+    meta = next((line for line in lines if isinstance(line, dict) and "working_dir" in line), {})
+    home = re.search(r"(?i)[\\/](?:Users|home)[\\/]+([^\\/\s\"']+)", str(meta.get("working_dir", "")))
     if home and home.group(1) != "user":
-        messages = json.loads(json.dumps(messages).replace(home.group(1), "user"))
+        name = re.escape(home.group(1))
+        dumped = re.sub(r"(?i)((?:Users|home)(?:\\[\\rnt]|/|\s)+)" + name + r"\b", r"\1user", json.dumps(messages))
+        messages = json.loads(re.sub(r"\b" + name + r"\b", "user", dumped))
     inputs: dict[str, dict[str, None]] = {}
     for m in messages:
         for b in m["content"]:
