@@ -148,8 +148,13 @@ def test_the_proxy_module_freezes_the_objects_loaded_at_start_up_out_of_gc_walks
     config = {**GUARDED, "model_list": [{"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"}}]}
     if not freeze:
         config["context_guard"] = {"worker": {"freeze_gc_at_start": False}}
+    # (counted from the interpreter's own start: CPython 3.12 starts with a few hundred objects in
+    # the permanent generation, 3.11 and 3.13 with none)
     printed = _import_the_proxy_module(
-        tmp_path, config, "assert gc.get_freeze_count() == 0", "print(gc.get_freeze_count(), len(gc.get_objects()))"
+        tmp_path,
+        config,
+        "start = gc.get_freeze_count()",
+        "print(gc.get_freeze_count() - start, len(gc.get_objects()))",
     )
     frozen, walked = (int(n) for n in printed[-2:])
     if freeze:  # LiteLLM's modules and the guard's, out of every later collection's walk
