@@ -358,16 +358,14 @@ def test_with_summaries_from_the_cache_the_fit_is_deterministic_and_idempotent(c
     assert json.dumps(again.body) == json.dumps(first.body)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known (session 44): a new cut whose summary of two tiny messages is refused (not shorter) "
-    "goes without it; the next fit, finding that summary in the cache, cuts elsewhere and asks for a "
-    "second summary (not traced yet; likely `CutSummaries.carry_size`, which sizes a past cut with "
-    "its summary's room on a cache miss and without it once a refused summary is cached)",
-)
 def test_a_summary_refused_then_found_in_the_cache_leaves_the_fit_as_it_was():
     """The example the property above found on Python 3.10 (its derandomized examples differ by
-    version), kept as it was found: a 4,579-token window, the newest turns over the room."""
+    version), kept as it was found: a 4,579-token window, the newest turns over the room. The new
+    cut's summary of two tiny messages is refused (not shorter) and the cut goes without it; a past
+    cut of the history drops the same two messages, and the replay sized it with its summary's room
+    while the cache lacked that summary, without it once the cache held it refused: the next fit cut
+    elsewhere and asked for a second summary. A refused summary now counts as missing
+    (`CutSummaries.carry_size`)."""
     case = json.loads((Path(__file__).parent / "data" / "summary_refused_then_cached.json").read_text())
     body, settings = case["body"], case["settings"]
     summaries = _Summaries()

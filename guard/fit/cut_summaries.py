@@ -121,7 +121,9 @@ class CutSummaries:
         """The tokens the replay carries a past cut with: with the summary its request sent where
         the summary cache holds it (the request that made the cut asked for it), else with the
         summary's whole room (a past request this guard never saw, of a conversation first seen
-        long; or a summary lost: the request carrying the cut asks for it)."""
+        long; or a summary lost: the request carrying the cut asks for it). A refused summary counts
+        as missing (by at most a quarter band): whether the cache holds one depends on whether a
+        later cut asked for the same messages, and sized as sent it moved the crossings once it did."""
         plain, room, _ = yield from self._plan(m, mark)
         base = yield from self.cuts.size(m, plain)
         if base is None or not room:
@@ -130,7 +132,7 @@ class CutSummaries:
         summarized, state = yield from self._summarized(made, m, room, ask=False)
         if state == "in" and summarized is not None:
             return summarized[0].total
-        return base if state == "refused" else base + room  # (refused: the cut went without it)
+        return base + room
 
     def _plan(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
         """`_planned`, once per request (the replay, the carry and the cut ask alike)."""
