@@ -120,10 +120,9 @@ class CutSummaries:
     def carry_size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens the replay carries a past cut with: with the summary its request sent where
         the summary cache holds it (the request that made the cut asked for it), else with the
-        summary's whole room (a past request this guard never saw, of a conversation first seen
-        long; or a summary lost: the request carrying the cut asks for it). A refused summary counts
-        as missing (by at most a quarter band): whether the cache holds one depends on whether a
-        later cut asked for the same messages, and sized as sent it moved the crossings once it did."""
+        summary's whole room (a past request this guard never saw, or a summary lost), also where
+        the cache holds it refused: whether it does depends on whether a later cut asked for the
+        same messages, and sized as sent it moved the crossings once it did (session 44)."""
         plain, room, _ = yield from self._plan(m, mark)
         base = yield from self.cuts.size(m, plain)
         if base is None or not room:
