@@ -128,8 +128,8 @@ class CutSummaries:
         if base is None or not room:
             return base
         made = yield from self.cuts.at(m, plain, end=m)
-        summarized, state = yield from self._summarized(made, m, room, ask=False)
-        if state == "in" and summarized is not None:
+        summarized, put = yield from self._summarized(made, m, room, ask=False)
+        if put and summarized is not None:
             return summarized[0].total
         return base + room
 
@@ -174,24 +174,24 @@ class CutSummaries:
         room = self._room(mark - kept)
         return mark, room, None if room else "below_room_bar"
 
-    def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, str]]:
+    def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, bool]]:
         """The cut `made` of the first `m` messages with what it dropped summarized in the place of
-        the drop's markers (in at most `room` tokens more), and what came of its summary: "in"
-        (from the summary cache, or, with `ask`, from the summarizer), "refused" (a text that
-        cannot go in: over its room, not shorter) or "missing" (a cache miss, no answer). Without
-        one, the cut as it is, the report saying why."""
+        the drop's markers (in at most `room` tokens more), and whether its summary went in (from
+        the summary cache, or, with `ask`, from the summarizer). Without one (a cache miss, no
+        answer, or a text that cannot go in: over its room, not shorter), the cut as it is, the
+        report saying why."""
         if made is None:
-            return made, "missing"
+            return made, False
         conv, part, _ = made
         left_out = absent(conv, m)
         request = dropped_request(self.cuts, left_out, conv, part, self.tokens(room))
         if request is None:
-            return made, "missing"
+            return made, False
         cached = yield CachedSummaries((request,))
         answer = SummaryAnswer(cached[0] if isinstance(cached, (tuple, list)) and cached else None, source="cache")
         if not (isinstance(answer.text, str) and answer.text.strip()):
             if not ask:
-                return made, "missing"
+                return made, False
             answer = _answer((yield request))
         ctx = self.cuts.ctx
         ctx.summarized.calls += answer.calls
@@ -200,7 +200,7 @@ class CutSummaries:
         text = answer.text.strip() if isinstance(answer.text, str) else ""
         put = put_in(conv, part, request, (answer.source, text), room, left_out) if text else None
         if isinstance(put, Conversation):
-            return (put, part, m), "in"
+            return (put, part, m), True
         part.skipped.append(Skipped("summarize", put or answer.reason or "summary_empty"))
         part.summarized.report = {
             "source": "none",
@@ -208,7 +208,7 @@ class CutSummaries:
             "span_messages": len(request.messages),
             "span_tokens": request.span_tokens,
         }
-        return (conv, part, m), "refused" if put else "missing"
+        return (conv, part, m), False
 
 
 def room_cap(cuts: Cuts) -> int:
