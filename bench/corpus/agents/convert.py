@@ -193,6 +193,13 @@ def sweagent(traj: dict[str, Any]) -> dict[str, Any]:
     return {"model": str(model).split("/")[-1], "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def _drop_trailing_replies(messages: list[dict[str, Any]]) -> None:
+    """Take the model's replies off the end of `messages`, so the loop ends on a request (the
+    reply to the last request was never part of one)."""
+    while messages and messages[-1]["role"] == "assistant":
+        messages.pop()
+
+
 def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
     """An OpenAI chat tool call of `name` with `arguments` (an object, sent as its JSON text)."""
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
@@ -237,6 +244,24 @@ def _function_schemas(keys: dict[str, dict[str, None]]) -> list[dict[str, Any]]:
     ]
 
 
+def _input_schemas_of_calls(messages: list[dict[str, Any]], what: str = "tool") -> list[dict[str, Any]]:
+    """`_schemas_of_calls` for Anthropic messages: an object schema per tool its `tool_use` blocks
+    call (the input keys it was called with, as strings), in the Messages API's shape."""
+    inputs: dict[str, dict[str, None]] = {}
+    for m in messages:
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if b.get("type") == "tool_use":
+                inputs.setdefault(b["name"], {}).update(dict.fromkeys(b.get("input") or {}))
+    return [
+        {
+            "name": name,
+            "description": f"the agent's {name} {what}",
+            "input_schema": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
+        }
+        for name, props in inputs.items()
+    ]
+
+
 def moatless(traj: dict[str, Any]) -> dict[str, Any]:
     steps = [
         n["completions"]["build_action"]
@@ -261,19 +286,7 @@ def moatless(traj: dict[str, Any]) -> dict[str, Any]:
         messages.append(
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i, "content": "Done."} for i in used]}
         )
-    inputs: dict[str, dict[str, None]] = {}
-    for m in messages:
-        for b in m["content"] if isinstance(m["content"], list) else []:
-            if b.get("type") == "tool_use":
-                inputs.setdefault(b["name"], {}).update(dict.fromkeys(b.get("input") or {}))
-    tools = [
-        {
-            "name": name,
-            "description": f"the agent's {name} action",
-            "input_schema": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
-        }
-        for name, props in inputs.items()
-    ]
+    tools = _input_schemas_of_calls(messages, "action")
     return {
         "model": last.get("model") or "claude-3-5-sonnet-20241022",
         "system": traj["agent"]["system_prompt"],
@@ -552,21 +565,8 @@ def claudecode(text: str) -> dict[str, Any]:
         else:
             messages.append({"role": role, "content": blocks})
         last_id = msg.get("id") if role == "assistant" else None
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
-    inputs: dict[str, dict[str, None]] = {}
-    for m in messages:
-        for b in m["content"]:
-            if b.get("type") == "tool_use":
-                inputs.setdefault(b["name"], {}).update(dict.fromkeys(b.get("input") or {}))
-    tools = [
-        {
-            "name": name,
-            "description": f"the agent's {name} tool",
-            "input_schema": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
-        }
-        for name, props in inputs.items()
-    ]
+    _drop_trailing_replies(messages)
+    tools = _input_schemas_of_calls(messages)
     return {
         "model": model or "claude-sonnet-4-5-20250929",
         "system": "You are Claude Code, Anthropic's official CLI for Claude.",
@@ -622,8 +622,7 @@ def cline(history: list[dict[str, Any]], model: str) -> dict[str, Any]:
         ]
         if blocks:
             messages.append({"role": m["role"], "content": blocks})
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     system = "You are Cline, a highly skilled software engineer; use one tool per message, written as XML."
     return {"model": model, "system": system, "max_tokens": 8192, "messages": messages}
 
@@ -655,8 +654,7 @@ def smolagents(run: dict[str, Any], model: str) -> dict[str, Any]:
             messages[-1]["content"].extend(parts)
         else:
             messages.append({"role": role, "content": parts})
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     tools = _function_schemas(inputs)
     return {"model": model, **({"tools": tools} if tools else {}), "messages": messages}
 
@@ -749,8 +747,7 @@ def roo(export: dict[str, Any], model: str) -> dict[str, Any]:
                 )
         if text:
             messages.append({"role": "user", "content": text})
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     tools = _schemas_of_calls(messages)
     system = {"role": "system", "content": "You are Roo, a highly skilled software engineer; use the tools given."}
     return {"model": model, "tools": tools, "messages": [system, *messages]}
@@ -764,8 +761,7 @@ def kimi(lines: str, system_template: str, model: str = "moonshot/kimi-k2.5") ->
     working directory `/testbed`, its other variables empty. Tool schemas: object schemas of the
     arguments used."""
     messages = [m for m in (json.loads(line) for line in lines.splitlines() if line.strip()) if m["role"][0] != "_"]
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     system = re.sub(r"\$\{([A-Z_]+)\}", lambda m: "/testbed" if m.group(1) == "KIMI_WORK_DIR" else "", system_template)
     return {
         "model": model,
@@ -805,8 +801,7 @@ def gemini(contents: list[dict[str, Any]], model: str) -> dict[str, Any]:
                 messages.append({"role": "tool", "tool_call_id": answer["id"], "content": text})
             elif "text" in part:
                 messages.append({"role": "user", "content": part["text"]})
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
 
 
@@ -854,8 +849,7 @@ def terminus(run: dict[str, Any], model: str) -> dict[str, Any]:
             messages.append({"role": item["role"], "content": text})
         elif kind == "function_call_output":
             messages.append({"role": "user", "content": item["output"]})
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     return {"model": model, "messages": messages}
 
 
@@ -893,8 +887,7 @@ def copilot(lines: str) -> dict[str, Any]:
             messages += [
                 {"role": "tool", "tool_call_id": c["toolCallId"], "content": results[c["toolCallId"]]} for c in calls
             ]
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     messages = _scrubbed(messages)
     return {"model": model or "claude-sonnet-4.6", "tools": _schemas_of_calls(messages), "messages": messages}
 
@@ -932,8 +925,7 @@ def trae(run: dict[str, Any]) -> dict[str, Any]:
         # call was billed 5,992 and 6,411 tokens, under what the two together count)
         systems = [m for m in messages if m["role"] == "system"]
         messages = systems[-1:] + [m for m in messages if m["role"] != "system"]
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     messages = _scrubbed(messages)
     model = re.sub(r"-v\d+$", "", str(run["model"]).split(":")[0].split(".")[-1])  # (Bedrock's id: its model's name)
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
@@ -981,8 +973,7 @@ def crush(rows: list[tuple[str, str, str | None]]) -> dict[str, Any]:
                 ]
             messages.append(out)
             messages += [{"role": "tool", "tool_call_id": c["id"], "content": results[c["id"]]} for c in calls]
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     messages = _scrubbed(messages)
     model = models.most_common(1)[0][0] if models else ""
     # (OpenRouter's names, `google/gemini-2.5-pro`: LiteLLM's for the same model)
@@ -1070,8 +1061,7 @@ def opencode(export: dict[str, Any]) -> dict[str, Any]:
             state = p["state"]
             text = state.get("output") if state["status"] == "completed" else state.get("error")
             messages.append({"role": "tool", "tool_call_id": p["callID"], "content": _text(text) or _INTERRUPTED})
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     messages = _scrubbed(messages)
     return {"model": model or "claude-sonnet-4.6", "tools": _schemas_of_calls(messages), "messages": messages}
 
@@ -1121,8 +1111,7 @@ def goose(lines: list[dict[str, Any]], model: str = "claude-sonnet-4-20250514") 
                     blocks.append({"type": "tool_result", "tool_use_id": b["id"], "content": error, "is_error": True})
         if blocks:
             messages.append({"role": line["role"], "content": blocks})
-    while messages and messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     messages = _scrubbed(messages)
     # (and the user name of the session's home folder, as a word anywhere and in any path to it,
     # however deeply escaped or wrapped: a result quoting JSON that quotes a path doubles its
@@ -1133,19 +1122,7 @@ def goose(lines: list[dict[str, Any]], model: str = "claude-sonnet-4-20250514") 
         name = re.escape(home.group(1))
         dumped = re.sub(r"(?i)((?:Users|home)(?:\\[\\rnt]|/|\s)+)" + name + r"\b", r"\1user", json.dumps(messages))
         messages = json.loads(re.sub(r"\b" + name + r"\b", "user", dumped))
-    inputs: dict[str, dict[str, None]] = {}
-    for m in messages:
-        for b in m["content"]:
-            if b["type"] == "tool_use":
-                inputs.setdefault(b["name"], {}).update(dict.fromkeys(b["input"]))
-    tools = [
-        {
-            "name": name,
-            "description": f"the agent's {name} tool",
-            "input_schema": {"type": "object", "properties": {k: {"type": "string"} for k in props}},
-        }
-        for name, props in inputs.items()
-    ]
+    tools = _input_schemas_of_calls(messages)
     system = "You are a general-purpose AI agent called goose, created by Block."
     return {"model": model, "system": system, "max_tokens": 64000, "tools": tools, "messages": messages}
 
@@ -1223,7 +1200,7 @@ def main() -> None:
     parser.add_argument("--pick", nargs="*", default=None, help="only these instance/simulation ids")
     parser.add_argument("--prefix", default="")
     parser.add_argument(
-        "--tag", help="gemini, copilot, opencode, trae: the loop's name (default: from the file's path)"
+        "--tag", help="gemini, copilot, opencode, trae, goose: the loop's name (default: from the file's path)"
     )
     args = parser.parse_args()
     for path in args.raw:
