@@ -6,7 +6,8 @@
 Run once, on the interpreter and package versions the snapshot names: the traces, and so every
 test and bench figure built on them, are then the same on every machine, Python version and
 package release. Before this snapshot (session 44) they were read at run time, and on Python 3.13
-(another standard library) four `bench.cache` tests of the synthetic loops failed.
+(another standard library) four `bench.cache` tests of the synthetic loops and a test of the
+notes failed.
 """
 
 from __future__ import annotations
