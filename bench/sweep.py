@@ -76,7 +76,12 @@ def trace(name: str, ratio: float, corpus: str | None, client_name: str | None, 
     from bench import cache
     from bench.clients import named
 
-    body = dict(next(b for n, b in _loops(None, corpus) if n == name))
+    loops = dict(_loops(None, corpus))
+    if name not in loops:
+        near = sorted(n for n in loops if name in n)
+        listed = f"did you mean: {', '.join(near)}" if near else f"loops: {', '.join(sorted(loops))}"
+        raise SystemExit(f"no loop named {name!r}; {listed}")
+    body = dict(loops[name])
     edited = cache.with_client(body, named(client_name) if client_name else None)
     base = cache.replay(name, edited, None)
     run = cache.replay(name, edited, cache.window_policy(body, ratio), cache.Scripted() if summarize else None)
