@@ -113,9 +113,10 @@ def factor(
 
 def learned(ratios: Sequence[float], settings: Settings) -> float:
     """The factor learned from these (bounded) ratios: the quantile, plus `tail` times its gap above
-    the 90th percentile, times 1 + `headroom` (measured in docs/benchmarks.md: with 200 answers the
-    quantile alone under-counts more than 1% of texts on 2 of 80 train/test pairs; with both parts,
-    on none)."""
+    the 90th percentile, times 1 + `headroom` (docs/benchmarks.md: on the texts it was tuned on, with
+    200 answers the quantile alone under-counted more than 1% of texts on 2 of 80 train/test pairs,
+    with both parts on none; on the committed snapshot the bench samples since, on 5, each by 3-4
+    short texts of 200 and 1-8 tokens, which the safety margin covers)."""
     top = quantile(ratios, settings.quantile)
     gap = top - quantile(ratios, TAIL_FROM) if settings.quantile > TAIL_FROM else 0.0
     return (top + settings.tail * gap) * (1 + settings.headroom)
