@@ -3,9 +3,13 @@ provider's prompt cache keeps hitting, and each cut still uses most of the room.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import statistics
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -1071,3 +1075,69 @@ def test_a_family_held_out_until_measured_keeps_issue_34s_bars(name):
     assert r["hit"] >= r["hit_best_cut"] - 0.05
     assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
     assert r["room_min_bar"] >= ROOM_BAR
+
+
+def test_an_mcpmark_run_is_rebuilt_as_its_agent_sent_it(tmp_path):
+    """bench/corpus/agents/convert.py's `mcpmark` family: MCPMark stores its LiteLLM loop's chat
+    requests as Agents SDK items, without the system prompt: the prompt goes back first; each
+    `output_text` message and the `function_call` items after it are one assistant message with
+    OpenAI tool calls (calls with no text before them, one with no content); a
+    `function_call_output` is a `tool` message of the text its output wraps (the raw output where
+    it wraps none); items already in chat form stay; the model's last reply is no request's;
+    home paths are pseudonymised; the command line names a loop by server, run and task."""
+    convert = _convert_module()
+
+    def call(call_id: str, name: str, args: dict) -> dict:
+        return {
+            "arguments": json.dumps(args),
+            "call_id": call_id,
+            "name": name,
+            "type": "function_call",
+            "id": "__fake_id__",
+        }
+
+    def output(call_id: str, text: str) -> dict:
+        return {
+            "call_id": call_id,
+            "output": json.dumps({"type": "text", "text": text}),
+            "type": "function_call_output",
+        }
+
+    def said(text: str) -> dict:
+        content = [{"annotations": [], "text": text, "type": "output_text"}]
+        return {"id": "__fake_id__", "content": content, "role": "assistant", "status": "completed", "type": "message"}
+
+    items = [
+        {"role": "user", "content": "Rename the table in /home/jason/db"},
+        said("I'll list the tables."),
+        call("toolu_1", "list_tables", {"schema": "public"}),
+        call("toolu_2", "describe", {"table": "t"}),
+        output("toolu_1", '{"tables": ["t"]}'),
+        output("toolu_2", "t(id int)"),
+        call("toolu_3", "execute_sql", {"sql": "alter table t rename to u"}),
+        {"call_id": "toolu_3", "output": "Error: timed out", "type": "function_call_output"},
+        {"role": "tool", "tool_call_id": "toolu_4", "content": "ok"},
+        said("Task completed"),
+    ]
+    body = convert.mcpmark(items, "claude-sonnet-4-20250514")
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "assistant", "tool", "tool"]
+    assert messages[0] == {"role": "system", "content": convert.MCPMARK_SYSTEM}
+    assert messages[1]["content"] == "Rename the table in /home/user/db"
+    assert messages[2]["content"] == "I'll list the tables."
+    assert [c["id"] for c in messages[2]["tool_calls"]] == ["toolu_1", "toolu_2"]
+    assert json.loads(messages[2]["tool_calls"][1]["function"]["arguments"]) == {"table": "t"}
+    assert messages[3] == {"role": "tool", "tool_call_id": "toolu_1", "content": '{"tables": ["t"]}'}
+    assert messages[5]["content"] is None and messages[5]["tool_calls"][0]["function"]["name"] == "execute_sql"
+    assert messages[6]["content"] == "Error: timed out" and messages[7]["content"] == "ok"
+    assert sorted(t["function"]["name"] for t in body["tools"]) == ["describe", "execute_sql", "list_tables"]
+
+    run = tmp_path / "postgres" / "supabase" / "run-2" / "lego__rename" / "messages.json"
+    run.parent.mkdir(parents=True)
+    run.write_text(json.dumps(items))
+    (run.parent / "meta.json").write_text(json.dumps({"litellm_run_model_name": "claude-sonnet-4-5-20250929"}))
+    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
+    subprocess.run([sys.executable, str(script), "mcpmark", str(run), "--out", str(tmp_path)], check=True)
+    with gzip.open(tmp_path / "mcpmark__postgres_supabase_2_lego__rename.json.gz", "rt") as f:
+        written = json.load(f)
+    assert written["model"] == "claude-sonnet-4-5-20250929" and written["messages"] == messages

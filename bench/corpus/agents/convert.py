@@ -26,6 +26,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py trae RUN/trajectory.json [--tag NAME]
     python bench/corpus/agents/convert.py crush .crush/crush.db [--pick SESSION_ID_START ...]
     python bench/corpus/agents/convert.py goose SESSION.jsonl | RESULTS.yaml [--pick CASE_I ...]
+    python bench/corpus/agents/convert.py mcpmark SERVICE/SERVER/run-N/TASK/messages.json
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -67,9 +68,10 @@ dropped. Per family (see README.md beside this file for sources and licences):
 - smolagents, aider, roo: see their functions (session 32: a text agent whose observations are
   user messages, an agent that re-sends files and summaries in every request, and an IDE agent
   with parallel calls sent to an OpenAI-compatible provider).
-- copilot, opencode (session 36), trae, crush (session 43), goose (session 44): see their
-  functions (trae-agent stores each call's new messages only; Crush keeps its sessions in a
-  SQLite database; Goose sends its tools' output once per audience).
+- copilot, opencode (session 36), trae, crush (session 43), goose (session 44), mcpmark (session
+  45): see their functions (trae-agent stores each call's new messages only; Crush keeps its
+  sessions in a SQLite database; Goose sends its tools' output once per audience; MCPMark stores
+  its chat requests as Agents SDK items).
 """
 
 from __future__ import annotations
@@ -1144,6 +1146,63 @@ def goose_sessions(path: Path, text: str, pick: list[str] | None) -> dict[str, l
     return out
 
 
+# MCPMark's agent's system prompt (eval-sys/mcpmark, src/agents/mcpmark_agent.py, Apache-2.0): its
+# runs store every message but this one
+MCPMARK_SYSTEM = (
+    "You are a helpful agent that uses tools iteratively to complete the user's task, "
+    'and when finished, provides the final answer or simply states "Task completed" without further tool calls.'
+)
+
+
+def mcpmark(items: list[dict[str, Any]], model: str) -> dict[str, Any]:
+    """A chat body from an MCPMark run's `messages.json`, as its agent (a LiteLLM function-calling
+    loop over an MCP server's tools, `MCPMarkAgent._execute_litellm_tool_loop` of September 2025)
+    sent it: the system prompt the file leaves out, the task, then per model call its reply (an
+    `output_text` message and the `function_call` items after it, as one assistant message with
+    OpenAI tool calls) and a `tool` message per `function_call_output`, its content the `text` its
+    `output` wraps (the JSON of the MCP result, as the agent sent it). Items already in chat form
+    (a few runs) are taken as they are. The MCP servers' tool schemas are not stored: schemas of
+    the arguments used stand in for them. Home paths, e-mail addresses and credentials are
+    pseudonymised."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": MCPMARK_SYSTEM}]
+    reply: dict[str, Any] | None = None  # the assistant message the next calls belong to
+    for item in items:
+        kind, role = item.get("type"), item.get("role")
+        if kind == "function_call":
+            if reply is None:
+                reply = {"role": "assistant", "content": None}
+                messages.append(reply)
+            reply.setdefault("tool_calls", []).append(
+                {
+                    "id": item["call_id"],
+                    "type": "function",
+                    "function": {"name": item["name"], "arguments": item.get("arguments") or "{}"},
+                }
+            )
+            continue
+        reply = None
+        if kind == "function_call_output":
+            output = item.get("output") or ""
+            try:
+                wrapped = json.loads(output)
+            except ValueError:
+                wrapped = None
+            text = wrapped.get("text") if isinstance(wrapped, dict) and isinstance(wrapped.get("text"), str) else output
+            messages.append({"role": "tool", "tool_call_id": item["call_id"], "content": text})
+        elif role == "assistant" and kind == "message":
+            text = "\n".join(p.get("text") or "" for p in item.get("content") or [] if isinstance(p, dict))
+            reply = {"role": "assistant", "content": text or None}
+            messages.append(reply)
+        elif role == "system":
+            messages[0] = {"role": "system", "content": _text(item.get("content"))}
+        elif role in ("user", "assistant", "tool"):
+            chat = {k: item[k] for k in ("role", "content", "tool_calls", "tool_call_id") if item.get(k) is not None}
+            messages.append({"content": None, **chat} if role == "assistant" else {"content": "", **chat})
+    _drop_trailing_replies(messages)
+    messages = _scrubbed(messages)
+    return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -1187,6 +1246,7 @@ def main() -> None:
             "trae",
             "crush",
             "goose",
+            "mcpmark",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1302,6 +1362,14 @@ def main() -> None:
                     goose(lines, args.model or "claude-sonnet-4-20250514"),
                     str(path),
                 )
+        elif args.family == "mcpmark":  # <service>/<server>/run-N/<task>/messages.json, meta.json beside it
+            meta_path = path.parent / "meta.json"
+            meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+            model = args.model or meta.get("litellm_run_model_name") or "claude-sonnet-4-20250514"
+            tag = "_".join((*path.parts[-5:-3], path.parts[-3].removeprefix("run-"), path.parts[-2]))
+            _write(
+                args.out, f"{args.prefix}mcpmark__{args.tag or tag[:64]}", mcpmark(json.loads(text), model), str(path)
+            )
         elif args.family == "spider2":
             for run in json.loads(text):
                 name = f"{args.prefix}spider2__{run['instance_id']}"
