@@ -19,7 +19,10 @@ def main() -> None:
     parser.add_argument("--model", default="demo")
     parser.add_argument("--turns", type=int, default=60)
     args = parser.parse_args()
-    client = openai.OpenAI(base_url=args.url, api_key=os.environ["LITELLM_MASTER_KEY"], max_retries=0)
+    key = os.environ.get("LITELLM_MASTER_KEY")
+    if not key:
+        raise SystemExit("set LITELLM_MASTER_KEY to the proxy's key (./scripts/serve.sh prints the one it generated)")
+    client = openai.OpenAI(base_url=args.url, api_key=key, max_retries=0)
     messages = agent_trace(turns=args.turns, scale=0.05)["messages"]
     print(f"sending {len(messages)} messages to {args.model!r} (window 8,192 tokens in the demo config)")
     raw = client.chat.completions.with_raw_response.create(model=args.model, messages=messages)
