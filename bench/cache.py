@@ -15,7 +15,9 @@ loop the bench prints:
   report's `cut` fingerprint changed; unmarked: breaks on a turn with an unchanged fingerprint
   (must be 0: a client may trust the fingerprint); needless: breaks on a turn whose previous turn
   was cut and whose previous prompt plus what the client added since (JSON compacted) still fit
-  the room (a carried cut dropped while it fit);
+  the room (a carried cut dropped while it fit), but under `last_resort_cuts: recut` where the
+  previous turn's cut was the last resort's, inside its newest turns (that policy carries such a
+  cut only while those turns are the newest);
 - cost at Anthropic prices (cache read 0.1x, write 1.25x; a breakpoint at the end of every
   request, as Claude Code sets) and at OpenAI's (cached input 0.5x, or 0.1x for newer models),
   relative to the untrimmed loop: the guard sends fewer tokens, it must not cost more;
@@ -77,6 +79,7 @@ from bench.traces import (  # noqa: E402
 from guard.core.budget import band_of  # noqa: E402
 from guard.core.errors import ContextWindowExceeded  # noqa: E402
 from guard.core.policy import Policy, load_policy_set  # noqa: E402
+from guard.core.steps import of_kind  # noqa: E402
 from guard.dialects import detect, turn_boundaries  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
@@ -84,6 +87,7 @@ from guard.fit.replay import ROOM_BAR, head_length, lasting, turn_growth, turn_s
 from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
+LAST_RESORT = of_kind("newest")  # the steps that cut inside the newest turns
 SUMMARY = (
     "Summary of the earlier work: the task, the files read, the commands run and their results, "
     "the suspects found so far and the next step planned. "
@@ -279,6 +283,7 @@ def replay(
     previous: list[str] = []
     last_cut: str | None = None
     last: tuple[list[Any], list[Any]] | None = None  # the previous turn's messages as asked and as sent
+    last_resort = False  # whether the previous turn's cut went inside its newest turns
     for t, request in enumerate(requests(body)):
         idle = STEP_SECONDS + (gaps[1] if gaps and t and t % gaps[0] == 0 else 0.0)
         now[0] += idle
@@ -315,7 +320,7 @@ def replay(
         broken = bool(previous) and not new_cut and same < len(previous)
         asked = list(dialect.messages(request))
         needless = False
-        if last is not None and out.turns[-1].cut and same < len(previous) and idle <= PROVIDER_TTL:
+        if last is not None and out.turns[-1].cut and same < len(previous) and idle <= PROVIDER_TTL and not last_resort:
             # a broken prefix: would the previous prompt plus what was added since (JSON compacted,
             # as every overflow sends it) have fit the room? (only where the client appended)
             was_asked, was_sent = last
@@ -325,6 +330,12 @@ def replay(
                 needless = carry <= report.room
         out.turns.append(Turn(sent, cached, cut, new_cut, room, broken, needless))
         previous, last_cut, last = keys, fingerprint, (asked, messages)
+        last_resort = (
+            report is not None
+            and policy is not None
+            and policy.last_resort_cuts == "recut"
+            and any(a.kind in LAST_RESORT for a in report.actions)
+        )
     return out
 
 

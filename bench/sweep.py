@@ -1,7 +1,7 @@
 """bench.cache over several window ratios at once, summed up against issue 34's bars.
 
     .venv/bin/python -m bench.sweep [--ratios 0.3,0.5,0.7] [--match moatless/] [--client N:K]
-        [--corpus DIR] [--summarize] [--out rows.json] [--against old.json] [--jobs 2]
+        [--corpus DIR] [--summarize] [--set NAME=VALUE] [--out rows.json] [--against old.json] [--jobs 2]
     .venv/bin/python -m bench.sweep --trace moatless/django__django-12284 --ratios 0.5 [--client N:K]
 
 Each (ratio, loop) pair is one `bench.cache` row (default policy, no idle gaps; no summarizer but
@@ -24,7 +24,9 @@ import argparse
 import json
 import os
 import statistics
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,31 +50,44 @@ def _loops(match: str | None, corpus: str | None) -> list[tuple[str, dict[str, A
     return _LOOPS[match, corpus]
 
 
-def _row(task: tuple[float, int, str | None, str | None, str | None, bool]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class How:
+    """How every loop is replayed besides its ratio: the client that edits its history before each
+    request (`bench.clients`, NAME:N), bench.cache's scripted summarizer, and policy settings."""
+
+    client: str | None = None
+    summarize: bool = False
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _row(task: tuple[float, int, str | None, str | None, How]) -> dict[str, Any]:
     from bench import cache
     from bench.clients import named
 
-    ratio, index, match, corpus, client_name, summarize = task
+    ratio, index, match, corpus, how = task
     name, body = _loops(match, corpus)[index]
-    client = named(client_name) if client_name else None
+    client = named(how.client) if how.client else None
     edited = cache.with_client(body, client)
     base = cache.replay(name, edited, None)
-    run = cache.replay(name, edited, cache.window_policy(body, ratio), cache.Scripted() if summarize else None)
+    policy = cache.window_policy(body, ratio, **how.settings)
+    run = cache.replay(name, edited, policy, cache.Scripted() if how.summarize else None)
     return {"ratio": ratio, **cache.row(name, base, run, None if client else body)}
 
 
 def rows(
-    ratios: list[float], match: str | None, corpus: str | None, client: str | None, jobs: int, summarize: bool = False
+    ratios: list[float], match: str | None, corpus: str | None, how: How | str | None = None, jobs: int = 2
 ) -> list[dict[str, Any]]:
+    """Every (ratio, loop) row; `how` a `How`, or a client's NAME:N alone."""
+    how = how if isinstance(how, How) else How(client=how)
     count = len(_loops(match, corpus))
-    tasks = [(r, i, match, corpus, client, summarize) for r in ratios for i in range(count)]
+    tasks = [(r, i, match, corpus, how) for r in ratios for i in range(count)]
     if jobs <= 1:
         return [_row(t) for t in tasks]
     with ProcessPoolExecutor(jobs) as pool:
         return list(pool.map(_row, tasks, chunksize=1))
 
 
-def trace(name: str, ratio: float, corpus: str | None, client_name: str | None, summarize: bool = False) -> str:
+def trace(name: str, ratio: float, corpus: str | None, how: How) -> str:
     from bench import cache
     from bench.clients import named
 
@@ -82,9 +97,10 @@ def trace(name: str, ratio: float, corpus: str | None, client_name: str | None, 
         listed = f"did you mean: {', '.join(near)}" if near else f"loops: {', '.join(sorted(loops))}"
         raise SystemExit(f"no loop named {name!r}; {listed}")
     body = dict(loops[name])
-    edited = cache.with_client(body, named(client_name) if client_name else None)
+    edited = cache.with_client(body, named(how.client) if how.client else None)
     base = cache.replay(name, edited, None)
-    run = cache.replay(name, edited, cache.window_policy(body, ratio), cache.Scripted() if summarize else None)
+    policy = cache.window_policy(body, ratio, **how.settings)
+    run = cache.replay(name, edited, policy, cache.Scripted() if how.summarize else None)
     lines = [f"{name} at {ratio:.0%}, room {run.room}", "turn  untrimmed    sent  cached  room  "]
     sent = iter(run.turns)
     prev = 0
@@ -162,6 +178,14 @@ def moved(rows: list[dict[str, Any]], old: list[dict[str, Any]], by: float = 0.0
     return "\n".join(lines) if lines else "no loop moved"
 
 
+def _value(text: str) -> Any:
+    """A `--set` value: JSON where it is JSON (numbers, true, lists), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ratios", default="0.3,0.5,0.7")
@@ -173,12 +197,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--trace", default=None, help="one loop, turn by turn")
     parser.add_argument("--summarize", action="store_true", help="with bench.cache's scripted summarizer")
+    parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
     args = parser.parse_args(argv)
     ratios = [float(r) for r in args.ratios.split(",")]
+    how = How(args.client, args.summarize, {k: _value(v) for k, v in (s.split("=", 1) for s in args.set)})
     if args.trace:
-        print(trace(args.trace, ratios[0], args.corpus, args.client, args.summarize))
+        print(trace(args.trace, ratios[0], args.corpus, how))
         return
-    out = rows(ratios, args.match, args.corpus, args.client, args.jobs, args.summarize)
+    out = rows(ratios, args.match, args.corpus, how, args.jobs)
     if args.out:
         Path(args.out).write_text(json.dumps(out))
     print(summary(out))

@@ -272,15 +272,23 @@ FACT_VALUE = "Q7{t}1-55{t}0"
 
 @st.composite
 def long_agent_loop(
-    draw: st.DrawFn, dialects: tuple[str, ...] = ("openai", "anthropic", "responses"), questions: bool = False
+    draw: st.DrawFn,
+    dialects: tuple[str, ...] = ("openai", "anthropic", "responses"),
+    questions: bool = False,
+    giant: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(body, settings): one task, then 20-40 tool turns whose results (plain text or JSON, 60-400
     words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
     has whole turns dropped on most turns. Turn sizes vary, so crossings fall anywhere. With
     `questions`, facts planted in the first results are asked about by the user in the second
-    half of the loop (after a reply of the model's), where the cuts have removed them."""
+    half of the loop (after a reply of the model's), where the cuts have removed them. With
+    `giant`, one or two results are as large as all the others together: larger than the room."""
     turns = draw(st.integers(20, 40))
     sizes = draw(st.lists(st.integers(60, 400), min_size=turns, max_size=turns))
+    if giant:
+        total = sum(sizes)
+        for t in draw(st.lists(st.integers(1, turns - 3), min_size=1, max_size=2, unique=True)):
+            sizes[t] = total
     facts = draw(st.lists(st.sampled_from(FACT_NAMES), min_size=1, max_size=3, unique=True)) if questions else []
     asked_at = {draw(st.integers(turns // 2, turns - 1)): name for name in facts}
     msgs: list[dict[str, Any]] = [

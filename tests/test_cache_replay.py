@@ -1141,3 +1141,36 @@ def test_an_mcpmark_run_is_rebuilt_as_its_agent_sent_it(tmp_path):
     with gzip.open(tmp_path / "mcpmark__postgres_supabase_2_lego__rename.json.gz", "rt") as f:
         written = json.load(f)
     assert written["model"] == "claude-sonnet-4-5-20250929" and written["messages"] == messages
+
+
+@pytest.mark.parametrize("name", ["openhands/ponylang__ponyc-4595", "gemini/4f17cdc6"])
+def test_under_recut_a_last_resort_cut_goes_a_turn_later_on_every_worker(name):
+    """`last_resort_cuts: recut`: a cut the last resort made inside the newest turns (a result
+    larger than the room, truncated to fit) is carried only while those turns are the newest; the
+    next turn cuts anew, under it, and that cut is carried while it fits. At 30% of these loops
+    the bill over the overflowing turns falls under the default's (`carry`) and within the best
+    cuts' + 0.05, no other cut is dropped while it fits, and a worker that never saw the
+    conversation sends what the one that served every turn sends, byte for byte."""
+    from bench.cache import STEP_SECONDS, engine_for, fit, requests
+    from guard.core.errors import ContextWindowExceeded
+
+    body = dict(next(b for n, b in loops() if n == name))
+    base = replay(name, body, None)
+    carry = row(name, base, replay(name, body, window_policy(body, 0.3)), body)
+    policy = window_policy(body, 0.3, last_resort_cuts="recut")
+    recut = row(name, base, replay(name, body, policy), body)
+    assert recut["rejected"] == 0 and recut["unmarked"] == 0 and recut["needless"] == 0
+    assert recut["bill_over"] < carry["bill_over"] - 0.02
+    assert recut["bill_over"] <= recut["best_carry_bill_over"] + 0.05
+    now = [0.0]
+    served = engine_for(body, policy, clock=lambda: now[0])
+    for request in requests(body):
+        now[0] += STEP_SECONDS
+        other = engine_for(body, policy, clock=lambda: now[0])
+        try:
+            sent = fit(served, request, None)
+        except ContextWindowExceeded:
+            with pytest.raises(ContextWindowExceeded):
+                fit(other, request, None)
+            continue
+        assert json.dumps(fit(other, request, None).body) == json.dumps(sent.body)

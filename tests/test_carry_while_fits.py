@@ -5,7 +5,10 @@ the turns follow each other within the provider's TTL).
 
 "Still fits" is judged by the test on its own: the previous turn's fitted request plus the
 messages the client added since, as the client sent them, counted by a fresh counter, within the
-room. 1,000 examples under HYPOTHESIS_PROFILE=full (CI's share: 40)."""
+room. Under `last_resort_cuts: recut` (session 45), one cut is not carried so: the last resort's,
+made inside the newest turns where they alone were over the room (a result larger than it), once
+those turns are no longer the newest; the turn after such a cut may cut anew, and the turns after
+that one carry it. 1,000 examples under HYPOTHESIS_PROFILE=full (CI's share: 40)."""
 
 from __future__ import annotations
 
@@ -19,17 +22,20 @@ from hypothesis import strategies as st
 from guard.core.config import Deployment
 from guard.core.errors import ContextWindowExceeded
 from guard.core.policy import Policy, PolicySet
+from guard.core.steps import of_kind
 from guard.core.tokens import TokenCounter
 from guard.dialects import by_name
 from guard.fit.engine import Engine
 from tests.strategies import long_agent_loop
 from tests.test_properties import UNDERLYING, _growing, _turns
 
+LAST_RESORT = of_kind("newest")
 EXAMPLES = {"ci": 40, "dev": 20}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
 
 
 def _engine(dialect: str, window: int, case: dict[str, Any]) -> Engine:
     policy = Policy(
+        last_resort_cuts=case.get("last_resort_cuts", "carry"),
         keep_recent_groups=case["keep_recent_groups"],
         safety_margin_tokens=0,
         safety_margin_ratio=0.0,
@@ -45,6 +51,23 @@ def _engine(dialect: str, window: int, case: dict[str, Any]) -> Engine:
 @given(long_agent_loop())
 def test_a_carried_cut_is_kept_while_it_fits_and_only_then_replaced(case):
     _check(case, None)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(long_agent_loop(giant=True))
+def test_a_last_resort_cut_is_carried_while_it_fits_too(case):
+    """The default (`last_resort_cuts: carry`), on loops with results larger than the room: the
+    last resort's cut inside the newest turns is carried byte for byte while it fits, as any cut."""
+    _check(case, None)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(long_agent_loop(giant=True))
+def test_under_recut_only_a_last_resort_cut_goes_while_it_fits(case):
+    """`last_resort_cuts: recut`, on loops with results larger than the room: the same property,
+    but for the turn after a cut the last resort made inside the newest turns."""
+    body, settings_ = case
+    _check((body, {**settings_, "last_resort_cuts": "recut"}), None)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -84,6 +107,7 @@ def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
         shared.encoding, factor=shared.factor, image_formula=shared.image_formula, tool_framing=shared.tool_framing
     )
     previous: tuple[dict[str, Any], dict[str, Any]] | None = None  # (the turn as sent by the client, as fitted)
+    last_resort = False  # whether the previous turn was cut inside its newest turns
     kept = replaced = new_cuts = 0
     last_cut = None
     for turn in _growing(body):
@@ -98,7 +122,7 @@ def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
             carried = {**sent, ("input" if "input" in sent else "messages"): _turns(sent) + added}
             size = fresh.body(by_name(dialect), carried)
             starts = json.dumps(_turns(fitted.body)[: len(_turns(sent))]) == json.dumps(_turns(sent))
-            if size <= fitted.report.room:
+            if size <= fitted.report.room and not last_resort:
                 assert starts, (size, fitted.report.room, fitted.report.cut_from, fitted.report.input_tokens_after)
                 kept += fitted.report.cut is not None
             else:
@@ -106,4 +130,6 @@ def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
         new_cuts += fitted.report.cut is not None and fitted.report.cut != last_cut
         last_cut = fitted.report.cut
         previous = (turn, fitted.body)
+        recut = settings_.get("last_resort_cuts") == "recut"
+        last_resort = recut and any(a.kind in LAST_RESORT for a in fitted.report.actions)
     return new_cuts

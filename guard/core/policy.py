@@ -41,6 +41,14 @@ DEFAULT_CITATION_KEYS = ["id", "doc_id", "title", "url", "uri", "link", "source"
 
 METADATA_KEYS = "keys drop_metadata removes from JSON tool results (bulky retrieval metadata)"
 CITATION_KEYS = "keys drop_metadata always keeps (what a citation needs)"
+LAST_RESORT_CUTS = (
+    "a cut made inside the newest turns (a result larger than the room, truncated to fit): carried while it "
+    "fits, as any cut (carry), or cut anew once those turns are no longer the newest, under the truncated "
+    "result (recut: cost over context)"
+)
+THINKING_WITHOUT_ROOM = (
+    "when the output cap leaves no room for a valid thinking budget: refuse (400) or turn thinking off"
+)
 ON_UNGUARDED = (
     "a prompt for this model on a route the guard cannot fit (a pass-through, a call type it does not know): "
     "forward it, counted and logged (warn), or refuse it with a 400 (refuse)"
@@ -79,6 +87,7 @@ class Policy(BaseModel):
             "cuts move in quanta of this fraction of the room: larger = fewer prompt-cache breaks, less room used"
         ),
     )
+    last_resort_cuts: Literal["carry", "recut"] = Field("carry", description=LAST_RESORT_CUTS)
     context_window: int | None = Field(None, ge=1, description="cap on the model's window")
     max_input_tokens: int | None = Field(None, ge=1, description="cap on the input limit (separate rule)")
     default_context_window: int | None = Field(
@@ -136,10 +145,7 @@ class Policy(BaseModel):
         description="with context_window_fallbacks: try the fallback models before any lossy step "
         "(before_cutting), or cut on the requested model first (after_cutting: cost over completeness)",
     )
-    thinking_without_room: Literal["refuse", "disable"] = Field(
-        "refuse",
-        description="when the output cap leaves no room for a valid thinking budget: refuse (400) or turn thinking off",
-    )
+    thinking_without_room: Literal["refuse", "disable"] = Field("refuse", description=THINKING_WITHOUT_ROOM)
     on_unguarded: Literal["warn", "refuse"] = Field("warn", description=ON_UNGUARDED)
     on_error: Literal["open", "closed"] = Field("open", description="if the guard fails: forward (open) or refuse")
 

@@ -42,8 +42,10 @@ def carried(
     history's past turn boundaries (`guard.fit.replay.last_cut`): a cut is kept for as long as it
     plus what was added since fits the room, and only then is a new one made, down to a low-water
     mark deep enough to last (the bottom of the band below the room, never under the room bar
-    where a turn boundary allows). The replay is a pure function of the history, so every worker
-    and replica makes the same cut and a provider's cached prefix keeps hitting.
+    where a turn boundary allows); with `last_resort_cuts: recut`, a cut the last resort made
+    inside the newest turns (a result larger than the room) only while those turns are the
+    newest. The replay is a pure function of the history, so every worker and replica makes the
+    same cut and a provider's cached prefix keeps hitting.
 
     With a summarizer the cuts are the same kind; one that drops messages is made to leave room
     under its mark for a summary of them, which takes the place of their markers: one summary a
@@ -64,7 +66,10 @@ def carried(
     if anchor is not None and (anchor.length > n or sum(counts[: anchor.length]) != anchor.prefix_tokens):
         anchor = None  # not this history's prefix (another conversation with the same task, or edited)
     notes = Notes(req, budget, ctx, cuts.sent, cuts.cut, cuts.size)
-    if temperature is not None and temperature.state == "warm" and anchor is not None:
+    # a cut made inside turns that are no longer the newest is not carried (`last_cut`): such an
+    # anchor goes as one that no longer fits does
+    stale = anchor is not None and cuts.inside(anchor.length) and not cuts.inside(n)
+    if temperature is not None and temperature.state == "warm" and anchor is not None and not stale:
         # the anchor's cut, carried while it fits the room (the cached prefix holds)
         held = yield from cuts.at(anchor.length, anchor.mark)
         held = yield from notes.noted(held, anchor.length, anchor.mark)
@@ -95,6 +100,8 @@ def _warm(
     # since) of a history that only grew: its cut, where it fits this request, fitted every request
     # in between too, so each of them carried it (the replay's own rule)
     recent = last is not None and last.history in (n, *past.requests[-1:])
+    if last is not None and cuts.inside(last.length) and not cuts.inside(n):
+        last = None  # a cut made inside turns that are no longer the newest: cut anew (`last_cut`)
     if last is not None and (recent or _older(last, past, counts)) and last.of_this(dialect, messages, counts):
         cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
         if edited:  # (the same messages go again: `History.dropped`)
@@ -115,7 +122,7 @@ def _warm(
             anchored[1].skipped.append(Skipped("replay", "busy"))
         return anchored
     else:
-        found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens)
+        found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens, cuts.inside)
     if found is None:
         return None
     m, mark = found
@@ -283,6 +290,13 @@ class _Cuts:
         if (cut.total > mark and not deepest) or cut.fixed != self.fixed + self.ghost:
             return None  # (or the messages a carried cut dropped did not go again: `History.dropped`)
         return (replace(cut, fixed=self.fixed) if self.ghost else cut), part
+
+    def inside(self, m: int) -> bool:
+        """Whether a cut of the first `m` messages is one the policy carries only while its newest
+        turns are the newest (`last_resort_cuts: recut`, `guard.fit.replay.last_cut`): their pinned
+        messages and newest turns alone are over the room (`_floor`), so the last resort cuts
+        inside those turns. Never under the default policy (`carry`)."""
+        return self.policy.last_resort_cuts == "recut" and self._floor(m) > self.budget.room
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort

@@ -27,6 +27,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py crush .crush/crush.db [--pick SESSION_ID_START ...]
     python bench/corpus/agents/convert.py goose SESSION.jsonl | RESULTS.yaml [--pick CASE_I ...]
     python bench/corpus/agents/convert.py mcpmark SERVICE/SERVER/run-N/TASK/messages.json
+    python bench/corpus/agents/convert.py nyuctf transcripts/baseline_gpt4/.../conversation.MODEL.N.json
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -68,10 +69,10 @@ dropped. Per family (see README.md beside this file for sources and licences):
 - smolagents, aider, roo: see their functions (session 32: a text agent whose observations are
   user messages, an agent that re-sends files and summaries in every request, and an IDE agent
   with parallel calls sent to an OpenAI-compatible provider).
-- copilot, opencode (session 36), trae, crush (session 43), goose (session 44), mcpmark (session
-  45): see their functions (trae-agent stores each call's new messages only; Crush keeps its
+- copilot, opencode (session 36), trae, crush (session 43), goose (session 44), mcpmark and
+  nyuctf (session 45): see their functions (trae-agent stores each call's new messages only; Crush keeps its
   sessions in a SQLite database; Goose sends its tools' output once per audience; MCPMark stores
-  its chat requests as Agents SDK items).
+  its chat requests as Agents SDK items; the NYU CTF baseline agent logs OpenAI chat messages).
 """
 
 from __future__ import annotations
@@ -1203,6 +1204,21 @@ def mcpmark(items: list[dict[str, Any]], model: str) -> dict[str, Any]:
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def nyuctf(run: dict[str, Any]) -> dict[str, Any]:
+    """A chat body from a conversation log of the NYU CTF baseline agent (NYU-LLM-CTF's
+    `llm_ctf_automation`, OpenAI backend: `conversation.<model>.<n>.json`): `messages` holds each
+    message it sent, as the OpenAI chat message it was, beside its time; the times and the fields
+    the log writes as null go. The tool schemas are not stored: schemas of the arguments used
+    stand in for them. Home paths, e-mail addresses and credentials are pseudonymised."""
+    messages = [{k: v for k, v in m.items() if v is not None} for _, m in run["messages"]]
+    for m in messages:
+        if m.get("role") == "assistant":
+            m.setdefault("content", None)
+    _drop_trailing_replies(messages)
+    messages = _scrubbed(messages)
+    return {"model": run["args"]["model"], "tools": _schemas_of_calls(messages), "messages": messages}
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -1247,6 +1263,7 @@ def main() -> None:
             "crush",
             "goose",
             "mcpmark",
+            "nyuctf",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1369,6 +1386,15 @@ def main() -> None:
             tag = "_".join((*path.parts[-5:-3], path.parts[-3].removeprefix("run-"), path.parts[-2]))
             _write(
                 args.out, f"{args.prefix}mcpmark__{args.tag or tag[:64]}", mcpmark(json.loads(text), model), str(path)
+            )
+        elif args.family == "nyuctf":  # transcripts/<agent>/<year>/<event>/<category>/<challenge>/conversation.*.json
+            run = json.loads(text)
+            tag = "_".join((path.parts[-3], path.parts[-2], path.stem.rsplit(".", 1)[-1]))
+            _write(
+                args.out,
+                f"{args.prefix}nyuctf__{args.tag or re.sub(r'[^A-Za-z0-9_.-]+', '_', tag)}",
+                nyuctf(run),
+                str(path),
             )
         elif args.family == "spider2":
             for run in json.loads(text):
