@@ -351,6 +351,14 @@ def engine_for(body: Mapping[str, Any], policy: Policy | None, clock: Callable[[
     return Engine(load_policy_set({"defaults": policy.model_dump(exclude_defaults=True)}), **kwargs)
 
 
+def setting(text: str) -> Any:
+    """A `--set NAME=VALUE` value: JSON where it is JSON (numbers, true, lists), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
 def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Policy:
     """The default policy with a window of `ratio` times the loop's full input (plus its output);
     for a loop marked `x_squeeze: history`, the pinned prompt plus `ratio` of the rest (`head`: the
@@ -806,7 +814,7 @@ def main(argv: list[str] | None = None) -> None:
         + "); the best cuts' columns are then left out",
     )
     args = parser.parse_args(argv)
-    settings = {k: json.loads(v) for k, v in (s.split("=", 1) for s in args.set)}
+    settings = {k: setting(v) for k, v in (s.split("=", 1) for s in args.set)}
     every, _, seconds = args.gaps.partition(",")
     gaps = (int(every), float(seconds)) if int(every) > 0 else None
     client = named(args.client) if args.client else None

@@ -178,14 +178,6 @@ def moved(rows: list[dict[str, Any]], old: list[dict[str, Any]], by: float = 0.0
     return "\n".join(lines) if lines else "no loop moved"
 
 
-def _value(text: str) -> Any:
-    """A `--set` value: JSON where it is JSON (numbers, true, lists), else the text itself."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ratios", default="0.3,0.5,0.7")
@@ -200,7 +192,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
     args = parser.parse_args(argv)
     ratios = [float(r) for r in args.ratios.split(",")]
-    how = How(args.client, args.summarize, {k: _value(v) for k, v in (s.split("=", 1) for s in args.set)})
+    from bench.cache import setting
+
+    how = How(args.client, args.summarize, {k: setting(v) for k, v in (s.split("=", 1) for s in args.set)})
     if args.trace:
         print(trace(args.trace, ratios[0], args.corpus, how))
         return
