@@ -4,9 +4,9 @@
         [--corpus DIR] [--summarize] [--set NAME=VALUE] [--out rows.json] [--against old.json] [--jobs 2]
     .venv/bin/python -m bench.sweep --trace moatless/django__django-12284 --ratios 0.5 [--client N:K]
 
-Each (ratio, loop) pair is one `bench.cache` row (default policy, no idle gaps; no summarizer but
-with `--summarize`, bench.cache's scripted one),
-worked out in `--jobs` processes. Per ratio it prints the loops over the room: the mean and median
+Each (ratio, loop) pair is one `bench.cache` row (default policy but for the `--set` settings, such
+as `last_resort_cuts=recut`; no idle gaps; no summarizer but with `--summarize`, bench.cache's
+scripted one), worked out in `--jobs` processes. Per ratio it prints the loops over the room: the mean and median
 bill over the overflowing turns against the carrying best cuts' (`best_carry_bill_over`), how many
 loops are over 1.0x, over the carrying best + 0.05, under its hit - 0.05, the new cuts, needless
 breaks and the room used (minimum: on every cut turn, and `at_bar` on the new cuts whose request a
