@@ -19,17 +19,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.cache import LAST_RESORT  # (the steps that cut inside the newest turns)
 from guard.core.config import Deployment
 from guard.core.errors import ContextWindowExceeded
 from guard.core.policy import Policy, PolicySet
-from guard.core.steps import of_kind
 from guard.core.tokens import TokenCounter
 from guard.dialects import by_name
 from guard.fit.engine import Engine
 from tests.strategies import long_agent_loop
 from tests.test_properties import UNDERLYING, _growing, _turns
 
-LAST_RESORT = of_kind("newest")
 EXAMPLES = {"ci": 40, "dev": 20}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
 
 

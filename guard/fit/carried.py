@@ -68,7 +68,7 @@ def carried(
     notes = Notes(req, budget, ctx, cuts.sent, cuts.cut, cuts.size)
     # a cut made inside turns that are no longer the newest is not carried (`last_cut`): such an
     # anchor goes as one that no longer fits does
-    stale = anchor is not None and cuts.inside(anchor.length) and not cuts.inside(n)
+    stale = anchor is not None and cuts.aged(anchor.length, n)
     if temperature is not None and temperature.state == "warm" and anchor is not None and not stale:
         # the anchor's cut, carried while it fits the room (the cached prefix holds)
         held = yield from cuts.at(anchor.length, anchor.mark)
@@ -100,7 +100,7 @@ def _warm(
     # since) of a history that only grew: its cut, where it fits this request, fitted every request
     # in between too, so each of them carried it (the replay's own rule)
     recent = last is not None and last.history in (n, *past.requests[-1:])
-    if last is not None and cuts.inside(last.length) and not cuts.inside(n):
+    if last is not None and cuts.aged(last.length, n):
         last = None  # a cut made inside turns that are no longer the newest: cut anew (`last_cut`)
     if last is not None and (recent or _older(last, past, counts)) and last.of_this(dialect, messages, counts):
         cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
@@ -122,7 +122,7 @@ def _warm(
             anchored[1].skipped.append(Skipped("replay", "busy"))
         return anchored
     else:
-        found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens, cuts.inside)
+        found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens, cuts.aged)
     if found is None:
         return None
     m, mark = found
@@ -291,12 +291,14 @@ class _Cuts:
             return None  # (or the messages a carried cut dropped did not go again: `History.dropped`)
         return (replace(cut, fixed=self.fixed) if self.ghost else cut), part
 
-    def inside(self, m: int) -> bool:
+    def aged(self, m: int, end: int) -> bool:
         """Whether a cut of the first `m` messages is one the policy carries only while its newest
-        turns are the newest (`last_resort_cuts: recut`, `guard.fit.replay.last_cut`): their pinned
-        messages and newest turns alone are over the room (`_floor`), so the last resort cuts
-        inside those turns. Never under the default policy (`carry`)."""
-        return self.policy.last_resort_cuts == "recut" and self._floor(m) > self.budget.room
+        turns are the newest (`last_resort_cuts: recut`, `guard.fit.replay.last_cut`), and at the
+        request of the first `end` messages they no longer are: the pinned messages and newest
+        turns of the first `m` alone are over the room (`_floor`: the last resort cut inside them),
+        those of the first `end` are not. Never under the default policy (`carry`)."""
+        room = self.budget.room
+        return self.policy.last_resort_cuts == "recut" and self._floor(m) > room >= self._floor(end)
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort

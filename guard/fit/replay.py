@@ -132,7 +132,7 @@ def last_cut(
     size_of: SizeOf,
     carry_of: SizeOf | None = None,
     note_of: NoteOf | None = None,
-    inside: Callable[[int], bool] | None = None,
+    aged: Callable[[int, int], bool] | None = None,
 ) -> Generator[Any, Any, tuple[int, int] | None]:
     """Where this history's current cut was made and the mark it was cut to: the prefix length (a
     turn boundary, or the whole request) of the last turn that needed a new one, found by replaying
@@ -146,11 +146,12 @@ def last_cut(
     not got the next new cut. A pure function of the history: the same on every turn, worker and
     replica, so a cut is kept byte for byte for exactly as long as it fits (see `carried`).
 
-    `inside`, where given, says of a prefix length whether a cut there is one made inside its
-    newest turns that is carried only while they are the newest (`last_resort_cuts: recut`: the
-    pinned messages and newest turns alone were over the room, so the last resort truncated a
-    result larger than it): the first later request whose newest turns fit gets a new cut, which
-    its whole-turn marks take under the truncated result (docs/benchmarks.md, session 45).
+    `aged`, where given, says of a cut of the first m messages and a later request ending at message
+    b whether the cut was made inside its newest turns and is carried only while they are the
+    newest, which at b they no longer are (`last_resort_cuts: recut`: the pinned messages and newest
+    turns alone were over the room, so the last resort truncated a result larger than it): that
+    request gets a new cut, which its whole-turn marks take under the truncated result
+    (docs/benchmarks.md, session 45).
 
     `carry_of`, where given, is the size a cut is carried with once its mark is chosen by
     `size_of` (with a summarizer: the cut with the summary its request sent, see `carried`);
@@ -162,7 +163,6 @@ def last_cut(
     rewritten = room - math.ceil(budget.band * REWRITES_HEADROOM)  # the most the rewrites alone may leave
     cut: tuple[int, int] | None = None  # (prefix length, its mark)
     size = 0
-    cut_inside = False  # whether the cut was made inside its prefix's newest turns (`inside`)
     first = bisect.bisect_left(est, replay_start(est[n], room))  # (the message the replay starts at)
     for b in (*past.requests[bisect.bisect_left(past.requests, first) :], n):
         if cut is None:
@@ -174,7 +174,7 @@ def last_cut(
                 cut, made = (b, room), (yield from (carry_of or size_of)(b, room))
                 size = made if made is not None else room + 1
                 continue
-        elif not (cut_inside and inside is not None and not inside(b)):  # (else its turns aged: a new cut)
+        elif aged is None or not aged(cut[0], b):  # (else its turns aged: a new cut)
             note = (yield from note_of(*cut)) if note_of is not None and past.asks(cut[0], b) else None
             if size + est[b] - est[cut[0]] + (note[1] if note is not None and note[0] < b else 0) <= room:
                 continue
@@ -184,7 +184,6 @@ def last_cut(
         if made is not None and carry_of is not None:
             made = yield from carry_of(b, mark)
         cut, size = (b, mark), made if made is not None else room + 1  # (an impossible cut is left at once)
-        cut_inside = inside is not None and inside(b)
     return cut
 
 
