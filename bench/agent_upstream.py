@@ -1,4 +1,4 @@
-"""A scripted coding model on 127.0.0.1 for driving real agents (Claude Code, Codex) through the proxy.
+"""A scripted coding model on 127.0.0.1 for driving real agents (Claude Code, Codex, OpenCode) through the proxy.
 
 It plays the model of a long file-reading session: every request of the agent's main loop is
 answered with a tool call that reads the next of `files` workspace files (each starts with
@@ -9,7 +9,8 @@ a real tokenizer and refuses, as the provider would, a request whose input plus 
 exceeds the window; usage reports that count, so an agent that compacts on reported usage sees it.
 
 Protocols: Anthropic `/v1/messages` (streamed or not) for Claude Code; the OpenAI Responses API
-`/v1/responses` (streamed) for Codex. Which file comes next is server state (the highest
+`/v1/responses` (streamed) for Codex; OpenAI chat `/v1/chat/completions` (streamed or not, usage in
+the last chunk) for OpenCode. Which file comes next is server state (the highest
 `FILE NN` seen in a tool result so far), so it survives the agent's compaction and the guard's cuts.
 """
 
@@ -34,6 +35,7 @@ SUMMARY_ASKS = (
     "summarize the conversation",
     "context checkpoint compaction",
     "handoff summary",
+    "prompt for continuing our conversation",
 )
 
 
@@ -116,7 +118,7 @@ def _decide(script: Script, body: dict[str, Any], responses: bool) -> tuple[str,
         )
     tools = body.get("tools") or []
     names = {t.get("name") or (t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
-    if not names & {"Read", "shell", "exec_command", "shell_command", "local_shell"} and not any(
+    if not names & {"Read", "read", "shell", "exec_command", "shell_command", "local_shell"} and not any(
         t.get("type") == "local_shell" for t in tools if isinstance(t, dict)
     ):
         return "side", "Reading files"
@@ -134,7 +136,8 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
             body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
             path = self.path.split("?")[0].rstrip("/")
             responses = path.endswith("/responses")
-            if not responses and not path.endswith("/messages"):
+            chat = path.endswith("/chat/completions")
+            if not responses and not chat and not path.endswith("/messages"):
                 return self._send(404, {"error": {"message": f"no route {path}"}})
             model = str(body.get("model", ""))
             n = responses_input_tokens(body) if responses else input_tokens(body)
@@ -157,7 +160,7 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
                     }
                 )
             if refused:
-                if responses:
+                if responses or chat:
                     return self._send(
                         400,
                         {
@@ -180,7 +183,37 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 )
             if responses:
                 return self._responses(body, kind, payload, n)
+            if chat:
+                return self._chat(body, kind, payload, n)
             return self._messages(body, kind, payload, n)
+
+        def _chat(self, body: dict[str, Any], kind: str, payload: str, n: int) -> None:
+            cid, created = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time())
+            usage = {"prompt_tokens": n, "completion_tokens": 20, "total_tokens": n + 20}
+            if kind == "tool":
+                call = {
+                    "id": "call_" + uuid.uuid4().hex[:12],
+                    "type": "function",
+                    "function": {"name": "read", "arguments": json.dumps({"filePath": payload})},
+                }
+                message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
+                stop = "tool_calls"
+            else:
+                message, stop = {"role": "assistant", "content": payload}, "stop"
+            head = {"id": cid, "created": created, "model": body.get("model")}
+            if not body.get("stream"):
+                choice = {"index": 0, "message": message, "finish_reason": stop}
+                return self._send(200, {**head, "object": "chat.completion", "choices": [choice], "usage": usage})
+            delta = dict(message)
+            if kind == "tool":
+                delta["tool_calls"] = [{**message["tool_calls"][0], "index": 0}]
+            chunks = [
+                {"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": stop}]},
+                {"choices": [], "usage": usage},
+            ]
+            data = "".join(f"data: {json.dumps({**head, 'object': 'chat.completion.chunk', **c})}\n\n" for c in chunks)
+            return self._send(200, (data + "data: [DONE]\n\n").encode(), "text/event-stream")
 
         def _messages(self, body: dict[str, Any], kind: str, payload: str, n: int) -> None:
             msg_id = "msg_" + uuid.uuid4().hex[:12]

@@ -2,7 +2,8 @@
 
     npm install --prefix .agents/cc @anthropic-ai/claude-code@2.1.331    # a ~400 MB native binary
     npm install --prefix .agents/codex @openai/codex@0.169.0
-    python -m bench.agents [--claude PATH] [--codex PATH] [--files 30]
+    npm install --prefix .agents/opencode opencode-ai@1.18.33
+    python -m bench.agents [--claude PATH] [--codex PATH] [--opencode PATH] [--files 30]
 
 Each agent is asked to read `--files` workspace files (~3.4k tokens each) one at a time through the
 proxy, whose guarded model `gw-coder` has a 64k window and an 8,192-token output cap: the session
@@ -22,6 +23,7 @@ Prints one row per run and PASS/FAIL.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -149,6 +151,49 @@ def codex_toml(printed: list[str], told: bool) -> list[str]:
     return [line for line in printed if told or not line.startswith(limits)]
 
 
+def opencode_json(printed: list[str], told: bool) -> dict[str, Any]:
+    """The opencode.json `agent-env opencode` printed; without the model's limits when the agent is
+    not told (OpenCode then knows no window for the name, and never compacts on its own)."""
+    config: dict[str, Any] = json.loads("\n".join(printed))
+    if not told:
+        for model in config["provider"]["context-guard"]["models"].values():
+            model.pop("limit", None)
+    return config
+
+
+def run_opencode(
+    opencode: str, url: str, work: Path, config: dict[str, Any], files: int, home: Path
+) -> subprocess.CompletedProcess[str]:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "opencode.json").write_text(json.dumps(config))
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local" / "share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "XDG_STATE_HOME": str(home / ".local" / "state"),
+        "TMPDIR": str(scratch(home)),
+        "OPENCODE_CONFIG": str(home / "opencode.json"),
+        "OPENCODE_DISABLE_AUTOUPDATE": "1",
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "LITELLM_API_KEY": "sk-master",
+    }
+    prompt = (
+        f"Read the files f01.txt to f{files:02d}.txt in this directory one at a time with the read tool, then say done."
+    )
+    return subprocess.run(
+        [opencode, "run", prompt],
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def one_run(agent: str, binary: str, label: str, files: int, told: bool) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix=f"{agent}-work-"))
     paths = write_workspace(work, files, TOKENS_PER_FILE)
@@ -161,6 +206,10 @@ def one_run(agent: str, binary: str, label: str, files: int, told: bool) -> dict
         if agent == "claude-code":
             settings: Any = {k: v for k, v in exports.items() if k.startswith("CLAUDE_CODE_")} if told else {}
             result = run_claude(binary, url, work, settings, files, proxy_dir / "home")
+        elif agent == "opencode":
+            settings = opencode_json(printed, told)
+            result = run_opencode(binary, url, work, settings, files, proxy_dir / "home")
+            settings = settings["provider"]["context-guard"]["models"][MODEL].get("limit", {})
         else:
             settings = codex_toml(printed, told)
             result = run_codex(binary, url, work, settings, files, proxy_dir / "home")
@@ -193,11 +242,15 @@ def main() -> int:
     parser.add_argument(
         "--codex", default=os.environ.get("CODEX_BIN", str(ROOT / ".agents/codex/node_modules/.bin/codex"))
     )
-    parser.add_argument("--only", choices=["claude-code", "codex"])
+    parser.add_argument(
+        "--opencode",
+        default=os.environ.get("OPENCODE_BIN", str(ROOT / ".agents/opencode/node_modules/.bin/opencode")),
+    )
+    parser.add_argument("--only", choices=["claude-code", "codex", "opencode"])
     parser.add_argument("--files", type=int, default=30)
     args = parser.parse_args()
     rows = []
-    for agent, binary in (("claude-code", args.claude), ("codex", args.codex)):
+    for agent, binary in (("claude-code", args.claude), ("codex", args.codex), ("opencode", args.opencode)):
         if args.only and agent != args.only:
             continue
         if not Path(binary).exists():

@@ -3,7 +3,7 @@
     context-guard fit REQUEST.json [--config LITELLM_CONFIG.yaml] [--model NAME]
                       [--dialect openai|anthropic|responses] [--out FITTED.json|-] [--json]
     context-guard calibration --config LITELLM_CONFIG.yaml [--redis redis://HOST:PORT/0] [--json]
-    context-guard agent-env claude-code|codex --config LITELLM_CONFIG.yaml --model NAME
+    context-guard agent-env claude-code|codex|opencode --config LITELLM_CONFIG.yaml --model NAME
                       [--team TEAM] [--key-alias ALIAS] [--base-url URL]
 
 Exit status: 0 the result fits (changed or not), 2 rejected (context window exceeded),
@@ -58,7 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     env = sub.add_parser(
         "agent-env", help="the settings that tell a coding agent the window the guard enforces for a caller"
     )
-    env.add_argument("agent", choices=list(AGENTS), help="claude-code: shell exports; codex: config.toml lines")
+    env.add_argument(
+        "agent",
+        choices=list(AGENTS),
+        help="claude-code: shell exports; codex: config.toml lines; opencode: opencode.json",
+    )
     env.add_argument("--config", required=True, help="the proxy's LiteLLM config (model_list, context_guard policy)")
     env.add_argument("--model", required=True, help="the model name clients send (a model_list model_name)")
     env.add_argument("--team", help="the caller's team id or alias (its policy layer applies)")
@@ -205,9 +209,10 @@ def agent_env_main(args: argparse.Namespace) -> int:
         underlying = engine.underlying(args.model)
         policy, _ = engine.policies.resolve((args.model, underlying), team=(args.team,), key=(args.key_alias,))
         limits = engine.limits_for(args.model, policy)
+        _, _, factor = engine.counter_and_factor(args.model, policy)
     except GuardError as e:
         return _fail(str(e))
-    for line in lines(announce(args.model, limits, policy), args.agent, base_url=args.base_url):
+    for line in lines(announce(args.model, limits, policy, factor.value), args.agent, base_url=args.base_url):
         print(line)
     return EXIT_FITS
 

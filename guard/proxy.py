@@ -171,13 +171,16 @@ def _mount_counting() -> None:
 _mount_counting()
 
 
-def _limits_for(name: str, auth: Any) -> dict[str, int] | None:
+def _limits_for(name: str, auth: Any) -> dict[str, float] | None:
     """What the guard enforces for `name` and the caller behind `auth` (None: no limits known)."""
     from guard.core.announce import announce
 
     try:
+        engine = context_guard.engine
         policy = _caller_policy(name, auth)
-        a = announce(name, context_guard.engine.limits_for(name, policy), policy)
+        # (the factor its counts are calibrated with now: the agent's figures are the provider's tokens)
+        _, _, factor = engine.counter_and_factor(name, policy, key=engine.calibration_key(name))
+        a = announce(name, engine.limits_for(name, policy), policy, factor.value)
     except GuardError:
         return None
     return {
@@ -187,6 +190,7 @@ def _limits_for(name: str, auth: Any) -> dict[str, int] | None:
         "max_input_tokens": a.input_limit,
         "agent_context_window": a.agent_window,
         "auto_compact_tokens": a.auto_compact,
+        "count_factor": a.factor,
     }
 
 

@@ -5,6 +5,8 @@ the announced output reserved is sent uncut, and one just over it is cut."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 try:
@@ -12,7 +14,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10: pytest brings tomli, the same parser
     import tomli as tomllib
 
-from guard.core.announce import announce, lines
+from guard.core.announce import AUTO_COMPACT_SHARE, OPENCODE_OUTPUT_TOKEN_MAX, Announced, announce, lines
 from guard.core.config import parse_config
 from guard.fit.engine import Engine
 from tests.cli_helpers import run_cli
@@ -43,7 +45,8 @@ def _engine() -> Engine:
 def _announced(model: str, team: str | None = None, key: str | None = None):
     engine = _engine()
     policy, _ = engine.policies.resolve((model, engine.underlying(model)), team=(team,), key=(key,))
-    return engine, policy, announce(model, engine.limits_for(model, policy), policy)
+    _, _, factor = engine.counter_and_factor(model, policy)
+    return engine, policy, announce(model, engine.limits_for(model, policy), policy, factor.value)
 
 
 def _count(engine: Engine, policy, words: int, max_tokens: int):
@@ -85,12 +88,16 @@ def _largest_fitting(engine: Engine, policy, limit: int, max_tokens: int) -> int
 def test_the_announced_input_is_exactly_what_the_guard_sends_uncut(team, key, window, output):
     engine, policy, a = _announced("gw-coder", team, key)
     assert (a.window, a.max_output) == (window, output)
-    assert a.input_limit == window - output - a.margin and a.agent_window == window - a.margin
-    assert a.auto_compact < a.input_limit
+    assert a.input_limit == window - output - a.margin
+    # the agent is told the provider's tokens: the guard counts this model (no tokenizer of its own) x1.2
+    assert a.factor == 1.2 and a.agent_input == int(a.input_limit / 1.2)
+    assert a.agent_window == a.agent_input + output and a.auto_compact < a.agent_input
     words = _largest_fitting(engine, policy, a.input_limit, a.max_output)
     at = _count(engine, policy, words, a.max_output)
     assert a.input_limit - 3 <= at.input_tokens_before <= a.input_limit  # a word is a token or two
     assert at.outcome == "unchanged" and at.max_tokens == a.max_output
+    # an agent whose provider counts as the guard's tokenizer does reports agent_input for that request
+    assert abs(at.input_tokens_before / a.factor - a.agent_input) <= 3
     over = _count(engine, policy, words + 2, a.max_output)
     assert over.input_tokens_before > a.input_limit and over.outcome != "unchanged"
 
@@ -109,6 +116,24 @@ def test_claude_code_lines_use_the_window_variable_its_version_reads_for_the_nam
     text = lines(small, "claude-code")
     assert not any("AUTO_COMPACT_WINDOW=" in line or "MAX_CONTEXT_TOKENS=" in line for line in text)
     assert any(line.startswith("# Claude Code reads an auto-compact window below") for line in text)
+
+
+def test_opencode_gets_an_opencode_json_that_compacts_at_the_announced_point():
+    _, _, a = _announced("gw-coder", "team-small")
+    config = json.loads("\n".join(lines(a, "opencode", base_url="http://gw:4000/")))
+    assert config["model"] == "context-guard/gw-coder"
+    provider = config["provider"]["context-guard"]
+    assert provider["npm"] == "@ai-sdk/openai-compatible" and provider["options"]["baseURL"] == "http://gw:4000/v1"
+    assert provider["options"]["apiKey"] == "{env:LITELLM_API_KEY}" and provider["options"]["includeUsage"] is True
+    limit = provider["models"]["gw-coder"]["limit"]
+    assert limit["output"] == a.max_output == 4096
+    # OpenCode compacts once a turn's tokens reach its context limit less the output it asks for
+    # (at most OPENCODE_OUTPUT_TOKEN_MAX): that is the announced auto-compact point
+    assert limit["context"] - min(limit["output"], OPENCODE_OUTPUT_TOKEN_MAX) == a.auto_compact
+    big = Announced("big", window=200_000, max_output=64_000, margin=2_000, input_limit=134_000, factor=1.25)
+    limit = json.loads("\n".join(lines(big, "opencode")))["provider"]["context-guard"]["models"]["big"]["limit"]
+    assert limit["output"] == 64_000 > OPENCODE_OUTPUT_TOKEN_MAX  # (OpenCode asks for 32,000 of it)
+    assert limit["context"] - OPENCODE_OUTPUT_TOKEN_MAX == big.auto_compact == int(134_000 / 1.25 * AUTO_COMPACT_SHARE)
 
 
 def test_codex_lines_are_valid_config_toml(tmp_path):

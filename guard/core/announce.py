@@ -6,27 +6,43 @@ must cut. The numbers are the guard's after policy (defaults < model < team < ke
 - `window`: the model's context window as the guard holds it (policy caps applied);
 - `max_output`: the output cap (the model's, lowered by `max_output_tokens`);
 - `margin`: the safety margin the guard keeps free;
-- `input_limit`: the most input a request reserving `max_output` may carry (the budget's room);
-- `agent_window`: the window to tell an agent, `input_limit + max_output`: an agent that keeps its
+- `input_limit`: the most input a request reserving `max_output` may carry (the budget's room),
+  as the guard counts it;
+- `factor`: the calibration factor the guard counts this model with (1.0 where it has the model's
+  own tokenizer; see `guard.core.calibration`);
+- `agent_input`: `input_limit` in the provider's tokens, `input_limit / factor`: agents compact on
+  the usage the provider reports, which the guard's count of a model it estimates exceeds by its
+  factor (an agent told the guard's own figure for a model counted at x1.2 would be cut before it
+  compacts);
+- `agent_window`: the window to tell an agent, `agent_input + max_output`: an agent that keeps its
   input plus its output under it is never cut;
-- `auto_compact`: where to make an agent compact, a tenth below `input_limit`, so one turn's new
+- `auto_compact`: where to make an agent compact, 15% below `agent_input`, so one turn's new
   results do not push the request past it.
 
-`lines(announced, agent, ...)` renders them for Claude Code (shell exports) or Codex (config.toml).
+`lines(announced, agent, ...)` renders them for Claude Code (shell exports), Codex (config.toml)
+or OpenCode (opencode.json).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from guard.core.budget import make_budget
 from guard.core.limits import ModelLimits
 from guard.core.policy import Policy
 
-AGENTS = ("claude-code", "codex")
+AGENTS = ("claude-code", "codex", "opencode")
 # Claude Code's CLAUDE_CODE_AUTO_COMPACT_WINDOW is read as at least this many tokens (2.1.331)
 CLAUDE_CODE_MIN_AUTO_COMPACT_WINDOW = 100_000
-AUTO_COMPACT_SHARE = 0.9
+# where an agent is made to compact, as a share of the input it may send: the rest must hold the
+# turn that crosses it (OpenCode's read tool numbers each line: a 3.4k-token file reads as 5.9k, 12%
+# of a 64k window's input, which a tenth did not hold: bench.agents)
+AUTO_COMPACT_SHARE = 0.85
+# OpenCode asks for at most this many output tokens, whatever a model's `limit.output` (its
+# OUTPUT_TOKEN_MAX, 1.18), and compacts once a turn's reported tokens reach its context limit less
+# that request's output: `limit.context` is set so that this happens at `auto_compact`
+OPENCODE_OUTPUT_TOKEN_MAX = 32_000
 
 
 @dataclass(frozen=True)
@@ -36,18 +52,24 @@ class Announced:
     max_output: int
     margin: int
     input_limit: int
+    factor: float = 1.0
+
+    @property
+    def agent_input(self) -> int:
+        return int(self.input_limit / self.factor)
 
     @property
     def agent_window(self) -> int:
-        return self.input_limit + self.max_output
+        return self.agent_input + self.max_output
 
     @property
     def auto_compact(self) -> int:
-        return int(self.input_limit * AUTO_COMPACT_SHARE)
+        return int(self.agent_input * AUTO_COMPACT_SHARE)
 
 
-def announce(model: str, limits: ModelLimits, policy: Policy) -> Announced:
-    """The limits one caller gets for `model` (its policy already resolved for the caller)."""
+def announce(model: str, limits: ModelLimits, policy: Policy, factor: float = 1.0) -> Announced:
+    """The limits one caller gets for `model` (its policy already resolved for the caller), the
+    guard counting it with calibration `factor`."""
     budget, _ = make_budget(
         limits, policy, limits.max_output_tokens
     )  # the whole output cap reserved (clamped to the policy's)
@@ -57,17 +79,21 @@ def announce(model: str, limits: ModelLimits, policy: Policy) -> Announced:
         max_output=budget.reserved_output,
         margin=budget.margin,
         input_limit=max(0, budget.room),
+        factor=factor if factor > 0 else 1.0,
     )
 
 
 def lines(announced: Announced, agent: str, *, base_url: str | None = None) -> list[str]:
     """The settings that tell `agent` the guard's limits: shell `export` lines for Claude Code,
-    config.toml lines for Codex. Comments say where each number comes from."""
+    config.toml lines for Codex (comments say where each number comes from), an opencode.json for
+    OpenCode (JSON has no comments: the provider's name says it)."""
     a = announced
     head = (
         f"window {a.window:,}, output cap {a.max_output:,}, safety margin {a.margin:,}: "
         f"input up to {a.input_limit:,} with the whole output reserved"
     )
+    if a.factor != 1.0:
+        head += f" (counted x{a.factor:g}: {a.agent_input:,} of the provider's tokens)"
     if agent == "claude-code":
         out = [f"# context-guard: {a.model}: {head}"]
         if base_url:
@@ -103,4 +129,32 @@ def lines(announced: Announced, agent: str, *, base_url: str | None = None) -> l
             'wire_api = "responses"',
         ]
         return out
+    if agent == "opencode":
+        return _opencode(a, head, base_url).splitlines()
     raise ValueError(f"unknown agent {agent!r}: one of {', '.join(AGENTS)}")
+
+
+def _opencode(a: Announced, head: str, base_url: str | None) -> str:
+    """An opencode.json whose provider is the proxy: OpenCode compacts once a turn's tokens reach
+    `limit.context` less the output it asks for (the smaller of `limit.output` and
+    `OPENCODE_OUTPUT_TOKEN_MAX`), so the context limit is `auto_compact` plus that output; every
+    request it sends then reserves at most the guard's output cap."""
+    asked = min(a.max_output, OPENCODE_OUTPUT_TOKEN_MAX)
+    model = {"name": a.model, "limit": {"context": a.auto_compact + asked, "output": a.max_output}}
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "model": f"context-guard/{a.model}",
+        "provider": {
+            "context-guard": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": f"LiteLLM proxy with context-guard: {a.model}: {head}",
+                "options": {
+                    "baseURL": f"{(base_url or 'http://127.0.0.1:4000').rstrip('/')}/v1",
+                    "apiKey": "{env:LITELLM_API_KEY}",
+                    "includeUsage": True,  # (the usage it compacts on, in the stream's last chunk)
+                },
+                "models": {a.model: model},
+            }
+        },
+    }
+    return json.dumps(config, indent=2)

@@ -82,7 +82,9 @@ def test_model_info_carries_the_limits_the_guard_enforces_for_the_caller(proxy):
         from guard.core.announce import announce
 
         policy = engine.policy_for(name)
-        a = announce(name, engine.limits_for(name, policy), policy)
+        # the proxy's calibration factor (static, or learned from what this session's requests billed)
+        factor = admin[name]["count_factor"]
+        a = announce(name, engine.limits_for(name, policy), policy, factor)
         assert admin[name] == {
             "context_window": a.window,
             "max_output_tokens": a.max_output,
@@ -90,7 +92,11 @@ def test_model_info_carries_the_limits_the_guard_enforces_for_the_caller(proxy):
             "max_input_tokens": a.input_limit,
             "agent_context_window": a.agent_window,
             "auto_compact_tokens": a.auto_compact,
+            "count_factor": factor,
         }
+        # what agents are told is the provider's tokens: the guard's input limit over its factor
+        assert a.agent_window == int(a.input_limit / factor) + a.max_output
+        assert factor == engine.counter_and_factor(name, policy)[2].value or name == "claude-small"
         assert admin[name]["context_window"] == 8192 and admin[name]["max_output_tokens"] == 2048
         assert (
             team[name]["max_output_tokens"] == 128 and team[name]["max_input_tokens"] > admin[name]["max_input_tokens"]
