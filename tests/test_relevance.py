@@ -227,3 +227,29 @@ def test_a_historys_vocabulary_is_built_from_its_texts_words(texts):
     expected = frozenset(_WORD.findall("\x00".join(texts).lower()))
     assert words == expected
     assert sorted(joined.split("\x00")) == sorted(expected) or (not expected and joined == "")
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)
+    | st.text(alphabet="ab_1 -.é東\n\tİ'", max_size=80)
+    | st.builds(lambda w, n: (w + " ") * n, st.sampled_from(["the", "a", "helix", "Q1"]), st.integers(2, 4000)),
+    st.booleans(),
+)
+def test_a_texts_terms_and_words_are_the_same_whichever_is_read_first(text, terms_first):
+    """One regex pass reads a short text's BM25 terms and its words for both memos (`_read`):
+    each is what its own pass gives (bm25s's tokens of the clipped text less its stop words; the
+    whole text's distinct words), whichever of the two was asked for first."""
+    from collections import Counter
+
+    from guard.core import memo
+    from guard.core.relevance import _TOKEN, _WORD, _clip, _stopwords, _terms, _words
+
+    with memo.using(memo.Memos()):
+        if terms_first:
+            terms, words = _terms([text])[0], _words(text)
+        else:
+            words, terms = _words(text), _terms([text])[0]
+    expected = Counter(t for t in _TOKEN.findall(_clip(text).lower()) if t not in _stopwords())
+    assert terms == (sum(expected.values()), dict(expected))
+    assert set(words.split("\x00")) - {""} == set(_WORD.findall(text.lower()))

@@ -81,7 +81,16 @@ def _table(query: str, docs: Sequence[str]) -> tuple[Any, Any, Any] | None:
     if not terms:
         return None
     lowered = [_lowered(d) for d in docs]
-    hit = [i for i, d in enumerate(lowered) if any(t in d for t in terms)]
+    # a doc whose terms are memoised and share one with the query holds it as a substring too (its
+    # terms are read from the same lower-case text): only the others are scanned for the query's
+    # terms (a long question, hundreds of terms, made the scan of every doc a third of this table)
+    known, asked = current().term_counts.get, frozenset(terms)
+    hit = [
+        i
+        for i, (doc, low) in enumerate(zip(docs, lowered))
+        if ((counted := known(doc)) is not None and not counted[1].keys().isdisjoint(asked))
+        or any(t in low for t in terms)
+    ]
     if not hit:
         return None
     stats = _terms([docs[i] for i in hit])
@@ -140,13 +149,13 @@ def _terms(texts: list[str]) -> list[tuple[int, dict[str, int]]]:
     found = [memo.get(t) for t in texts]
     missing = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
     if missing:
-        stop = _stopwords()
+        words = current().text_words
         new = {}
         for text in missing:
-            counts = Counter(_TOKEN.findall(_lowered(text)))
-            for word in stop.intersection(counts):
-                del counts[word]
-            new[text] = (sum(counts.values()), dict(counts))
+            counted, joined = _read(text, terms=True, words=text not in words)
+            new[text] = counted if counted is not None else (0, {})
+            if joined is not None:  # (one regex pass read both: the words are memoised too)
+                words.put(text, joined, len(text))
         for text, terms in new.items():
             memo.put(text, terms)
         found = [f if f is not None else new[t] for t, f in zip(texts, found)]
@@ -229,8 +238,34 @@ def _words(text: str) -> str:
     memo = current().text_words
     hit = memo.get(text)
     if hit is None:
-        hit = memo.put(text, "\x00".join(set(_WORD.findall(text.lower()))), len(text))
+        counts = current().term_counts
+        terms, words = _read(text, terms=text not in counts, words=True)
+        if terms is not None:  # (one regex pass read both: the terms are memoised too)
+            counts.put(text, terms)
+        hit = memo.put(text, words if words is not None else "", len(text))
     return hit
+
+
+def _read(text: str, *, terms: bool, words: bool) -> tuple[tuple[int, dict[str, int]] | None, str | None]:
+    """What `_terms` (`terms`) and `_words` (`words`) memoise of one text: BM25's terms of the text
+    as clipped (bm25s's tokens, its stop words removed) and the whole text's distinct words. A
+    text short enough not to be clipped gives both from one regex pass (its terms are its words of
+    two characters or more), whichever was asked for; a longer one, each from its own."""
+    if len(text) > _DOC_CHARS:
+        counted = _counted(Counter(_TOKEN.findall(_lowered(text)))) if terms else None
+        return counted, "\x00".join(set(_WORD.findall(text.lower()))) if words else None
+    counts = Counter(_WORD.findall(_lowered(text)))  # (unclipped: the text in lower case)
+    joined = "\x00".join(counts)
+    for word in [w for w in counts if len(w) < 2]:
+        del counts[word]
+    return (_counted(counts) if terms else None), (joined if words else None)
+
+
+def _counted(counts: Counter[str]) -> tuple[int, dict[str, int]]:
+    """(number of terms, count per term) of a text's tokens, its stop words removed."""
+    for word in _stopwords().intersection(counts):
+        del counts[word]
+    return sum(counts.values()), dict(counts)
 
 
 _WORD = re.compile(r"\w+")
