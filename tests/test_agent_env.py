@@ -102,6 +102,15 @@ def test_the_announced_input_is_exactly_what_the_guard_sends_uncut(team, key, wi
     assert over.input_tokens_before > a.input_limit and over.outcome != "unchanged"
 
 
+def test_a_factor_under_one_never_tells_an_agent_more_than_the_guard_allows():
+    """A learned factor under 1 (the provider counts less than the guard's stand-in) already puts
+    the guard's count in about the provider's tokens: the agent gets the guard's own input limit."""
+    under = Announced("m", window=65_536, max_output=8_192, margin=655, input_limit=56_689, factor=0.8)
+    over = Announced("m", window=65_536, max_output=8_192, margin=655, input_limit=56_689, factor=1.25)
+    assert under.agent_input == 56_689 and over.agent_input == int(56_689 / 1.25)
+    assert under.agent_window == 56_689 + 8_192 and under.auto_compact < under.agent_input
+
+
 def test_claude_code_lines_use_the_window_variable_its_version_reads_for_the_name():
     _, _, unknown = _announced("gw-coder")
     text = lines(unknown, "claude-code", base_url="http://127.0.0.1:4000")

@@ -11,9 +11,12 @@ must cut. The numbers are the guard's after policy (defaults < model < team < ke
 - `factor`: the calibration factor the guard counts this model with (1.0 where it has the model's
   own tokenizer; see `guard.core.calibration`);
 - `agent_input`: `input_limit` in the provider's tokens, `input_limit / factor`: agents compact on
-  the usage the provider reports, which the guard's count of a model it estimates exceeds by its
-  factor (an agent told the guard's own figure for a model counted at x1.2 would be cut before it
-  compacts);
+  the usage the provider reports, which the guard's count of a model it estimates exceeds by up to
+  its factor (an agent told the guard's own figure for a model counted at x1.2 would be cut before
+  it compacts). Exact where the provider's tokenizer counts as the guard's stand-in does, early
+  where it counts more, or where the factor was learned (a high quantile of what was billed, plus
+  headroom); a factor under 1 (learned where the provider counts less) leaves it at `input_limit`,
+  which the guard's count already puts in about the provider's tokens;
 - `agent_window`: the window to tell an agent, `agent_input + max_output`: an agent that keeps its
   input plus its output under it is never cut;
 - `auto_compact`: where to make an agent compact, 15% below `agent_input`, so one turn's new
@@ -56,7 +59,7 @@ class Announced:
 
     @property
     def agent_input(self) -> int:
-        return int(self.input_limit / self.factor)
+        return int(self.input_limit / max(1.0, self.factor))
 
     @property
     def agent_window(self) -> int:
@@ -92,7 +95,7 @@ def lines(announced: Announced, agent: str, *, base_url: str | None = None) -> l
         f"window {a.window:,}, output cap {a.max_output:,}, safety margin {a.margin:,}: "
         f"input up to {a.input_limit:,} with the whole output reserved"
     )
-    if a.factor != 1.0:
+    if a.factor > 1.0:
         head += f" (counted x{a.factor:g}: {a.agent_input:,} of the provider's tokens)"
     if agent == "claude-code":
         out = [f"# context-guard: {a.model}: {head}"]

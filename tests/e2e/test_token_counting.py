@@ -95,7 +95,7 @@ def test_model_info_carries_the_limits_the_guard_enforces_for_the_caller(proxy):
             "count_factor": factor,
         }
         # what agents are told is the provider's tokens: the guard's input limit over its factor
-        assert a.agent_window == int(a.input_limit / factor) + a.max_output
+        assert a.agent_window == int(a.input_limit / max(1.0, factor)) + a.max_output
         assert factor == engine.counter_and_factor(name, policy)[2].value or name == "claude-small"
         assert admin[name]["context_window"] == 8192 and admin[name]["max_output_tokens"] == 2048
         assert (
