@@ -152,7 +152,7 @@ def _terms(texts: list[str]) -> list[tuple[int, dict[str, int]]]:
         words = current().text_words
         new = {}
         for text in missing:
-            counted, joined = _read(text, terms=True, words=text not in words)
+            counted, joined = _read(text, terms=True, words=len(text) <= _DOC_CHARS and text not in words)
             new[text] = counted if counted is not None else (0, {})
             if joined is not None:  # (one regex pass read both: the words are memoised too)
                 words.put(text, joined, len(text))
@@ -239,7 +239,7 @@ def _words(text: str) -> str:
     hit = memo.get(text)
     if hit is None:
         counts = current().term_counts
-        terms, words = _read(text, terms=text not in counts, words=True)
+        terms, words = _read(text, terms=len(text) <= _DOC_CHARS and text not in counts, words=True)
         if terms is not None:  # (one regex pass read both: the terms are memoised too)
             counts.put(text, terms)
         hit = memo.put(text, words if words is not None else "", len(text))
@@ -247,10 +247,11 @@ def _words(text: str) -> str:
 
 
 def _read(text: str, *, terms: bool, words: bool) -> tuple[tuple[int, dict[str, int]] | None, str | None]:
-    """What `_terms` (`terms`) and `_words` (`words`) memoise of one text: BM25's terms of the text
-    as clipped (bm25s's tokens, its stop words removed) and the whole text's distinct words. A
-    text short enough not to be clipped gives both from one regex pass (its terms are its words of
-    two characters or more), whichever was asked for; a longer one, each from its own."""
+    """What `_terms` (`terms`) and `_words` (`words`) memoise of one text, each where asked for:
+    BM25's terms of the text as clipped (bm25s's tokens, its stop words removed) and the whole
+    text's distinct words. A text short enough not to be clipped gives both from one regex pass
+    (its terms are its words of two characters or more: the callers ask for the other memo's part
+    of such a text for free); a longer one, each from a pass of its own."""
     if len(text) > _DOC_CHARS:
         counted = _counted(Counter(_TOKEN.findall(_lowered(text)))) if terms else None
         return counted, "\x00".join(set(_WORD.findall(text.lower()))) if words else None
