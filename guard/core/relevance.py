@@ -253,20 +253,18 @@ def _read(text: str, *, terms: bool, words: bool) -> tuple[tuple[int, dict[str, 
     (its terms are its words of two characters or more: the callers ask for the other memo's part
     of such a text for free); a longer one, each from a pass of its own."""
     if len(text) > _DOC_CHARS:
-        counted = _counted(Counter(_TOKEN.findall(_lowered(text)))) if terms else None
+        counted = _counted(Counter(_TOKEN.findall(_lowered(text))), 2) if terms else None
         return counted, "\x00".join(set(_WORD.findall(text.lower()))) if words else None
     counts = Counter(_WORD.findall(_lowered(text)))  # (unclipped: the text in lower case)
-    joined = "\x00".join(counts)
-    for word in [w for w in counts if len(w) < 2]:
-        del counts[word]
-    return (_counted(counts) if terms else None), (joined if words else None)
+    return (_counted(counts, 2) if terms else None), ("\x00".join(counts) if words else None)
 
 
-def _counted(counts: Counter[str]) -> tuple[int, dict[str, int]]:
-    """(number of terms, count per term) of a text's tokens, its stop words removed."""
-    for word in _stopwords().intersection(counts):
-        del counts[word]
-    return sum(counts.values()), dict(counts)
+def _counted(counts: Counter[str], shortest: int) -> tuple[int, dict[str, int]]:
+    """(number of terms, count per term) of a text's words of at least `shortest` characters,
+    its stop words left out."""
+    stop = _stopwords()
+    kept = {word: n for word, n in counts.items() if len(word) >= shortest and word not in stop}
+    return sum(kept.values()), kept
 
 
 _WORD = re.compile(r"\w+")
