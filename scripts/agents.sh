@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The real coding agents behind the proxy (bench/agents.py): installs the pinned Claude Code,
-# Codex and OpenCode from npm into .agents/ (when missing) and runs one long session of each, with and without
-# the settings `context-guard agent-env` prints. Without npm it skips, unless GUARD_REQUIRE_AGENTS=1.
+# The real coding agents behind the proxy (bench/agents.py): installs the pinned Claude Code, Codex
+# and OpenCode from npm into .agents/ (when missing) and runs one long session of each, with and
+# without the settings `context-guard agent-env` prints. Without npm it skips, unless
+# GUARD_REQUIRE_AGENTS=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLAUDE_CODE_VERSION="${CLAUDE_CODE_VERSION:-2.1.331}"
