@@ -209,7 +209,7 @@ def agent_env_main(args: argparse.Namespace) -> int:
         underlying = engine.underlying(args.model)
         policy, _ = engine.policies.resolve((args.model, underlying), team=(args.team,), key=(args.key_alias,))
         limits = engine.limits_for(args.model, policy)
-        _, _, factor = engine.counter_and_factor(args.model, policy)
+        factor = engine.count_factor(args.model, policy)
     except GuardError as e:
         return _fail(str(e))
     for line in lines(announce(args.model, limits, policy, factor.value), args.agent, base_url=args.base_url):

@@ -179,7 +179,7 @@ def _limits_for(name: str, auth: Any) -> dict[str, float] | None:
         engine = context_guard.engine
         policy = _caller_policy(name, auth)
         # (the factor its counts are calibrated with now: the agent's figures are the provider's tokens)
-        _, _, factor = engine.counter_and_factor(name, policy, key=engine.calibration_key(name))
+        factor = engine.count_factor(name, policy, key=engine.calibration_key(name))
         a = announce(name, engine.limits_for(name, policy), policy, factor.value)
     except GuardError:
         return None

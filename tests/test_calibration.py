@@ -121,6 +121,32 @@ def test_the_engine_counts_with_what_the_deployment_taught():
     assert (pinned.calibration_factor, pinned.calibration_source) == (1.3, "pinned")
 
 
+def test_the_factor_announced_to_agents_is_the_one_counted_with_and_loads_no_tokenizer():
+    """`Engine.count_factor` (what `/model/info` and `agent-env` scale an agent's window by) is the
+    factor `counter_and_factor` counts with, for every source, without building a counter: a model
+    list names models nobody has sent a request to yet."""
+    loaded: list[str] = []
+
+    def loader(name: str):
+        loaded.append(name)
+        from guard.core.encodings import get_vocab
+
+        return get_vocab(name)
+
+    def learned(key: str):
+        return [0.9] * 30, None
+
+    for mode, pins in (("static", {}), ("auto", {}), ("auto", {"anthropic": 1.3})):
+        engine = _engine(mode, learned, calibration=pins)
+        engine.counters = type(engine.counters)(loader)
+        for model in ("claude", "gpt-4o", "mistral-large", "qwen2.5-coder", "llama-3-70b"):
+            policy, key = engine.policy_for(model), engine.calibration_key(model)
+            told = engine.count_factor(model, policy, key=key)
+            assert not loaded
+            assert told == engine.counter_and_factor(model, policy, key=key)[2]
+            loaded.clear()
+
+
 def test_exact_families_never_learn():
     engine = _engine("auto", lambda key: ([2.0] * 50, 3.0))
     engine.deployments["gpt"] = Deployment("gpt", "gpt-4o", {"max_input_tokens": 128_000, "max_output_tokens": 4096})

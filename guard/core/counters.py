@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from guard.core import calibration
 from guard.core.encodings import exact_available, get_vocab
-from guard.core.models import profile
+from guard.core.models import ModelProfile, profile
 from guard.core.policy import Policy
 from guard.core.tokens import Encoding, TokenCounter
 
@@ -34,17 +34,9 @@ class Counters:
         answers taught, and after a counting miss, in either mode, above the factor that missed
         (see `calibration.factor`). `learned` is not called for a family counted exactly."""
         prof = profile(model)
-        # an open-model family counts exactly when its tokenizer package is installed
-        exact_vocab = prof.exact_encoding if prof.exact_encoding and exact_available(prof.exact_encoding) else None
+        exact_vocab = _exact_vocab(prof)
         encoding = exact_vocab or prof.encoding
-        static = 1.0 if exact_vocab else prof.default_factor
-        pin = policy.calibration.get(prof.family)
-        exact_family = (prof.exact or exact_vocab is not None) and pin is None
-        ratios: list[float] = []
-        miss: float | None = None
-        if learned is not None and not exact_family:
-            ratios, miss = learned()  # (static mode reads them for counting misses only)
-        factor = calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, missed=miss)
+        factor = _factor(prof, exact_vocab, policy, learned)
         # the provider's own framing of tool schemas where the count is exact; JSON elsewhere
         framing = prof.tool_framing if factor.value == 1.0 and exact_vocab is None and prof.exact else "json"
         key = (encoding, factor.value, prof.image_formula, framing, prof.renders)
@@ -60,3 +52,29 @@ class Counters:
                 )
                 self._counters[key] = counter
         return counter, (prof.exact or exact_vocab is not None) and factor.value == 1.0, factor
+
+    def factor(self, model: str, policy: Policy, learned: Learned | None = None) -> calibration.Factor:
+        """The calibration factor `get` counts the real model `model` with, without building its
+        counter (nor loading a tokenizer: what announces a model's limits asks this of every model
+        listed)."""
+        prof = profile(model)
+        return _factor(prof, _exact_vocab(prof), policy, learned)
+
+
+def _exact_vocab(prof: ModelProfile) -> str | None:
+    """The exact tokenizer an open-model family counts with, where its package is installed."""
+    return prof.exact_encoding if prof.exact_encoding and exact_available(prof.exact_encoding) else None
+
+
+def _factor(prof: ModelProfile, exact_vocab: str | None, policy: Policy, learned: Learned | None) -> calibration.Factor:
+    """The admin's pin for the family, else its static factor (1.0 with an exact tokenizer), as
+    `calibration.factor` raises it with what the provider answers taught (`learned`, not asked of a
+    family counted exactly)."""
+    static = 1.0 if exact_vocab else prof.default_factor
+    pin = policy.calibration.get(prof.family)
+    exact_family = (prof.exact or exact_vocab is not None) and pin is None
+    ratios: list[float] = []
+    miss: float | None = None
+    if learned is not None and not exact_family:
+        ratios, miss = learned()  # (static mode reads them for counting misses only)
+    return calibration.factor(static, ratios, policy.calibration_settings(), pin=pin, missed=miss)

@@ -103,6 +103,16 @@ class _Resolving(_Deprecated):
         taught = (lambda: learned(key)) if learned is not None and key is not None else None
         return self.counters.get(underlying or self.underlying(model), policy, taught)
 
+    def count_factor(
+        self, model: str, policy: Policy, underlying: str | None = None, key: str | None = None
+    ) -> calibration.Factor:
+        """The calibration factor `counter_and_factor` gives, without building the counter (no
+        tokenizer is loaded): what the limits announced to agents are scaled by
+        (`guard.core.announce`)."""
+        learned = self.learned
+        taught = (lambda: learned(key)) if learned is not None and key is not None else None
+        return self.counters.factor(underlying or self.underlying(model), policy, taught)
+
     def warm(self, models: tuple[str, ...] | None = None) -> tuple[str, ...]:
         """Load the tokenizers `models` count with (by default every configured deployment's), and
         their twins for the second counting thread (`TokenCounter.prepare_threads`), so that no
