@@ -88,6 +88,13 @@ def guard_outcomes(url: str) -> dict[str, int]:
     return out
 
 
+def _run(argv: list[str], env: dict[str, str], work: Path) -> subprocess.CompletedProcess[str]:
+    """The agent's non-interactive run in the workspace, its output captured (30 minutes at most)."""
+    return subprocess.run(
+        argv, env=env, cwd=work, capture_output=True, text=True, timeout=1800, stdin=subprocess.DEVNULL
+    )
+
+
 def run_claude(
     claude: str, url: str, work: Path, settings: dict[str, str], files: int, home: Path
 ) -> subprocess.CompletedProcess[str]:
@@ -109,15 +116,7 @@ def run_claude(
     prompt = (
         f"Read the files f01.txt to f{files:02d}.txt in this directory one at a time with the Read tool, then say done."
     )
-    return subprocess.run(
-        [claude, "-p", prompt, "--model", MODEL, "--allowedTools", "Read"],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        stdin=subprocess.DEVNULL,
-    )
+    return _run([claude, "-p", prompt, "--model", MODEL, "--allowedTools", "Read"], env, work)
 
 
 def run_codex(
@@ -134,14 +133,10 @@ def run_codex(
         "RUST_LOG": "error",
     }
     prompt = f"Read the files f01.txt to f{files:02d}.txt in this directory one at a time with cat, then say done."
-    return subprocess.run(
+    return _run(
         [codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-C", str(work), prompt],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        stdin=subprocess.DEVNULL,
+        env,
+        work,
     )
 
 
@@ -183,15 +178,7 @@ def run_opencode(
     prompt = (
         f"Read the files f01.txt to f{files:02d}.txt in this directory one at a time with the read tool, then say done."
     )
-    return subprocess.run(
-        [opencode, "run", prompt],
-        env=env,
-        cwd=work,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        stdin=subprocess.DEVNULL,
-    )
+    return _run([opencode, "run", prompt], env, work)
 
 
 def one_run(agent: str, binary: str, label: str, files: int, told: bool) -> dict[str, Any]:

@@ -152,7 +152,7 @@ def real_turns(tokens: int = 300_000) -> dict[str, Any]:
     """A gpt-4o chat body of about `tokens` tokens: one task, then the turns of bench.cache's real
     chat loops one after another (their calls renamed apart, system prompts left out), ending on a
     request (not on a reply of the model's)."""
-    from bench.heavy_fits import chat_runs
+    from bench.heavy_fits import chat_runs, renamed_turns
 
     counter = TokenCounter(get_encoding("o200k_base"))
     messages: list[dict[str, Any]] = [
@@ -161,16 +161,9 @@ def real_turns(tokens: int = 300_000) -> dict[str, Any]:
     ]
     total = 0
     for k, body in enumerate(chat_runs()):
-        for m in body["messages"]:
-            if m.get("role") == "system":
-                continue
-            m = dict(m)
-            if m.get("tool_calls"):
-                m["tool_calls"] = [{**t, "id": f"{k}-{t.get('id')}"} for t in m["tool_calls"]]
-            if m.get("tool_call_id"):
-                m["tool_call_id"] = f"{k}-{m['tool_call_id']}"
-            messages.append(m)
-            total += counter.message(OPENAI, m)
+        turns = renamed_turns(body, k)
+        messages += turns
+        total += sum(counter.messages(OPENAI, turns))
         if total >= tokens:
             break
     while messages[-1].get("role") == "assistant":

@@ -86,6 +86,24 @@ def heavy_bodies() -> list[str]:
     return out
 
 
+def renamed_turns(body: dict[str, Any], k: int, salt: str | None = None) -> list[dict[str, Any]]:
+    """A loop's messages but its system prompt, copied, their call ids prefixed with `k` (so loops
+    put one after another never share an id), each non-empty text ending in `salt` where given."""
+    out = []
+    for m in body["messages"]:
+        if m.get("role") == "system":
+            continue
+        m = dict(m)
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{**t, "id": f"{k}-{t.get('id')}"} for t in m["tool_calls"]]
+        if m.get("tool_call_id"):
+            m["tool_call_id"] = f"{k}-{m['tool_call_id']}"
+        if salt is not None and isinstance(m.get("content"), str) and m["content"]:
+            m["content"] += f" {salt}"
+        out.append(m)
+    return out
+
+
 def long_bodies(messages: int = 3000, count: int = 3) -> list[str]:
     """Histories of `messages` messages or more, each the real loops' turns one after another
     (their calls renamed apart) after one task: an agent session of hours, a conversation's first
@@ -100,17 +118,8 @@ def long_bodies(messages: int = 3000, count: int = 3) -> list[str]:
         while len(history) < messages:
             body = runs[(c + k) % len(runs)]
             k += 1
-            for m in body["messages"]:
-                if m.get("role") == "system":
-                    continue
-                m = dict(m)
-                if m.get("tool_calls"):
-                    m["tool_calls"] = [{**t, "id": f"{k}-{t.get('id')}"} for t in m["tool_calls"]]
-                if m.get("tool_call_id"):
-                    m["tool_call_id"] = f"{k}-{m['tool_call_id']}"
-                if isinstance(m.get("content"), str) and m["content"]:
-                    m["content"] += f" {SALT}"  # fresh text on every pass: no memo of an earlier one helps
-                history.append(m)
+            # fresh text on every pass (each message salted): no memo of an earlier one helps
+            history.extend(renamed_turns(body, k, salt=SALT))
         while history[-1].get("role") == "assistant":
             history.pop()
         out.append(json.dumps({"model": "agent", "messages": history, "max_tokens": 1024}))

@@ -99,9 +99,7 @@ class _Resolving(_Deprecated):
     ) -> tuple[TokenCounter, bool, calibration.Factor]:
         """The counter, whether it is exact, and the calibration factor it counts with (see
         `guard.core.counters.Counters.get`; `learned` is read at each call)."""
-        learned = self.learned
-        taught = (lambda: learned(key)) if learned is not None and key is not None else None
-        return self.counters.get(underlying or self.underlying(model), policy, taught)
+        return self.counters.get(underlying or self.underlying(model), policy, self._taught(key))
 
     def count_factor(
         self, model: str, policy: Policy, underlying: str | None = None, key: str | None = None
@@ -109,9 +107,12 @@ class _Resolving(_Deprecated):
         """The calibration factor `counter_and_factor` gives, without building the counter (no
         tokenizer is loaded): what the limits announced to agents are scaled by
         (`guard.core.announce`)."""
+        return self.counters.factor(underlying or self.underlying(model), policy, self._taught(key))
+
+    def _taught(self, key: str | None) -> Callable[[], tuple[list[float], float | None]] | None:
+        """What the deployment `key`'s provider answers taught, read when asked (None: nothing to read)."""
         learned = self.learned
-        taught = (lambda: learned(key)) if learned is not None and key is not None else None
-        return self.counters.factor(underlying or self.underlying(model), policy, taught)
+        return (lambda: learned(key)) if learned is not None and key is not None else None
 
     def warm(self, models: tuple[str, ...] | None = None) -> tuple[str, ...]:
         """Load the tokenizers `models` count with (by default every configured deployment's), and
