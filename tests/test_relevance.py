@@ -131,14 +131,28 @@ def test_scores_are_bm25s_scores(docs, query):
 @settings(max_examples=500, deadline=None)
 @given(st.text(alphabet=st.characters(codec="utf-8"), max_size=200) | st.text(alphabet="ab_1 -.é東\n\t'", max_size=60))
 def test_terms_are_bm25s_tokens(text):
-    """The guard's token pattern finds exactly the tokens bm25s's default pattern finds."""
+    """The guard's terms are the tokens bm25s's default pattern finds: its runs of word characters
+    of two or more, and those runs are what `\\w+` finds (an ASCII text is split, not matched)."""
     import inspect
     import re
 
     from bm25s.tokenization import tokenize
 
     pattern = inspect.signature(tokenize).parameters["token_pattern"].default
-    assert relevance._TOKEN.findall(text) == re.findall(pattern, text)
+    runs = relevance._runs(text)
+    assert runs == re.findall(r"\w+", text)
+    assert [r for r in runs if len(r) >= 2] == re.findall(pattern, text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_an_ascii_texts_runs_are_the_regex_runs(text):
+    """Every ASCII character, word or not (controls, punctuation, the whitespace str.split knows):
+    the split path finds the runs `\\w+` finds."""
+    import re
+
+    assert text.isascii()
+    assert relevance._runs(text) == re.findall(r"\w+", text)
 
 
 @settings(max_examples=200, deadline=None)
@@ -240,16 +254,17 @@ def test_a_texts_terms_and_words_are_the_same_whichever_is_read_first(text, term
     """One regex pass reads a short text's BM25 terms and its words for both memos (`_read`):
     each is what its own pass gives (bm25s's tokens of the clipped text less its stop words; the
     whole text's distinct words), whichever of the two was asked for first."""
+    import re
     from collections import Counter
 
     from guard.core import memo
-    from guard.core.relevance import _TOKEN, _WORD, _clip, _stopwords, _terms, _words
+    from guard.core.relevance import _WORD, _clip, _stopwords, _terms, _words
 
     with memo.using(memo.Memos()):
         if terms_first:
             terms, words = _terms([text])[0], _words(text)
         else:
             words, terms = _words(text), _terms([text])[0]
-    expected = Counter(t for t in _TOKEN.findall(_clip(text).lower()) if t not in _stopwords())
+    expected = Counter(t for t in re.findall(r"\w\w+", _clip(text).lower()) if t not in _stopwords())
     assert terms == (sum(expected.values()), dict(expected))
     assert set(words.split("\x00")) - {""} == set(_WORD.findall(text.lower()))
