@@ -243,6 +243,32 @@ def test_a_historys_vocabulary_is_built_from_its_texts_words(texts):
     assert sorted(joined.split("\x00")) == sorted(expected) or (not expected and joined == "")
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="abcé_ 1\n.", max_size=12), min_size=65, max_size=300),
+    st.lists(st.integers(0, 300), min_size=1, max_size=6),
+    st.integers(0, 299),
+)
+def test_the_vocabularies_of_a_historys_prefixes_are_their_own_words_in_any_order(texts, ends, edited):
+    """A replay asks for the vocabulary of several prefixes of one history, in any order; each is
+    built from memoised runs of 64 texts from the start (`_chunk_words`), which the longer prefixes
+    share with the shorter, and an engine serves other conversations (here: the same history with
+    one text edited) from the same memos: every answer is that prefix's own words."""
+    from guard.core import memo
+    from guard.core.relevance import _WORD, _vocabulary
+
+    other = list(texts)
+    other[edited % len(texts)] += " zzz"
+    with memo.using(memo.Memos()):
+        for end in ends:
+            for history in (texts, other):
+                prefix = tuple(history[:end])
+                words, joined = _vocabulary(prefix)
+                expected = frozenset(_WORD.findall("\x00".join(prefix).lower()))
+                assert words == expected
+                assert set(joined.split("\x00")) - {""} == expected
+
+
 @settings(max_examples=500, deadline=None)
 @given(
     st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=200)

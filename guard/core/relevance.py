@@ -288,7 +288,23 @@ def _vocabulary(texts: tuple[str, ...]) -> tuple[frozenset[str], str]:
     hit = memo.get(texts)
     if hit is None:
         # (from each text's own words, memoised: the prefixes of one history share most of their
-        # texts, and reading them all again cost a carried cut's replay a regex pass over each)
-        words = frozenset("\x00".join(_words(text) for text in texts).split("\x00")) - {""}
+        # texts, and reading them all again cost a carried cut's replay a regex pass over each; and
+        # in runs of `_CHUNK` texts from the start, memoised: the replay asks this of each past
+        # prefix of a history, and the longer ones begin with the runs of the shorter)
+        words = frozenset().union(*(_chunk_words(texts[i : i + _CHUNK]) for i in range(0, len(texts), _CHUNK)))
         hit = memo.put(texts, (words, "\x00".join(words)))
+    return hit
+
+
+_CHUNK = 64
+
+
+def _chunk_words(texts: tuple[str, ...]) -> frozenset[str]:
+    """The words `texts` hold (`_vocabulary`'s), memoised where they are a whole run."""
+    chunks = current().vocabulary_chunks
+    hit = chunks.get(texts)
+    if hit is None:
+        hit = frozenset("\x00".join(_words(text) for text in texts).split("\x00")) - {""}
+        if len(texts) == _CHUNK:
+            chunks.put(texts, hit, len(hit))
     return hit
