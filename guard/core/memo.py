@@ -94,8 +94,9 @@ class Memos:
         self.term_counts: Memo[str, tuple[int, dict[str, int]]] = Memo(20_000)  # text -> BM25 terms
         # a history's texts -> the words they hold, in lower case (guard.core.relevance.lost_terms)
         self.vocabularies: Memo[tuple[str, ...], tuple[frozenset[str], str]] = Memo(8)
-        # 64 texts of a history in a row (from its start) -> the words they hold; bounded in words
-        self.vocabulary_chunks: Memo[tuple[str, ...], frozenset[str]] = Memo(250_000, sized=True, max_entry=50_000)
+        # 64 texts of a history in a row (from its start) -> the words they hold; bounded by the
+        # texts' characters (the keys keep them alive; the words are fewer)
+        self.vocabulary_chunks: Memo[tuple[str, ...], frozenset[str]] = Memo(16_000_000, sized=True)
         # a text -> its distinct words in lower case (guard.core.relevance.lost_terms); characters
         self.text_words: Memo[str, str] = Memo(16_000_000, sized=True)
         self.dedupe_items: Memo[str, tuple[Any, ...]] = Memo(4096)  # text -> its array items' keys

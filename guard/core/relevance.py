@@ -306,5 +306,5 @@ def _chunk_words(texts: tuple[str, ...]) -> frozenset[str]:
     if hit is None:
         hit = frozenset("\x00".join(_words(text) for text in texts).split("\x00")) - {""}
         if len(texts) == _CHUNK:
-            chunks.put(texts, hit, len(hit))
+            chunks.put(texts, hit, sum(map(len, texts)))
     return hit
