@@ -95,8 +95,9 @@ class Memos:
         # a history's texts -> the words they hold, in lower case (guard.core.relevance.lost_terms)
         self.vocabularies: Memo[tuple[str, ...], tuple[frozenset[str], str]] = Memo(8)
         # 64 texts of a history in a row (from its start) -> the words they hold; bounded by the
-        # texts' characters (the keys keep them alive; the words are fewer)
-        self.vocabulary_chunks: Memo[tuple[str, ...], frozenset[str]] = Memo(16_000_000, sized=True)
+        # texts' characters (the keys keep them alive): ~1.6 MB of words a million characters of
+        # real agent turns' transcript lines, so ~6 MB at most
+        self.vocabulary_chunks: Memo[tuple[str, ...], frozenset[str]] = Memo(4_000_000, sized=True, max_entry=1_000_000)
         # a text -> its distinct words in lower case (guard.core.relevance.lost_terms); characters
         self.text_words: Memo[str, str] = Memo(16_000_000, sized=True)
         self.dedupe_items: Memo[str, tuple[Any, ...]] = Memo(4096)  # text -> its array items' keys
