@@ -277,7 +277,7 @@ def test_the_vocabularies_of_a_historys_prefixes_are_their_own_words_in_any_orde
     st.booleans(),
 )
 def test_a_texts_terms_and_words_are_the_same_whichever_is_read_first(text, terms_first):
-    """One regex pass reads a short text's BM25 terms and its words for both memos (`_read`):
+    """One pass reads a short text's BM25 terms and its words for both memos (`_read`):
     each is what its own pass gives (bm25s's tokens of the clipped text less its stop words; the
     whole text's distinct words), whichever of the two was asked for first."""
     import re

@@ -144,7 +144,7 @@ def _lowered(text: str) -> str:
 def _terms(texts: list[str]) -> list[tuple[int, dict[str, int]]]:
     """(number of terms, count per term) of each text, memoised. Terms as `bm25s.tokenize` makes
     them by default (lower case, its token pattern, its English stop words removed), counted with
-    one regex pass and a Counter: several times faster than building its vocabulary per call."""
+    one pass over the text (`_runs`) and a Counter: several times faster than building its vocabulary per call."""
     memo = current().term_counts
     found = [memo.get(t) for t in texts]
     missing = list(dict.fromkeys(t for t, f in zip(texts, found) if f is None))
@@ -154,7 +154,7 @@ def _terms(texts: list[str]) -> list[tuple[int, dict[str, int]]]:
         for text in missing:
             counted, joined = _read(text, terms=True, words=len(text) <= _DOC_CHARS and text not in words)
             new[text] = counted if counted is not None else (0, {})
-            if joined is not None:  # (one regex pass read both: the words are memoised too)
+            if joined is not None:  # (one pass read both: the words are memoised too)
                 words.put(text, joined, len(text))
         for text, terms in new.items():
             memo.put(text, terms)
@@ -235,7 +235,7 @@ def _words(text: str) -> str:
     if hit is None:
         counts = current().term_counts
         terms, words = _read(text, terms=len(text) <= _DOC_CHARS and text not in counts, words=True)
-        if terms is not None:  # (one regex pass read both: the terms are memoised too)
+        if terms is not None:  # (one pass read both: the terms are memoised too)
             counts.put(text, terms)
         hit = memo.put(text, words if words is not None else "", len(text))
     return hit
@@ -244,7 +244,7 @@ def _words(text: str) -> str:
 def _read(text: str, *, terms: bool, words: bool) -> tuple[tuple[int, dict[str, int]] | None, str | None]:
     """What `_terms` (`terms`) and `_words` (`words`) memoise of one text, each where asked for:
     BM25's terms of the text as clipped (bm25s's tokens, its stop words removed) and the whole
-    text's distinct words. A text short enough not to be clipped gives both from one regex pass
+    text's distinct words. A text short enough not to be clipped gives both from one pass
     (its terms are its words of two characters or more: the callers ask for the other memo's part
     of such a text for free); a longer one, each from a pass of its own."""
     if len(text) > _DOC_CHARS:
@@ -288,7 +288,7 @@ def _vocabulary(texts: tuple[str, ...]) -> tuple[frozenset[str], str]:
     hit = memo.get(texts)
     if hit is None:
         # (from each text's own words, memoised: the prefixes of one history share most of their
-        # texts, and reading them all again cost a carried cut's replay a regex pass over each; and
+        # texts, and reading them all again cost a carried cut's replay a pass over each; and
         # in runs of `_CHUNK` texts from the start, memoised: the replay asks this of each past
         # prefix of a history, and the longer ones begin with the runs of the shorter)
         words = frozenset().union(*(_chunk_words(texts[i : i + _CHUNK]) for i in range(0, len(texts), _CHUNK)))
