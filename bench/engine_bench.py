@@ -106,36 +106,19 @@ def main(argv: list[str] | None = None) -> int:
     engine.counter_for("gpt-4o", engine.policy_for("gpt-4o"))  # encoding loaded; counts are cold
     size = TokenCounter(enc).body(OPENAI, big)
 
-    def fit_cold(b: dict[str, Any]) -> None:
-        # every memo the engine keeps across requests starts empty: counts, parses, rewrites,
-        # terms, dedupe keys, transcript lines (a new engine: new counters, new memos)
-        Engine(policies).fit(b)
-
-    t_fit = best_time(fit_cold, lambda: fresh(big), args.repeat)
-    t_big = best_time(
-        lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b["tools"]),
-        lambda: fresh(big),
-        args.repeat,
-    )
-    report = Engine(policies).fit(big).report
+    t_fit, t_big, report = full_fit(big, policies, args.repeat)
     print(
         f"full fit: {size:,} tokens into gpt-4o's 128k window (room {report.room:,}) -> {report.input_tokens_after:,} "
         f"in {t_fit * 1e3:.0f} ms, cold caches, relevance {args.relevance} (bars <= 150 ms, <= 1.5x token_counter "
-        f"alone: {t_big * 1e3:.0f} ms, {t_fit / t_big:.2f}x); actions: "
-        + ", ".join(f"{a.kind} -{a.tokens_saved:,}" for a in report.actions)
+        f"alone: {t_big * 1e3:.0f} ms, {t_fit / t_big:.2f}x); actions: {actions(report)}"
     )
     if args.real:
         real = real_turns()
-        t_real = best_time(fit_cold, lambda: fresh(real), args.repeat)
-        t_real_lite = best_time(
-            lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"]), lambda: fresh(real), args.repeat
-        )
-        done = Engine(policies).fit(real).report
+        t_real, t_real_lite, done = full_fit(real, policies, args.repeat)
         print(
             f"full fit, real agent turns: {len(real['messages'])} messages, {done.input_tokens_before:,} tokens -> "
             f"{done.input_tokens_after:,} in {t_real * 1e3:.0f} ms (token_counter {t_real_lite * 1e3:.0f} ms, "
-            f"{t_real / t_real_lite:.2f}x; bar <= 1.5x); actions: "
-            + ", ".join(f"{a.kind} -{a.tokens_saved:,}" for a in done.actions)
+            f"{t_real / t_real_lite:.2f}x; bar <= 1.5x); actions: {actions(done)}"
         )
     ok = (
         t_cold / t_lite <= 0.7
@@ -146,6 +129,27 @@ def main(argv: list[str] | None = None) -> int:
     )
     print("all bars met" if ok else "SOME BARS MISSED")
     return 0
+
+
+def full_fit(body: dict[str, Any], policies: Any, repeat: int) -> tuple[float, float, Any]:
+    """The best time of a cold full fit of `body` over `repeat` runs, that of `litellm.token_counter`
+    on the same body, and the fit's report. Every memo the engine keeps across requests starts
+    empty: counts, parses, rewrites, terms, dedupe keys, transcript lines (a new engine each run:
+    new counters, new memos)."""
+    import litellm
+
+    t_fit = best_time(lambda b: Engine(policies).fit(b), lambda: fresh(body), repeat)
+    t_lite = best_time(
+        lambda b: litellm.token_counter(model="gpt-4o", messages=b["messages"], tools=b.get("tools")),
+        lambda: fresh(body),
+        repeat,
+    )
+    return t_fit, t_lite, Engine(policies).fit(body).report
+
+
+def actions(report: Any) -> str:
+    """What a fit did, step by step, in tokens saved."""
+    return ", ".join(f"{a.kind} -{a.tokens_saved:,}" for a in report.actions)
 
 
 def real_turns(tokens: int = 300_000) -> dict[str, Any]:
