@@ -14,7 +14,7 @@ import functools
 import re
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from guard.core.memo import current
 
@@ -41,7 +41,7 @@ def scores(query: str, docs: Sequence[str]) -> list[float]:
     if table is None:
         return [0.0] * len(docs)
     out = [0.0] * len(docs)
-    rows, values = _scored(*table, len(docs))
+    rows, values = _scored(table, len(docs))
     for i, v in zip(rows.tolist(), values.tolist()):
         out[i] = v
     return out
@@ -58,16 +58,30 @@ def relevant_in_bands(query: str, docs: Sequence[str], ends: Sequence[int], shar
     out: set[int] = set()
     start = 0
     for end in ends:
-        rows, values = _scored(*table, end)
+        rows, values = _scored(table, end)
         band = rows.tolist()
         out.update(band[j] for j in relevant(values.tolist(), share) if band[j] >= start)
         start = end
     return out
 
 
-def _table(query: str, docs: Sequence[str]) -> tuple[Any, Any, Any] | None:
-    """(indices of the docs that contain a query term, their term frequencies per query term,
-    every doc's length in terms), or None if no doc matches.
+class _Table(NamedTuple):
+    """What `_table` makes: `hit`, the ascending indices of the docs that contain a query term;
+    `rows`, `cols` and `values`, one entry per (matching doc, query term it holds) with its count,
+    by row (an index into `hit`) and then by term; `lengths`, every doc's length in terms;
+    `terms`, the number of distinct query terms some doc holds."""
+
+    hit: Any
+    rows: Any
+    cols: Any
+    values: Any
+    lengths: Any
+    terms: int
+
+
+def _table(query: str, docs: Sequence[str]) -> _Table | None:
+    """The docs that contain a query term, their counts of the query's terms and every doc's
+    length in terms (`_Table`), or None if no doc matches.
 
     Agent loops resend the same documents every turn, so each document's term counts are
     memoised. A document that contains none of the query's terms even as a substring scores 0 and
@@ -105,31 +119,39 @@ def _table(query: str, docs: Sequence[str]) -> tuple[Any, Any, Any] | None:
     per_term = sum(len(lowered[i]) for i in hit) / max(1, sum(length for length, _ in stats))
     lengths = np.array([max(1, round(len(d) / max(per_term, 1e-9))) for d in lowered], dtype=float)
     lengths[hit] = [length for length, _ in stats]
+    # the table is sparse: one entry per (doc, query term it holds), a doc's entries in the query's
+    # term order (a dense docs x terms matrix was mostly zeros: a long question has hundreds of
+    # terms, a doc a few of them; the same sums in a fixed order on every worker)
     column = {t: j for j, t in enumerate(present)}
-    rows, cols, values = [], [], []
-    for row, ((_, counts), common) in enumerate(zip(stats, shared)):
-        for t in common:
-            rows.append(row)
-            cols.append(column[t])
-            values.append(counts[t])
-    tf = np.zeros((len(stats), len(present)), dtype=float)
-    tf[rows, cols] = values
-    return np.array(hit), tf, lengths
+    cols: list[int] = []
+    values: list[int] = []
+    sizes: list[int] = []
+    for (_, counts), common in zip(stats, shared):
+        ordered = sorted(map(column.__getitem__, common))
+        cols += ordered
+        values += map(counts.__getitem__, map(present.__getitem__, ordered))
+        sizes.append(len(ordered))
+    rows = np.repeat(np.arange(len(stats)), sizes)
+    return _Table(
+        np.array(hit), rows, np.array(cols, dtype=np.intp), np.array(values, dtype=float), lengths, len(present)
+    )
 
 
-def _scored(hit: Any, tf: Any, lengths: Any, end: int) -> tuple[Any, Any]:
+def _scored(table: _Table, end: int) -> tuple[Any, Any]:
     """(rows, BM25 scores) of the matching docs among `docs[:end]`, with the statistics of those
     `end` docs: idf = ln(1 + (N - df + 0.5) / (df + 0.5)); per term tf / (tf + K1 (1 - B + B dl / avgdl))."""
     import numpy as np
 
-    inside = hit < end
-    rows, tf = hit[inside], tf[inside]
-    if not rows.size:
-        return rows, np.zeros(0)
-    df = (tf > 0).sum(axis=0)
+    inside = int(np.searchsorted(table.hit, end))  # (the docs before `end` are a prefix of `hit`)
+    if not inside:
+        return table.hit[:0], np.zeros(0)
+    entries = int(np.searchsorted(table.rows, inside))  # (and so are their entries)
+    rows, cols, tf = table.rows[:entries], table.cols[:entries], table.values[:entries]
+    docs = table.hit[:inside]
+    df = np.bincount(cols, minlength=table.terms)
     idf = np.log1p((end - df + 0.5) / (df + 0.5))
-    norm = K1 * (1 - B + B * lengths[rows] / lengths[:end].mean())
-    return rows, (idf * tf / (tf + norm[:, None])).sum(axis=1)
+    norm = K1 * (1 - B + B * table.lengths[docs] / table.lengths[:end].mean())
+    return docs, np.bincount(rows, weights=idf[cols] * tf / (tf + norm[rows]), minlength=inside)
 
 
 def _lowered(text: str) -> str:
