@@ -41,7 +41,29 @@ def get_encoding(name: str) -> tiktoken.Encoding:
         encoding = tiktoken.get_encoding(name)
         if type(getattr(encoding, "_mergeable_ranks", None)) is dict:
             encoding._mergeable_ranks = Ranks(name)
+        give_back_free_memory()
         return encoding
+
+
+def give_back_free_memory() -> None:
+    """Return the C heap's free pages to the system (glibc's `malloc_trim`), where there is such a
+    call. Building an encoder reads its ranks into Python and copies them into tiktoken's Rust
+    core, whose allocations and frees leave the freed pages in the process: `get_encoding` and
+    `twin` call this after each build (o200k_base: 5 and 14 MB of resident memory given back, in
+    under a millisecond). Elsewhere (musl, macOS, Windows) it does nothing."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@cache
+def _malloc_trim() -> Any:
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None).malloc_trim  # (the process's own C library)
+    except (OSError, AttributeError, TypeError):
+        return None
 
 
 class Ranks(Mapping[bytes, int]):
@@ -155,6 +177,7 @@ def twin(encoding: Any) -> Any:
             )
             if lazy:  # (the twin keeps no Python copy either)
                 copy._mergeable_ranks = Ranks(encoding.name)
+        give_back_free_memory()
     _twins[id(encoding)] = (encoding, copy)
     return copy
 
