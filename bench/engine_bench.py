@@ -1,6 +1,6 @@
 """Engine speed against LiteLLM's own token counter, measured in the same run.
 
-    .venv/bin/python -m bench.engine_bench [--repeat 7]
+    .venv/bin/python -m bench.engine_bench [--repeat 7] [--real] [--counting-threads 1]
 
 Prints best-of-N times and the ratios set as bars (the engine issue's, tightened by issue 26):
 - cold count of a ~400-message / ~120k-token agent conversation <= 0.7x `litellm.token_counter`
@@ -29,7 +29,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 from bench.traces import agent_trace  # noqa: E402
 from guard.core.encodings import get_encoding  # noqa: E402
 from guard.core.policy import load_policy_set  # noqa: E402
-from guard.core.tokens import TokenCounter  # noqa: E402
+from guard.core.tokens import TokenCounter, set_counting_threads  # noqa: E402
 from guard.dialects import OPENAI  # noqa: E402
 from guard.fit.engine import Engine  # noqa: E402
 
@@ -62,8 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         "--relevance", choices=["bm25", "off"], default="bm25", help="the policy's relevance setting for the full fit"
     )
     parser.add_argument("--real", action="store_true", help="also fit a ~300k-token body of real agent turns")
+    parser.add_argument(
+        "--counting-threads", type=int, choices=[1, 2], default=2, help="`context_guard.worker.counting_threads`"
+    )
     args = parser.parse_args(argv)
     import litellm
+
+    set_counting_threads(args.counting_threads)
+    TokenCounter(get_encoding("o200k_base")).prepare_threads()  # (a twin for two, as a proxy worker builds at start-up)
 
     enc = get_encoding("o200k_base")
     body = agent_trace()

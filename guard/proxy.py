@@ -21,6 +21,7 @@ from typing import Any
 from guard.core.errors import GuardError
 from guard.core.identity import identity_from_auth
 from guard.core.policy import Policy
+from guard.core.tokens import set_counting_threads
 from guard.shell.callback import ContextGuard, _proxy_config_path
 from guard.state import telemetry
 
@@ -31,10 +32,11 @@ context_guard = ContextGuard(config=_proxy_config_path())
 
 def _warm() -> None:
     """The tokenizers of the model_list loaded now, at start-up (each worker imports this
-    module), not on each worker's first request (~0.3-0.5 s an encoding). A failure is logged and
-    left to the request path."""
+    module), not on each worker's first request (~0.3-0.5 s an encoding), with the twins of
+    `context_guard.worker.counting_threads: 2`. A failure is logged and left to the request path."""
     started = time.perf_counter()
     try:
+        set_counting_threads(context_guard.worker.counting_threads)  # (before `warm` builds a twin for it)
         names = context_guard.engine.warm()
     except Exception as e:  # (start-up goes on; the first request loads what it needs)
         telemetry.log.warning(

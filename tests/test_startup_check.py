@@ -74,8 +74,10 @@ def test_warm_loads_each_configured_models_tokenizer_before_any_request():
     assert sorted(loaded) == ["cl100k_base", "o200k_base"]  # the requests load nothing
 
 
-@pytest.mark.parametrize("cpus", [2, 1])
-def test_warm_builds_the_second_counting_threads_encoder_only_where_two_cpus_count(monkeypatch, cpus):
+@pytest.mark.parametrize(("cpus", "threads"), [(2, 2), (1, 2), (2, 1)])
+def test_warm_builds_the_second_counting_threads_encoder_only_where_two_threads_count(monkeypatch, cpus, threads):
+    """Two counting threads (the default) on two CPUs: the twin encoder is built at start-up, not
+    by a request; on one CPU, or with `counting_threads: 1`, none is built at all."""
     import tiktoken
 
     from guard.core import encodings, tokens
@@ -91,6 +93,7 @@ def test_warm_builds_the_second_counting_threads_encoder_only_where_two_cpus_cou
 
     monkeypatch.setattr(encodings, "_twins", {})  # (no twin an earlier test built)
     monkeypatch.setattr(tokens, "_two_cpus", lambda: cpus >= 2)
+    monkeypatch.setattr(tokens, "_THREADS", threads)
     info = {"max_input_tokens": 1_000_000, "max_output_tokens": 1000}
     engine = Engine(deployments={"gpt": Deployment("gpt", "gpt-4o", info)}, model_map={})
     engine.warm()
@@ -99,9 +102,9 @@ def test_warm_builds_the_second_counting_threads_encoder_only_where_two_cpus_cou
     words = " ".join(f"w{i}" for i in range(3_000))
     messages = [{"role": "user" if i % 2 else "assistant", "content": f"{i} {words}"} for i in range(40)]
     engine.fit({"model": "gpt", "messages": messages, "max_tokens": 100})
-    assert built == []  # the request built no encoder: warmed at start-up, or none needed on one CPU
+    assert built == []  # the request built no encoder: warmed at start-up, or none needed
     encoding = engine.counter_for("gpt", engine.policy_for("gpt"))[0].encoding
-    assert (id(encoding) in encodings._twins) is (cpus >= 2)
+    assert (id(encoding) in encodings._twins) is (cpus >= 2 and threads == 2)
 
 
 def _import_the_proxy_module(tmp_path, config, before: str, after: str) -> list[str]:
@@ -171,3 +174,21 @@ def test_a_worker_section_with_an_unknown_key_is_refused_at_start_up():
         parse_config({"context_guard": {"worker": {"freeze_gc": True}}})
     assert parse_config({"context_guard": {"worker": {"freeze_gc_at_start": False}}}).worker.freeze_gc_at_start is False
     assert parse_config({}).worker.freeze_gc_at_start is True
+    assert parse_config({}).worker.counting_threads == 2
+    assert parse_config({"context_guard": {"worker": {"counting_threads": 1}}}).worker.counting_threads == 1
+    with pytest.raises(PolicyError, match="counting_threads"):
+        parse_config({"context_guard": {"worker": {"counting_threads": 4}}})
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_proxy_module_counts_on_the_threads_its_worker_section_sets(tmp_path, threads):
+    config = {**GUARDED, "model_list": [{"model_name": "gpt", "litellm_params": {"model": "openai/gpt-4o"}}]}
+    if threads == 1:
+        config["context_guard"] = {"worker": {"counting_threads": 1}}
+    printed = _import_the_proxy_module(
+        tmp_path,
+        config,
+        "import guard.core.tokens as tokens, guard.core.encodings as encodings\ntokens._two_cpus = lambda: True",
+        "print(tokens._THREADS, len(encodings._twins))",
+    )
+    assert printed[-2:] == [str(threads), "1" if threads == 2 else "0"]  # (a twin built at start-up for two)

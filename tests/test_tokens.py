@@ -144,6 +144,7 @@ def test_a_large_batch_is_counted_on_two_threads_with_a_twin_encoder(monkeypatch
 
     monkeypatch.setattr(guard.core.encodings, "_twins", {})
     monkeypatch.setattr(guard.core.tokens, "_two_cpus", lambda: True)
+    assert guard.core.tokens._THREADS == 2  # (the default, `counting_threads: 2`)
     msgs = _large_batch()
     assert sum(len(m["content"]) for m in msgs) > guard.core.tokens._PARALLEL_CHARS
     split = TokenCounter(O200K).messages(OPENAI, msgs)
@@ -166,12 +167,35 @@ def _large_batch() -> list[dict[str, str]]:
     ]
 
 
+def test_with_one_counting_thread_a_large_batch_is_counted_on_its_own_thread_with_no_twin(monkeypatch):
+    """`counting_threads: 1` saves the ~40 MB of a twin encoder in each worker (a busy proxy's
+    workers, each on a core, gain nothing from a second thread): the same counts, no thread, no twin."""
+    import guard.core.encodings
+    import guard.core.tokens
+
+    monkeypatch.setattr(guard.core.encodings, "_twins", {})
+    monkeypatch.setattr(guard.core.tokens, "_two_cpus", lambda: True)
+    monkeypatch.setattr(guard.core.tokens, "_THREADS", 2)
+    guard.core.tokens.set_counting_threads(1)
+
+    def no_pool():
+        raise AssertionError("one counting thread started a second")
+
+    monkeypatch.setattr(guard.core.tokens, "_pool", no_pool)
+    msgs = _large_batch()
+    assert TokenCounter(O200K).messages(OPENAI, msgs) == [4 + enc(m["content"]) + enc(m["tool_call_id"]) for m in msgs]
+    assert not TokenCounter(O200K).prepare_threads() and guard.core.encodings._twins == {}
+    with pytest.raises(ValueError, match="1 or 2"):
+        guard.core.tokens.set_counting_threads(3)
+
+
 def test_a_process_on_one_cpu_counts_a_large_batch_on_its_own_thread(monkeypatch):
     """A worker pinned to one CPU gains nothing from a second thread, and its twin encoder costs
     ~40 MB: the batch is counted on the calling thread, the same counts."""
     import guard.core.tokens
 
     monkeypatch.setattr(guard.core.tokens.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert guard.core.tokens._THREADS == 2  # (two counting threads, the default, yet one CPU)
     guard.core.tokens._two_cpus.cache_clear()
     try:
 

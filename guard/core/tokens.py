@@ -50,6 +50,26 @@ def _may_have_long_run(text: str) -> bool:
 
 _PARALLEL_CHARS = 200_000
 _POOL: ThreadPoolExecutor | None = None
+_THREADS = 2  # threads that count a large cold batch in this process (`set_counting_threads`)
+
+
+def set_counting_threads(threads: int) -> None:
+    """How many threads count a large cold batch in this process: 2 (the default), the second
+    encoding with a twin of the encoder (`guard.core.encodings.twin`), where the process may run on
+    two CPUs; or 1. Two count a cold request of 322k tokens of agent turns in 31-33 ms rather than
+    50-52 (a cold fit of it 16-22 ms sooner) for ~40 MB more in the process (the twin), and gain a
+    busy proxy whose workers each have a core nothing: its two workers served as many overflowing
+    turns with one (bench.overhead). Two threads on one encoder contend inside it and count slower
+    than one. A proxy sets this from `context_guard.worker.counting_threads`."""
+    global _THREADS
+    if threads not in (1, 2):
+        raise ValueError(f"counting_threads is 1 or 2, not {threads!r}")
+    _THREADS = threads
+
+
+def _two_threads() -> bool:
+    """Whether a large cold batch is counted on two threads (`set_counting_threads`)."""
+    return _THREADS == 2 and _two_cpus()
 
 
 _WORKER = threading.local()  # set in the pool's thread: it encodes with its own twin encoder
@@ -204,11 +224,11 @@ class TokenCounter:
         return n
 
     def prepare_threads(self) -> bool:
-        """Build, now, the twin encoder the second counting thread encodes with (where this process
-        may run on two CPUs: `_count_all`), so that no request pays for it: ~0.7 s of mostly
-        Python work (reading the ranks again), which the first large cold request of each worker
-        would otherwise spend holding the interpreter. Whether a twin is in place."""
-        if not _two_cpus():
+        """Build, now, the twin encoder the second counting thread encodes with (where two threads
+        count: `set_counting_threads`, `_count_all`), so that no request pays for it: ~0.7 s of
+        mostly Python work (reading the ranks again), which the first large cold request of each
+        worker would otherwise spend holding the interpreter. Whether a twin is in place."""
+        if not _two_threads():
             return False
         twin(self.encoding)
         return True
@@ -263,14 +283,15 @@ class TokenCounter:
         return out, keys
 
     def _count_all(self, dialect: Dialect, misses: list[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
-        """Count cache misses; a large batch is split over two threads (tiktoken's encoder releases
-        the GIL, so a cold 300k-token request is counted on two cores)."""
+        """Count cache misses; a large batch, where two threads count (`set_counting_threads`), is
+        split over them (tiktoken's encoder releases the GIL, so a cold 300k-token request is
+        counted on two cores)."""
 
         def run(part: Iterable[tuple[int, Mapping[str, Any], int]]) -> list[tuple[int, int]]:
             return [(position, self._count(dialect, m, key)) for position, m, key in part]
 
         size = sum(len(c) if isinstance(c := m.get("content"), str) else 2048 for _, m, _ in misses)
-        if size < _PARALLEL_CHARS or len(misses) < 8 or not _two_cpus():
+        if size < _PARALLEL_CHARS or len(misses) < 8 or not _two_threads():
             return run(misses)
         # both threads take the next message from one iterator (each message once: `next` runs
         # under the GIL), so neither waits for the other's half (the pool's thread encodes a little

@@ -115,9 +115,10 @@ class _Resolving(_Deprecated):
         return (lambda: learned(key)) if learned is not None and key is not None else None
 
     def warm(self, models: tuple[str, ...] | None = None) -> tuple[str, ...]:
-        """Load the tokenizers `models` count with (by default every configured deployment's), and
-        their twins for the second counting thread (`TokenCounter.prepare_threads`), so that no
-        request pays for them: loading one takes ~0.3-0.5 s and its twin ~0.7 s, which the first
+        """Load the tokenizers `models` count with (by default every configured deployment's), and,
+        where two threads count (`guard.core.tokens.set_counting_threads`), their twins for the
+        second (`TokenCounter.prepare_threads`), so that no request pays for them: loading one
+        takes ~0.3-0.5 s and its twin ~0.7 s, which the first
         request (the first large cold one) in each process (each proxy worker) that counts with it
         would pay. The model names warmed."""
         names = tuple(self.deployments) if models is None else models
