@@ -57,10 +57,10 @@ def set_counting_threads(threads: int) -> None:
     """How many threads count a large cold batch in this process: 2 (the default), the second
     encoding with a twin of the encoder (`guard.core.encodings.twin`), where the process may run on
     two CPUs; or 1. Two count a cold request of 322k tokens of agent turns in 31-33 ms rather than
-    50-52 (a cold fit of it 16-22 ms sooner) for ~40 MB more in the process (the twin), and gain a
-    busy proxy whose workers each have a core nothing: its two workers served as many overflowing
-    turns with one (bench.overhead). Two threads on one encoder contend inside it and count slower
-    than one. A proxy sets this from `context_guard.worker.counting_threads`."""
+    50-52 (its cold fit takes 116-124 ms rather than 144-147) for ~40 MB more in the process (the
+    twin), and gain a busy proxy whose workers each have a core nothing: its two workers served as
+    many overflowing turns with one (bench.overhead). Two threads on one encoder contend inside it
+    and count slower than one. A proxy sets this from `context_guard.worker.counting_threads`."""
     global _THREADS
     if threads not in (1, 2):
         raise ValueError(f"counting_threads is 1 or 2, not {threads!r}")
