@@ -192,9 +192,10 @@ def test_with_one_counting_thread_a_large_batch_is_counted_on_its_own_thread_wit
 def test_a_process_on_one_cpu_counts_a_large_batch_on_its_own_thread(monkeypatch):
     """A worker pinned to one CPU gains nothing from a second thread, and its twin encoder costs
     ~40 MB: the batch is counted on the calling thread, the same counts."""
+    import guard.core.cpus
     import guard.core.tokens
 
-    monkeypatch.setattr(guard.core.tokens.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(guard.core.cpus.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert guard.core.tokens._THREADS == 2  # (two counting threads, the default, yet one CPU)
     guard.core.tokens._two_cpus.cache_clear()
     try:
@@ -207,6 +208,69 @@ def test_a_process_on_one_cpu_counts_a_large_batch_on_its_own_thread(monkeypatch
         assert TokenCounter(O200K).messages(OPENAI, msgs) == [
             4 + enc(m["content"]) + enc(m["tool_call_id"]) for m in msgs
         ]
+    finally:
+        guard.core.tokens._two_cpus.cache_clear()
+
+
+def _cgroup(tmp_path: Path, own: str, files: dict[str, str]) -> tuple[Path, Path]:
+    root = tmp_path / "cgroup"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    (tmp_path / "own").write_text(own)
+    return root, tmp_path / "own"
+
+
+@pytest.mark.parametrize(
+    ("own", "files", "quota"),
+    [
+        ("0::/\n", {"cpu.max": "100000 100000\n"}, 1.0),  # a container limited to one CPU (cgroup v2)
+        ("0::/\n", {"cpu.max": "max 100000\n"}, None),
+        ("0::/pod/app\n", {"pod/app/cpu.max": "250000 100000\n", "cpu.max": "max 100000\n"}, 2.5),
+        (
+            "4:memory:/x\n2:cpu,cpuacct:/docker/abc\n",  # cgroup v1, the process's own group first
+            {
+                "cpu,cpuacct/docker/abc/cpu.cfs_quota_us": "50000\n",
+                "cpu,cpuacct/docker/abc/cpu.cfs_period_us": "100000\n",
+            },
+            0.5,
+        ),
+        (
+            "2:cpu,cpuacct:/docker/abc\n",  # v1 as a container sees it: its group at the mount's root
+            {"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"},
+            3.0,
+        ),
+        ("2:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ("0::/\n", {}, None),  # nothing to read
+        ("0::/\n", {"cpu.max": "garbage\n"}, None),
+    ],
+)
+def test_a_containers_cpu_quota_is_read_from_its_cgroup(tmp_path, own, files, quota):
+    """A CPU limit set by a CPU quota (Kubernetes `limits.cpu`, `docker run --cpus`) does not show in
+    the CPU set: the guard reads it from the process's cgroup, v2 or v1."""
+    from guard.core import cpus
+
+    root, own_file = _cgroup(tmp_path, own, files)
+    assert cpus.cpu_quota(root, own_file) == quota
+    expected = cpus.usable(tmp_path / "none", own_file)  # (no cgroup files: the CPU set alone)
+    assert cpus.usable(root, own_file) == (expected if quota is None else min(expected, quota))
+
+
+def test_a_worker_whose_quota_is_under_two_cpus_counts_on_one_thread(monkeypatch, tmp_path):
+    import guard.core.cpus
+    import guard.core.tokens
+
+    root, own = _cgroup(tmp_path, "0::/\n", {"cpu.max": "150000 100000\n"})
+    monkeypatch.setattr(guard.core.cpus.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(guard.core.cpus, "CGROUP", root)
+    monkeypatch.setattr(guard.core.cpus, "OWN", own)
+    guard.core.tokens._two_cpus.cache_clear()
+    try:
+        assert guard.core.cpus.usable() == 1.5
+        assert not guard.core.tokens._two_cpus()
+        (root / "cpu.max").write_text("200000 100000\n")
+        guard.core.tokens._two_cpus.cache_clear()
+        assert guard.core.tokens._two_cpus()
     finally:
         guard.core.tokens._two_cpus.cache_clear()
 

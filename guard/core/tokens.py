@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import functools
 import math
-import os
 import re
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from guard.core import cpus
 from guard.core.content import compact_json
 from guard.core.encodings import twin
 from guard.core.memo import Memo
@@ -88,13 +88,11 @@ def _mark_worker() -> None:
 
 @functools.cache
 def _two_cpus() -> bool:
-    """Whether this process may run on two CPUs or more: a worker pinned to one (`taskset`, a
-    one-CPU container) gains nothing from a second counting thread, and its twin encoder costs
-    ~40 MB (`guard.core.encodings.twin`)."""
-    try:
-        return len(os.sched_getaffinity(0)) >= 2
-    except (AttributeError, OSError):  # (no affinity on this platform)
-        return (os.cpu_count() or 1) >= 2
+    """Whether this process may use two CPUs or more (`guard.core.cpus.usable`): a worker pinned to
+    one (`taskset`, a one-CPU cpuset) or limited to less than two by its container's CPU quota gains
+    nothing from a second counting thread, and its twin encoder costs ~40 MB
+    (`guard.core.encodings.twin`)."""
+    return cpus.usable() >= 2
 
 
 class Encoding(Protocol):
