@@ -118,9 +118,8 @@ class _Resolving(_Deprecated):
         """Load the tokenizers `models` count with (by default every configured deployment's), and,
         where two threads count (`guard.core.tokens.set_counting_threads`), their twins for the
         second (`TokenCounter.prepare_threads`), so that no request pays for them: loading one
-        takes ~0.3-0.5 s and its twin ~0.7 s, which the first
-        request (the first large cold one) in each process (each proxy worker) that counts with it
-        would pay. The model names warmed."""
+        takes ~0.3-0.5 s and its twin ~0.7 s, which the first request (the first large cold one) in
+        each process (each proxy worker) that counts with it would pay. The model names warmed."""
         names = tuple(self.deployments) if models is None else models
         for name in names:
             self.counter_for(name, self.policy_for(name))[0].prepare_threads()
