@@ -68,10 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import litellm
 
-    set_counting_threads(args.counting_threads)
-    TokenCounter(get_encoding("o200k_base")).prepare_threads()  # (a twin for two, as a proxy worker builds at start-up)
-
     enc = get_encoding("o200k_base")
+    set_counting_threads(args.counting_threads)
+    TokenCounter(enc).prepare_threads()  # (a twin for two, as a proxy worker builds at start-up)
     body = agent_trace()
     msgs, tools = body["messages"], body["tools"]
     litellm.token_counter(model="gpt-4o", messages=msgs[:2])  # load LiteLLM's tokenizer once

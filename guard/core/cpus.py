@@ -63,6 +63,6 @@ def _candidates(root: Path, own: Path) -> list[tuple[Path, Path | None]]:
     out.append((root / "cpu.max", None))
     v1 = next((path for names, path in groups.items() if "cpu" in names.split(",")), "")
     for mount in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
-        for where in dict.fromkeys((root / mount / v1, root / mount)):
+        for where in (root / mount / v1, root / mount):
             out.append((where / "cpu.cfs_quota_us", where / "cpu.cfs_period_us"))
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(out))  # (each file once: the own group may be the root)
