@@ -227,6 +227,11 @@ def _cgroup(tmp_path: Path, own: str, files: dict[str, str]) -> tuple[Path, Path
         ("0::/\n", {"cpu.max": "100000 100000\n"}, 1.0),  # a container limited to one CPU (cgroup v2)
         ("0::/\n", {"cpu.max": "max 100000\n"}, None),
         ("0::/pod/app\n", {"pod/app/cpu.max": "250000 100000\n", "cpu.max": "max 100000\n"}, 2.5),
+        # a limit on a parent only (a Kubernetes pod's): it bounds every group under it
+        ("0::/pod/app\n", {"pod/app/cpu.max": "max 100000\n", "pod/cpu.max": "150000 100000\n"}, 1.5),
+        ("0::/pod/app\n", {"pod/app/cpu.max": "300000 100000\n", "pod/cpu.max": "200000 100000\n"}, 2.0),
+        ("0::/pod/app\n", {"pod/app/cpu.max": "50000 100000\n", "pod/cpu.max": "200000 100000\n"}, 0.5),
+        ("0::/../x\n", {"cpu.max": "100000 100000\n"}, 1.0),  # a path that climbs out: the root alone
         (
             "4:memory:/x\n2:cpu,cpuacct:/docker/abc\n",  # cgroup v1, the process's own group first
             {
@@ -241,13 +246,24 @@ def _cgroup(tmp_path: Path, own: str, files: dict[str, str]) -> tuple[Path, Path
             3.0,
         ),
         ("2:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        (
+            "2:cpu,cpuacct:/kubepods/pod1/c1\n",  # v1, the limit on the pod's group above the container's
+            {
+                "cpu,cpuacct/kubepods/pod1/c1/cpu.cfs_quota_us": "-1\n",
+                "cpu,cpuacct/kubepods/pod1/c1/cpu.cfs_period_us": "100000\n",
+                "cpu,cpuacct/kubepods/pod1/cpu.cfs_quota_us": "75000\n",
+                "cpu,cpuacct/kubepods/pod1/cpu.cfs_period_us": "100000\n",
+            },
+            0.75,
+        ),
         ("0::/\n", {}, None),  # nothing to read
         ("0::/\n", {"cpu.max": "garbage\n"}, None),
     ],
 )
 def test_a_containers_cpu_quota_is_read_from_its_cgroup(tmp_path, own, files, quota):
     """A CPU limit set by a CPU quota (Kubernetes `limits.cpu`, `docker run --cpus`) does not show in
-    the CPU set: the guard reads it from the process's cgroup, v2 or v1."""
+    the CPU set: the guard reads it from the process's cgroup and those above it, v2 or v1, and
+    takes the smallest."""
     from guard.core import cpus
 
     root, own_file = _cgroup(tmp_path, own, files)

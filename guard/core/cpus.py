@@ -25,44 +25,54 @@ def usable(root: Path | None = None, own: Path | None = None) -> float:
 
 def cpu_quota(root: Path | None = None, own: Path | None = None) -> float | None:
     """The CPUs this process's cgroup may use by its CPU quota, None where none is set or none can be
-    read: cgroup v2's `cpu.max` ("<quota> <period>", or "max <period>"), else v1's
-    `cpu.cfs_quota_us` over `cpu.cfs_period_us` (-1: none). The process's own cgroup (from
-    `/proc/self/cgroup`) is read first, then the mount's root: a container sees its own cgroup
-    there. A quota set only on a parent cgroup is not looked for."""
-    for quota_file, period_file in _candidates(CGROUP if root is None else root, OWN if own is None else own):
-        try:
-            if period_file is None:
-                quota, period = quota_file.read_text().split()[:2]
-            else:
-                quota, period = quota_file.read_text().strip(), period_file.read_text().strip()
-        except (OSError, ValueError):
-            continue
-        if quota in ("max", "-1"):
-            return None
-        try:
-            q, p = int(quota), int(period)
-        except ValueError:
-            continue
-        return q / p if q > 0 and p > 0 else None
-    return None
+    read: the smallest quota of the process's own cgroup (from `/proc/self/cgroup`) and of every
+    cgroup above it up to the mount's root (a limit on a parent, a Kubernetes pod's, bounds every
+    group under it; a container sees its own cgroup at the root). Each is cgroup v2's `cpu.max`
+    ("<quota> <period>", or "max <period>": none), or v1's `cpu.cfs_quota_us` over
+    `cpu.cfs_period_us` (-1: none)."""
+    quotas = (_quota(files) for files in _candidates(CGROUP if root is None else root, OWN if own is None else own))
+    return min((q for q in quotas if q is not None), default=None)
+
+
+def _quota(files: tuple[Path, Path | None]) -> float | None:
+    """One cgroup's quota in CPUs (`cpu_quota`), None where it sets none or its files cannot be read."""
+    quota_file, period_file = files
+    try:
+        if period_file is None:
+            quota, period = quota_file.read_text().split()[:2]
+        else:
+            quota, period = quota_file.read_text().strip(), period_file.read_text().strip()
+        q, p = int(quota), int(period)
+    except (OSError, ValueError):  # (unreadable, "max", "-1" with a period: handled below)
+        return None
+    return q / p if q > 0 and p > 0 else None
 
 
 def _candidates(root: Path, own: Path) -> list[tuple[Path, Path | None]]:
-    """The files `cpu_quota` reads, in order: (quota file, period file; None where one file holds both)."""
+    """The files `cpu_quota` reads: (quota file, period file; None where one file holds both) of the
+    process's own cgroup and each one above it, v2 then v1."""
     groups: dict[str, str] = {}
     try:
         for line in own.read_text().splitlines():
             parts = line.split(":", 2)
             if len(parts) == 3:
-                groups[parts[1]] = parts[2].strip().lstrip("/")
+                groups[parts[1]] = parts[2].strip().strip("/")
     except OSError:
         pass
     out: list[tuple[Path, Path | None]] = []
-    if "" in groups:  # cgroup v2, the unified hierarchy
-        out.append((root / groups[""] / "cpu.max", None))
-    out.append((root / "cpu.max", None))
+    for where in _upwards(root, groups.get("", "")):  # cgroup v2, the unified hierarchy
+        out.append((where / "cpu.max", None))
     v1 = next((path for names, path in groups.items() if "cpu" in names.split(",")), "")
     for mount in ("cpu", "cpu,cpuacct", "cpuacct,cpu"):
-        for where in (root / mount / v1, root / mount):
+        for where in _upwards(root / mount, v1):
             out.append((where / "cpu.cfs_quota_us", where / "cpu.cfs_period_us"))
-    return list(dict.fromkeys(out))  # (each file once: the own group may be the root)
+    return list(dict.fromkeys(out))  # (each file once)
+
+
+def _upwards(top: Path, path: str) -> list[Path]:
+    """`top / path` and each folder above it up to `top`. A path that climbs out (`..`) is not
+    followed: `top` alone."""
+    parts = [part for part in path.split("/") if part]
+    if ".." in parts:
+        return [top]
+    return [top.joinpath(*parts[:n]) for n in range(len(parts), -1, -1)]
