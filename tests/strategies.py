@@ -276,17 +276,19 @@ def long_agent_loop(
     dialects: tuple[str, ...] = ("openai", "anthropic", "responses"),
     questions: bool = False,
     giant: bool = False,
+    large: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(body, settings): one task, then 20-40 tool turns whose results (plain text or JSON, 60-400
     words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
     has whole turns dropped on most turns. Turn sizes vary, so crossings fall anywhere. With
     `questions`, facts planted in the first results are asked about by the user in the second
     half of the loop (after a reply of the model's), where the cuts have removed them. With
-    `giant`, one or two results are as large as all the others together: larger than the room."""
+    `giant`, one or two results are as large as all the others together: larger than the room;
+    with `large`, a quarter to 0.6 of them: most of the room, or a little over it."""
     turns = draw(st.integers(20, 40))
     sizes = draw(st.lists(st.integers(60, 400), min_size=turns, max_size=turns))
-    if giant:
-        total = sum(sizes)
+    if giant or large:
+        total = round(sum(sizes) * (draw(st.floats(0.25, 0.6)) if large else 1.0))
         for t in draw(st.lists(st.integers(1, turns - 3), min_size=1, max_size=2, unique=True)):
             sizes[t] = total
     facts = draw(st.lists(st.sampled_from(FACT_NAMES), min_size=1, max_size=3, unique=True)) if questions else []

@@ -147,9 +147,12 @@ class CutSummaries:
         still keeps the room bar with the shortest summary asked for (`MIN_SUMMARY`: a summary may
         come back far shorter than its room, and what is sent must not fall under the bar then);
         else over the mark, if the room allows; else the room it left under the mark if a summary
-        fits it ("below_room_bar" otherwise). A cut to the room itself (the rewrites alone) and a
-        room too small for a summary (`room_cap`: "no_room_for_summary") get none. A pure function of the
-        history."""
+        fits it ("below_room_bar" otherwise). A cut its newest turns hold up over its mark (they
+        alone fill most of the room) goes no lower, so it gets the room it leaves under the room
+        itself, if a summary fits that (with more, it was over the room, and the request was fitted
+        whole where the next turn cut anew). A cut to the room itself (the rewrites alone) and a
+        room too small for a summary (`room_cap`, or under the room: "no_room_for_summary") get
+        none. A pure function of the history."""
         if mark >= self.cuts.budget.room:
             return mark, 0, None
         made = yield from self.cuts.at(m, mark, end=m)
@@ -167,12 +170,19 @@ class CutSummaries:
         if mark - kept >= self.room:
             return mark, self.room, None
         lower = yield from self.cuts.at(m, mark - self.room, end=m)
-        if lower is not None and lower[0].total - sum(markers(lower[0])) >= bar:
+        room = self.cuts.budget.room
+        # (a cut its newest turns hold up over its mark goes no lower: the lower one, no lower
+        # either, must leave its summary's room under the room, or with its summary it is over it)
+        lowered = lower[0].total - sum(markers(lower[0])) if lower is not None else 0
+        if lower is not None and lowered >= bar and lowered + self.room <= room:
             return mark - self.room, self.room, None
-        if kept + self.room <= self.cuts.budget.room:  # over the mark: the cut lasts that much less
+        if kept + self.room <= room:  # over the mark: the cut lasts that much less
             return mark, self.room, None
-        room = self._room(mark - kept)
-        return mark, room, None if room else "below_room_bar"
+        if kept > mark:  # held up over its mark: what it leaves under the room, if a summary fits it
+            left = self._room(min(self.room, room - made[0].total))
+            return mark, left, None if left else "no_room_for_summary"
+        left = self._room(mark - kept)
+        return mark, left, None if left else "below_room_bar"
 
     def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, bool]]:
         """The cut `made` of the first `m` messages with what it dropped summarized in the place of
