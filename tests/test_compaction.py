@@ -154,6 +154,32 @@ def test_a_failing_summarizer_still_serves_the_request_deterministically(script,
     assert "summarize" not in [a["kind"] for a in report["actions"]]
 
 
+def test_a_summarizing_fit_that_ends_over_the_room_is_fitted_the_deterministic_way(monkeypatch):
+    """Where the summarizer's path of a whole fit ends over the room (a summary took room the cuts
+    after it could not make up: a held-out Copilot CLI turn at 30% of its loop's size was refused 77
+    tokens over a 23,285-token room), the request is fitted without summaries, not refused."""
+    import guard.fit.planner as planner
+
+    whole = planner.fit
+
+    def no_carried_cut(*args: Any, **kwargs: Any) -> Any:
+        return None
+        yield  # (a plan step: a generator)
+
+    def summarizing_cuts_nothing(conv: Any, ctx: Any, policy: Any, can_summarize: bool) -> Any:
+        if can_summarize:
+            return conv, ctx
+        return (yield from whole(conv, ctx, policy, can_summarize))
+
+    monkeypatch.setattr(planner, "carried", no_carried_cut)
+    monkeypatch.setattr(planner, "fit", summarizing_cuts_nothing)
+    report = _report(_turn(_guard(Scripted()), 300))
+    assert report["fits"] and report["outcome"] == "fitted"
+    assert report["input_tokens_after"] <= report["room"]
+    assert {"kind": "summarize", "reason": "summary_over_room"} in report["skipped"]
+    assert "drop_oldest_turns" in [a["kind"] for a in report["actions"]]
+
+
 def test_the_circuit_opens_after_repeated_failures():
     call = Scripted(RuntimeError("down"))
     guard = _guard(call, failure_threshold=2, cooldown_seconds=3600)

@@ -12,14 +12,14 @@ fits; with a summarizer, `cut_summaries`), `rounds` (the strategies in order), `
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, cast
 
 from guard.core import reasoning
 from guard.core.budget import OUTPUT_KEYS, Budget
 from guard.core.errors import ContextWindowExceeded, Shortfall
 from guard.core.policy import Policy
-from guard.core.report import Report
+from guard.core.report import Report, Skipped
 from guard.core.steps import CLAMP, SUMMARIZE
 from guard.core.tokens import TokenCounter
 from guard.fit.carried import carried
@@ -121,7 +121,16 @@ def _over_room(
         return conv, ctx, Carry(m, anchor, last)
     full = Conversation.build(req.dialect, req.messages, req.counts, req.fixed, Keeping.of(policy, budget))
     ctx.marks = Marks.of(budget, req.before)
+    before = replace(ctx, ledger=ctx.ledger.copy(), summarized=ctx.summarized.copy()) if summarizing else ctx
     conv, ctx = yield from fit(full, ctx, policy, summarizing)
+    if summarizing and conv.total > budget.room:
+        # the summarizer's path ended over the room (a summary that took room the cuts after it
+        # could not make up): the deterministic path, never a refusal of a request it fits
+        plain, without = yield from fit(full, before, policy, False)
+        if plain.total <= budget.room:
+            without.summarized.calls = ctx.summarized.calls
+            without.skipped.append(Skipped(SUMMARIZE, "summary_over_room"))
+            return plain, without, Carry()
     return conv, ctx, Carry()
 
 
