@@ -146,13 +146,9 @@ class CutSummaries:
         that under the mark (whole turns step coarsely); else where the cut lower by that room
         still keeps the room bar with the shortest summary asked for (`MIN_SUMMARY`: a summary may
         come back far shorter than its room, and what is sent must not fall under the bar then);
-        else over the mark, if the room allows; else the room it left under the mark if a summary
-        fits it ("below_room_bar" otherwise). A cut its newest turns hold up over its mark (they
-        alone fill most of the room) goes no lower, so it gets the room it leaves under the room
-        itself, if a summary fits that (with more, it was over the room, and the request was fitted
-        whole where the next turn cut anew). A cut to the room itself (the rewrites alone) and a
-        room too small for a summary (`room_cap`, or under the room: "no_room_for_summary") get
-        none. A pure function of the history."""
+        else over the mark, if the room allows; else the room it left under the mark, if a summary
+        fits it ("below_room_bar"), or, held up over its mark by its newest turns (it goes no lower),
+        under the room ("no_room_for_summary", as with too small a `room_cap`). A pure function."""
         if mark >= self.cuts.budget.room:
             return mark, 0, None
         made = yield from self.cuts.at(m, mark, end=m)
@@ -160,9 +156,8 @@ class CutSummaries:
             return mark, 0, None
         if not self.room:
             return mark, 0, "no_room_for_summary"
-        # (without the drop's markers: the summary takes their place; a summary may come back far
-        # shorter than its room, so the room bar is kept with the shortest summary asked for: a cut
-        # under it gets its summary, but its marks are chosen as if it had none, see `size`)
+        # (without the drop's markers, which the summary replaces; the bar with the shortest summary
+        # asked for: a cut under it gets its summary, its marks chosen as if it had none: `size`)
         kept = made[0].total - sum(markers(made[0]))
         bar = room_bar(self.cuts.budget) - self.framing - MIN_SUMMARY
         if kept < bar:
@@ -171,18 +166,13 @@ class CutSummaries:
             return mark, self.room, None
         lower = yield from self.cuts.at(m, mark - self.room, end=m)
         room = self.cuts.budget.room
-        # (a cut its newest turns hold up over its mark goes no lower: the lower one, no lower
-        # either, must leave its summary's room under the room, or with its summary it is over it)
         lowered = lower[0].total - sum(markers(lower[0])) if lower is not None else 0
-        if lower is not None and lowered >= bar and lowered + self.room <= room:
+        if lower is not None and bar <= lowered <= room - self.room:  # (a held-up one is no lower)
             return mark - self.room, self.room, None
         if kept + self.room <= room:  # over the mark: the cut lasts that much less
             return mark, self.room, None
-        if kept > mark:  # held up over its mark: what it leaves under the room, if a summary fits it
-            left = self._room(min(self.room, room - made[0].total))
-            return mark, left, None if left else "no_room_for_summary"
-        left = self._room(mark - kept)
-        return mark, left, None if left else "below_room_bar"
+        left = self._room(mark - kept if kept <= mark else min(self.room, room - made[0].total))
+        return mark, left, None if left else ("below_room_bar" if kept <= mark else "no_room_for_summary")
 
     def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, bool]]:
         """The cut `made` of the first `m` messages with what it dropped summarized in the place of
