@@ -176,7 +176,9 @@ def test_a_summarizing_fit_that_ends_over_the_room_is_fitted_the_deterministic_w
     report = _report(_turn(_guard(Scripted()), 300))
     assert report["fits"] and report["outcome"] == "fitted"
     assert report["input_tokens_after"] <= report["room"]
-    assert {"kind": "summarize", "reason": "summary_over_room"} in report["skipped"]
+    assert [s for s in report["skipped"] if s["kind"] == "summarize"] == [
+        {"kind": "summarize", "reason": "summary_over_room"}
+    ]  # (why, and not the `no_summarizer` of the path it went by)
     assert "drop_oldest_turns" in [a["kind"] for a in report["actions"]]
 
 

@@ -129,7 +129,11 @@ def _over_room(
         plain, without = yield from fit(full, before, policy, False)
         if plain.total <= budget.room:
             without.summarized.calls = ctx.summarized.calls
-            without.skipped.append(Skipped(SUMMARIZE, "summary_over_room"))
+            if ctx.summarized.report is not None:  # (what was asked for, none sent: counted by its reason)
+                asked = {k: v for k, v in ctx.summarized.report.items() if k != "summary_tokens"}
+                without.summarized.report = {**asked, "source": "none"}
+            skipped = without.ledger.skipped  # (its summarize step, skipped as "no_summarizer": why, instead)
+            skipped[:] = [s for s in skipped if s.kind != SUMMARIZE] + [Skipped(SUMMARIZE, "summary_over_room")]
             return plain, without, Carry()
     return conv, ctx, Carry()
 
