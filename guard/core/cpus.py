@@ -43,9 +43,9 @@ def _quota(files: tuple[Path, Path | None]) -> float | None:
         else:
             quota, period = quota_file.read_text().strip(), period_file.read_text().strip()
         q, p = int(quota), int(period)
-    except (OSError, ValueError):  # (unreadable, "max", "-1" with a period: handled below)
+    except (OSError, ValueError):  # (unreadable, or "max": none)
         return None
-    return q / p if q > 0 and p > 0 else None
+    return q / p if q > 0 and p > 0 else None  # (v1's -1: none)
 
 
 def _candidates(root: Path, own: Path) -> list[tuple[Path, Path | None]]:

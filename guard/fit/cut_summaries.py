@@ -167,7 +167,7 @@ class CutSummaries:
         lower = yield from self.cuts.at(m, mark - self.room, end=m)
         room = self.cuts.budget.room
         lowered = lower[0].total - sum(markers(lower[0])) if lower is not None else 0
-        if lower is not None and bar <= lowered <= room - self.room:  # (a held-up one is no lower)
+        if lower is not None and bar <= lowered <= room - self.room:  # (one its newest turns hold up: no lower)
             return mark - self.room, self.room, None
         if kept + self.room <= room:  # over the mark: the cut lasts that much less
             return mark, self.room, None
