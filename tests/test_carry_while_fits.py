@@ -110,7 +110,7 @@ def test_with_a_summarizer_a_cut_its_newest_turns_hold_up_is_carried_while_it_fi
 
 def test_the_held_up_cut_the_property_test_found_is_carried_with_its_summary_while_it_fits():
     """The loop the test above found against the summary's old room (kept: CI runs it with 40
-    examples, which seldom draw one): a 43-message OpenAI loop, a window of 0.27 of it."""
+    examples, which seldom draw one): a 44-message OpenAI loop, a window of 0.27 of it."""
     from pathlib import Path
 
     from bench.cache import Scripted
