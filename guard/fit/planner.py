@@ -125,15 +125,17 @@ def _over_room(
     conv, ctx = yield from fit(full, ctx, policy, summarizing)
     if summarizing and conv.total > budget.room:
         # the summarizer's path ended over the room (a summary that took room the cuts after it
-        # could not make up): the deterministic path, never a refusal of a request it fits
-        plain, without = yield from fit(full, before, policy, False)
+        # could not make up): the deterministic path, never a refusal of a request it fits; its
+        # policy without the summarize step, which it would report skipped as `no_summarizer`
+        steps = [s for s in policy.strategies if s != SUMMARIZE]
+        plain_policy = policy.model_copy(update={"strategies": steps})
+        plain, without = yield from fit(full, replace(before, policy=plain_policy), plain_policy, False)
         if plain.total <= budget.room:
             without.summarized.calls = ctx.summarized.calls
             if ctx.summarized.report is not None:  # (what was asked for, none sent: counted by its reason)
                 asked = {k: v for k, v in ctx.summarized.report.items() if k != "summary_tokens"}
                 without.summarized.report = {**asked, "source": "none"}
-            skipped = without.ledger.skipped  # (its summarize step, skipped as "no_summarizer": why, instead)
-            skipped[:] = [s for s in skipped if s.kind != SUMMARIZE] + [Skipped(SUMMARIZE, "summary_over_room")]
+            without.skipped.append(Skipped(SUMMARIZE, "summary_over_room"))
             return plain, without, Carry()
     return conv, ctx, Carry()
 
