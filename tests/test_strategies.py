@@ -119,6 +119,25 @@ def test_dedupe_keeps_the_first_copy():
     assert tools[2].startswith("[context-guard: duplicate of an earlier tool result")
 
 
+def test_results_that_share_their_text_but_not_their_images_are_no_duplicates():
+    """A computer-use agent's screenshots come back as the same short text beside a new image: two
+    such results are not copies of each other (marking the later one a duplicate lost its image).
+    Two results equal in every part still are."""
+
+    def shot(url: str) -> list[dict[str, Any]]:
+        return [{"type": "text", "text": words(300)}, {"type": "image_url", "image_url": {"url": url}}]
+
+    body = agent([shot("https://example.com/a.png"), words(10, 3), shot("https://example.com/b.png"), "t1", "t2"])
+    total = engine(100_000).fit(body).report.input_tokens_before
+    with pytest.raises(ContextWindowExceeded):
+        engine(total - 100, strategies=only("dedupe"), keep_recent_groups=1).fit(body)
+    body = agent([shot("https://example.com/a.png"), words(10, 3), shot("https://example.com/a.png"), "t1", "t2"])
+    fitted = engine(total - 100, strategies=only("dedupe"), keep_recent_groups=1).fit(body)
+    tools = [m["content"] for m in fitted.body["messages"] if m["role"] == "tool"]
+    assert tools[0] == shot("https://example.com/a.png")
+    assert tools[2][0]["text"].startswith("[context-guard: duplicate of an earlier tool result")
+
+
 def test_dedupe_never_edits_the_newest_turns():
     same = words(300)
     body = agent([same, words(10, 3), same])
@@ -194,6 +213,37 @@ def test_last_resort_truncates_recent_results_but_not_the_question():
     assert fitted.body["messages"][-1] == {"role": "user", "content": "keep me"}
     with pytest.raises(ContextWindowExceeded):
         engine(total // 3, strategies=[s for s in STRATEGY_ORDER if s != "truncate_recent_tool_results"]).fit(body)
+
+
+def test_last_resort_counts_what_dropping_a_results_other_parts_saves():
+    """A newest result of screenshots beside a short text: the last resort keeps its text only, so
+    the screenshots go (a line says so), and where that alone brings the request to its mark the
+    text stays whole.
+    (Counted against the text's own tokens, the text had to lose the whole overflow: it went to the
+    floor however far the mark was raised, the request to a tenth of its room.)"""
+    shot = {"type": "image", "source": {"type": "url", "url": "https://example.com/shot.png"}}
+    text = {"type": "text", "text": words(600)}
+    body = {
+        "model": "m",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "user", "content": "start"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t0", "name": "look", "input": {}}]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "t0", "content": [shot, shot, shot, shot, text]}],
+            },
+            {"role": "assistant", "content": "I see it."},
+            {"role": "user", "content": "what now?"},
+        ],
+    }
+    total = engine(100_000).fit(body, dialect="anthropic").report.input_tokens_before
+    fitted = engine(total // 2).fit(body, dialect="anthropic")
+    assert kinds(fitted.report) == ["truncate_recent_tool_results"]
+    kept = fitted.body["messages"][2]["content"][0]["content"]
+    assert kept == [{"type": "text", "text": text["text"] + "\n[context-guard: 4 image parts removed]"}]
+    assert fitted.report.input_tokens_after <= fitted.report.room
+    assert fitted.body["messages"][-1] == {"role": "user", "content": "what now?"}
 
 
 def summarized(result_words: int, *strategies: str) -> tuple[Any, list[Any]]:

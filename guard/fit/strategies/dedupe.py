@@ -5,24 +5,32 @@ prefix up to the newest message, so an edit to an old message would cost the who
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from guard.core import jsontext
 from guard.core.memo import current
 from guard.core.tokens import freeze
-from guard.dialects import Content, content_texts, map_texts, replace_text
+from guard.dialects import TEXT_PARTS, Content, content_texts, map_texts, replace_text
 from guard.fit.conversation import Context, Conversation, Outcome
 from guard.fit.rewrite import Rewrite, ToolResult, rewrite_tool_results
 
 DUPLICATE_MARK = "[context-guard: duplicate of an earlier tool result; ~{n} tokens removed]"
 
 
-def _key(content: Content) -> str | None:
-    """A result's text (the dict key itself: exact, and hashed once). compact_json runs first, so
-    JSON whitespace rarely differs between copies."""
+def _key(content: Content) -> Hashable | None:
+    """A result's text (the dict key itself: exact, and hashed once), with its other parts where
+    it has any: a computer-use agent's screenshots come back as the same short text beside a new
+    image, and only the whole result makes a copy. compact_json runs first, so JSON whitespace
+    rarely differs between copies."""
     joined = "\n".join(content_texts(content)).strip()
-    return joined or None
+    if not joined:
+        return None
+    if isinstance(content, list):
+        others = [p for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS)]
+        if others:
+            return joined, freeze(others)
+    return joined
 
 
 class _Item:
@@ -69,11 +77,11 @@ def dedupe(conv: Conversation, ctx: Context) -> Outcome:
     are never edited (a copy there stays, and the first copy with it)."""
     ctx = ctx.own()
     order = 0
-    first_result: dict[str, int] = {}  # text -> position of its first copy
+    first_result: dict[Hashable, int] = {}  # text (and other parts) -> position of its first copy
     first_slot: dict[int, tuple[int, int | None]] = {}  # position -> (origin, slot)
     first_item: dict[Any, int] = {}
     positions: dict[tuple[int, int | None], int] = {}
-    keys: dict[tuple[int, int | None], str | None] = {}
+    keys: dict[tuple[int, int | None], Hashable | None] = {}
     for i, msg in enumerate(conv.messages):
         for slot, content in conv.dialect.tool_results(msg):
             order += 1

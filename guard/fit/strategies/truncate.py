@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from guard.core import jsontext
 from guard.core.policy import Policy
-from guard.dialects import Content, content_texts, replace_text
+from guard.dialects import TEXT_PARTS, Content, content_texts, replace_text
 from guard.fit.conversation import Context, Conversation, Outcome
 from guard.fit.history import Slot
 from guard.fit.rewrite import Rewrite, ToolResult, rewrite_tool_results
@@ -23,6 +23,48 @@ def rung(tokens: int, floor: int) -> int:
     return floor << ((tokens // floor).bit_length() - 1)
 
 
+def _text_only(content: Content, text: str) -> Content:
+    """`content` as `text` alone (`replace_text`), ending with a line that says which other parts
+    went with the cut (by type and number: no content of theirs), so a result whose screenshots
+    were cut away does not read as if the tool had sent none."""
+    if not isinstance(content, list):
+        return replace_text(content, text)
+    gone = Counter(_kind(p) for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS))
+    if gone:
+        parts = ", ".join(f"{n} {kind} part{'s' if n > 1 else ''}" for kind, n in sorted(gone.items()))
+        text = f"{text}\n[context-guard: {parts} removed]"
+    return replace_text(content, text)
+
+
+def _kind(part: object) -> str:
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    return kind if isinstance(kind, str) and kind.isidentifier() and len(kind) <= 32 else "other"
+
+
+def _bounds(conv: Conversation, ctx: Context, result: ToolResult, text: str, *, exact: bool) -> tuple[int, int]:
+    """(an upper bound of the result's text in raw tokens, the tokens its text must lose)."""
+    msg = conv.messages[result.index]
+    blocks = msg.get("content")
+    if exact or (result.slot is not None and isinstance(blocks, list) and len(blocks) > 1):
+        # the last resort must land exactly (a short cut there is a refusal), and other blocks
+        # sharing the message (more results, the client's text) would make its count overstate
+        # this result: count the text itself
+        content = result.content
+        if isinstance(content, str) or len(content_texts(content)) == len(content):
+            return ctx.counter.raw(text), result.over
+        # the cut result keeps its text only: what its other parts (images, documents) cost goes
+        # with them, and the text loses just the rest (else it lost the whole overflow: to the
+        # floor, though the images alone saved enough)
+        bare = ctx.counter.message(
+            conv.dialect, conv.dialect.with_tool_result(msg, result.slot, _text_only(content, text))
+        )
+        return ctx.counter.raw(text), max(0, result.over - (result.message_tokens - bare))
+    # the message's count bounds the text's tokens from above: no need to encode it again. Lossy
+    # steps run on exact counts (the planner settles estimates first), so this bound, and the cut
+    # made from it, is the same on every turn that sends this message
+    return math.ceil(result.message_tokens / ctx.counter.factor), result.over
+
+
 def _truncate(
     conv: Conversation, ctx: Context, kind: str, slots: Iterable[Slot], *, exact: bool = False
 ) -> Conversation:
@@ -35,18 +77,10 @@ def _truncate(
         if not texts:
             return content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
-        blocks = conv.messages[result.index].get("content")
-        if exact or (result.slot is not None and isinstance(blocks, list) and len(blocks) > 1):
-            # the last resort must land exactly (a short cut there is a refusal), and other blocks
-            # sharing the message (more results, the client's text) would make its count overstate
-            # this result: count the text itself
-            upper = ctx.counter.raw(text)
-        else:
-            # the message's count bounds the text's tokens from above: no need to encode it again.
-            # Lossy steps run on exact counts (the planner settles estimates first), so this bound,
-            # and the cut made from it, is the same on every turn that sends this message
-            upper = math.ceil(result.message_tokens / factor)
-        keep = upper - math.ceil(result.over / factor)
+        msg = conv.messages[result.index]
+        only_text = isinstance(content, str) or len(texts) == len(content)
+        upper, over = _bounds(conv, ctx, result, text, exact=exact)
+        keep = upper - math.ceil(over / factor)
         laddered = rung(keep, floor)
         cut: str | None = None
         if exact:
@@ -63,21 +97,19 @@ def _truncate(
                 keep = laddered
         else:
             keep = laddered
-        only_text = isinstance(content, str) or len(texts) == len(content)
         if upper <= keep and only_text:
             return content
-        new = replace_text(content, cut if cut is not None else jsontext.shrink(text, keep, ctx.counter.raw, upper))
+        new = _text_only(content, cut if cut is not None else jsontext.shrink(text, keep, ctx.counter.raw, upper))
         if exact:
             # the last resort must land: the scaled count of the whole message can round a token or
             # two past what the text's own count promised, so cut that much more (at most twice)
             wanted = result.message_tokens - result.over
-            msg = conv.messages[result.index]
             for _ in range(2):
                 over = ctx.counter.message(conv.dialect, conv.dialect.with_tool_result(msg, result.slot, new)) - wanted
                 if over <= 0 or keep <= floor:
                     break
                 keep = max(floor, keep - math.ceil(over / factor))
-                new = replace_text(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
+                new = _text_only(content, jsontext.shrink(text, keep, ctx.counter.raw, upper))
         return new
 
     return rewrite_tool_results(conv, ctx, Rewrite(kind, transform), slots)
