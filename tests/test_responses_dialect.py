@@ -4,9 +4,11 @@ and reported."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 
 import pytest
+from PIL import Image
 
 from bench.traces import agent_trace, to_responses
 from guard.cli import main as cli_main
@@ -132,6 +134,56 @@ def test_counts_every_kind_of_item_and_the_pinned_parts():
     }
     bare = counter.fixed(RESPONSES, {"input": []})
     assert counter.fixed(RESPONSES, body) >= bare + n("be brief") + n(json.dumps({"type": "web_search"})) + 10
+
+
+def _png(w: int, h: int) -> str:
+    buf = io.BytesIO()
+    Image.new("RGB", (w, h), "white").save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_screenshots_and_made_images_count_as_images_not_as_their_base64():
+    """A computer-use loop sends each screenshot back as a `computer_call_output`; an image the
+    model made comes back as an `image_generation_call`'s `result`. Each costs what the image
+    formula says (a 1024x1024 image: 765, OpenAI's documented example), plus the rest of the item
+    as its JSON; counted as text, three noisy screenshots made a request of millions of tokens."""
+    counter = TokenCounter(ENC)
+    n = lambda text: len(ENC.encode_ordinary(text))  # noqa: E731
+    png = _png(1024, 1024)
+    shot = {
+        "type": "computer_call_output",
+        "call_id": "call_1",
+        "output": {"type": "computer_screenshot", "image_url": f"data:image/png;base64,{png}"},
+    }
+    rest = {"type": "computer_call_output", "call_id": "call_1"}
+    assert counter.message(RESPONSES, shot) == 3 + n(json.dumps(rest, separators=(",", ":"))) + 765
+    by_id = {**shot, "output": {"type": "computer_screenshot", "file_id": "file-9"}}
+    assert 765 < counter.message(RESPONSES, by_id) < 1600  # size unseen: the formula's largest
+    made = {"type": "image_generation_call", "id": "ig_1", "status": "completed", "result": png}
+    assert (
+        counter.message(RESPONSES, made)
+        == 3 + n(json.dumps({k: v for k, v in made.items() if k != "result"}, separators=(",", ":"))) + 765
+    )
+    noise = base64.b64encode(bytes(range(256)) * 4000).decode()  # not an image: its size unreadable
+    assert counter.message(RESPONSES, {**made, "result": noise}) < 1600
+
+
+def test_a_computer_use_loop_that_fits_is_forwarded_untouched():
+    png = _png(1280, 800)
+    items: list[dict] = [{"role": "user", "content": "open the settings"}]
+    for i in range(20):
+        items += [
+            {"type": "computer_call", "call_id": f"c{i}", "action": {"type": "screenshot"}, "status": "completed"},
+            {
+                "type": "computer_call_output",
+                "call_id": f"c{i}",
+                "output": {"type": "computer_screenshot", "image_url": f"data:image/png;base64,{png}"},
+            },
+        ]
+    body = {"model": "gpt-4o", "input": items, "max_output_tokens": 1000}
+    fitted = Engine().fit(body)
+    assert fitted.body["input"] is items and not fitted.report.actions
+    assert 20 * 1105 < fitted.report.input_tokens_before < 20 * 1250  # 1280x800: 3x2 tiles, 1,105 each
 
 
 def test_bad_items_are_clear_errors():

@@ -14,6 +14,7 @@ from guard.core.encodings import get_encoding
 from guard.core.images import anthropic_image_tokens, openai_image_tokens
 from guard.core.tokens import TokenCounter
 from guard.dialects import ANTHROPIC, OPENAI, RESPONSES
+from guard.dialects.base import PDF_PAGE_TOKENS
 from guard.dialects.messages import MESSAGE_FRAMING as ANTHROPIC_MESSAGE_FRAMING
 from guard.dialects.messages import TOOL_BLOCK_FRAMING
 from guard.dialects.messages import TOOL_PROMPT as ANTHROPIC_TOOL_PROMPT
@@ -325,6 +326,19 @@ def _png(w: int, h: int) -> str:
     buf = io.BytesIO()
     Image.new("RGB", (w, h), "white").save(buf, format="PNG")
     return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_a_chat_file_part_counts_its_pdf_pages_not_its_base64():
+    """A chat `file` part with a PDF inline costs its pages, as a Responses `input_file` and an
+    Anthropic `document` do (its base64 counted as text refused a short PDF in a 128k window)."""
+    oc = TokenCounter(O200K, image_formula="openai")
+    pdf = base64.b64encode(b"%PDF-1.4 /Type /Page /Type /Page" + bytes(range(256)) * 2000).decode()
+    part = {"type": "file", "file": {"filename": "a.pdf", "file_data": f"data:application/pdf;base64,{pdf}"}}
+    empty = oc.message(OPENAI, {"role": "user", "content": []})
+    assert oc.message(OPENAI, {"role": "user", "content": [part]}) - empty == 2 * PDF_PAGE_TOKENS
+    assert len(O200K.encode_ordinary(pdf)) > 10 * PDF_PAGE_TOKENS
+    by_id = {"type": "file", "file": {"file_id": "file-1"}}
+    assert 0 < oc.message(OPENAI, {"role": "user", "content": [by_id]}) - empty < 50
 
 
 def test_image_formulas_use_the_real_size():

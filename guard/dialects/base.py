@@ -237,6 +237,16 @@ def image_block(counter: TokenCounter, block: Mapping[str, Any]) -> tuple[int, i
     return 0, image_part_tokens(block, counter.image_formula)
 
 
+def inline_file_tokens(counter: TokenCounter, spec: Mapping[str, Any]) -> int:
+    """A file sent by OpenAI's fields (a Responses `input_file`, a chat `file` part's `file`): a
+    PDF inline (`file_data`, a data URL) costs its pages; a file by id or URL is counted as its
+    JSON (the provider's count of it is unknown here)."""
+    data = spec.get("file_data")
+    if isinstance(data, str) and data.startswith("data:") and "," in data:
+        return document_tokens(counter, {"source": {"type": "base64", "data": data.split(",", 1)[1]}})
+    return counter.raw(compact_json(spec))
+
+
 def document_tokens(counter: TokenCounter, block: Mapping[str, Any]) -> int:
     """An Anthropic `document` block (a Responses `input_file` too): a PDF costs its pages, a text
     source its text, anything else its JSON."""

@@ -16,6 +16,7 @@ from guard.dialects.base import (
     count_parts,
     counts_blocks,
     image_block,
+    inline_file_tokens,
     text_block,
 )
 
@@ -135,4 +136,10 @@ def _call(counter: TokenCounter, call: Any) -> int:
     return counter.field(fn.get("name")) + counter.field(fn.get("arguments"))
 
 
-counts_blocks({"text": text_block, "image_url": image_block})
+def _file(counter: TokenCounter, part: Mapping[str, Any]) -> tuple[int, int] | None:
+    """A `file` part (a PDF inline as `file.file_data`, or a file by id): see `inline_file_tokens`."""
+    spec = part.get("file")
+    return (inline_file_tokens(counter, spec), 0) if isinstance(spec, Mapping) else None
+
+
+counts_blocks({"text": text_block, "image_url": image_block, "file": _file})

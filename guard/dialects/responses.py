@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from guard.core.content import Content, Message, compact_json, text_of
 from guard.core.errors import BadRequest
+from guard.core.images import image_part_tokens
 from guard.core.tokens import TokenCounter
 from guard.dialects import messages
 from guard.dialects.base import (
@@ -32,8 +33,8 @@ from guard.dialects.base import (
     count_content,
     count_tools,
     counts_blocks,
-    document_tokens,
     image_block,
+    inline_file_tokens,
     text_block,
 )
 
@@ -231,6 +232,8 @@ def _item_tokens(counter: TokenCounter, msg: Message) -> tuple[int, int]:
     if isinstance(tools, list):  # tool definitions loaded mid-conversation
         role = counter.raw(str(msg.get("role", "developer")))
         return ITEM_FRAMING + role + LOADED_TOOLS_PROMPT + count_tools(counter, tools), 0
+    if kind in _IMAGE_ITEMS:
+        return _image_item(counter, msg, _IMAGE_ITEMS[kind])
     # built-in tool calls, references, compaction: counted as their JSON, which is never less
     # than what the provider renders of them (a web search with the pages it read, too)
     pages = SEARCH_RESULTS_TOKENS if kind == "web_search_call" else 0
@@ -253,12 +256,29 @@ def _reasoning(counter: TokenCounter, item: Message) -> int:
 
 
 def _input_file(counter: TokenCounter, part: Mapping[str, Any]) -> tuple[int, int]:
-    """An `input_file`: a PDF sent inline costs its pages; a file by id or URL is counted as its
-    JSON (the provider's count of it is unknown here)."""
-    data = part.get("file_data")
-    if isinstance(data, str) and data.startswith("data:") and "," in data:
-        return document_tokens(counter, {"source": {"type": "base64", "data": data.split(",", 1)[1]}}), 0
-    return counter.raw(compact_json(part)), 0
+    """An `input_file` (see `inline_file_tokens`)."""
+    return inline_file_tokens(counter, part), 0
+
+
+# the items that carry an image as a field of their own, and that field: a computer-use call's
+# screenshot (`computer_call_output`'s `output`, a `computer_screenshot`, its `image_url` a data URL
+# or its `file_id`), and an image the model made (`image_generation_call`'s `result`, base64)
+_IMAGE_ITEMS = {"computer_call_output": "output", "image_generation_call": "result"}
+
+
+def _image_item(counter: TokenCounter, msg: Message, field: str) -> tuple[int, int]:
+    """An item whose `field` is an image: the image by the provider's formula, the rest of the
+    item as its JSON (a screenshot's base64 counted as text was ~2,000 times its cost: three
+    screenshots of a computer-use loop made a request of 1.8M tokens, refused)."""
+    value = msg.get(field)
+    if isinstance(value, Mapping) and isinstance(value.get("image_url") or value.get("file_id"), str):
+        part: Mapping[str, Any] = {**value, "type": "input_image"}
+    elif isinstance(value, str) and field == "result":
+        part = {"type": "input_image", "image_url": "data:image/png;base64," + value}
+    else:
+        return ITEM_FRAMING + counter.raw(compact_json(msg)), 0
+    rest = {k: v for k, v in msg.items() if k != field}
+    return ITEM_FRAMING + counter.raw(compact_json(rest)), image_part_tokens(part, counter.image_formula)
 
 
 counts_blocks(
