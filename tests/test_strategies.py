@@ -246,6 +246,35 @@ def test_last_resort_counts_what_dropping_a_results_other_parts_saves():
     assert fitted.body["messages"][-1] == {"role": "user", "content": "what now?"}
 
 
+def test_old_screenshots_go_before_the_steps_around_them():
+    """A computer-use loop: each step a call and a result that is a screenshot (some with a line of
+    text). Older screenshots are removed, each leaving a line that says so, and every step stays;
+    before, with no text to truncate, the results were left alone and the oldest steps dropped."""
+    shot = {"type": "image", "source": {"type": "url", "url": "https://example.com/s.png"}}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "book a flight"}]
+    for i in range(12):
+        messages += [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"step {i}: " + words(30, i)},
+                    {"type": "tool_use", "id": f"t{i}", "name": "computer", "input": {"action": "screenshot"}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": [shot]}]},
+        ]
+    body = {"model": "m", "max_tokens": 100, "messages": [*messages, {"role": "user", "content": "continue"}]}
+    total = engine(1_000_000).fit(body, dialect="anthropic").report.input_tokens_before
+    fitted = engine(int(total * 0.6)).fit(body, dialect="anthropic")
+    assert kinds(fitted.report) == ["truncate_tool_results"]
+    sent = fitted.body["messages"]
+    assert [m["role"] for m in sent] == [m["role"] for m in body["messages"]]
+    results = [m["content"][0]["content"] for m in sent if m["role"] == "user" and isinstance(m["content"], list)]
+    gone = [{"type": "text", "text": "[context-guard: 1 image part removed]"}]
+    assert results[0] == gone and results[-1] == [shot]
+    assert results == sorted(results, key=lambda r: r != gone)  # oldest first
+
+
 def summarized(result_words: int, *strategies: str) -> tuple[Any, list[Any]]:
     """Six tool results of `result_words` words each, fitted 1,500 tokens under their size (the
     newest turn kept) with a summarizer that records what it is asked: (the fit, the requests)."""

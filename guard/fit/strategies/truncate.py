@@ -32,7 +32,7 @@ def _text_only(content: Content, text: str) -> Content:
     gone = Counter(_kind(p) for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS))
     if gone:
         parts = ", ".join(f"{n} {kind} part{'s' if n > 1 else ''}" for kind, n in sorted(gone.items()))
-        text = f"{text}\n[context-guard: {parts} removed]"
+        text = f"{text}\n[context-guard: {parts} removed]" if text else f"[context-guard: {parts} removed]"
     return replace_text(content, text)
 
 
@@ -75,7 +75,9 @@ def _truncate(
         content = result.content
         texts = content_texts(content)
         if not texts:
-            return content
+            # a result of images only (a computer-use agent's screenshots) keeps a line saying
+            # what went: the steps around it stay, where dropping turns lost them too
+            return _text_only(content, "") if isinstance(content, list) and content else content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
         msg = conv.messages[result.index]
         only_text = isinstance(content, str) or len(texts) == len(content)
