@@ -3,13 +3,16 @@ from __future__ import annotations
 import base64
 import io
 import json
+import math
 import subprocess
 import sys
+import wave
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from guard.core.audio import AUDIO_TOKENS_PER_SECOND
 from guard.core.encodings import get_encoding
 from guard.core.images import anthropic_image_tokens, openai_image_tokens
 from guard.core.tokens import TokenCounter
@@ -339,6 +342,38 @@ def test_a_chat_file_part_counts_its_pdf_pages_not_its_base64():
     assert len(O200K.encode_ordinary(pdf)) > 10 * PDF_PAGE_TOKENS
     by_id = {"type": "file", "file": {"file_id": "file-1"}}
     assert 0 < oc.message(OPENAI, {"role": "user", "content": [by_id]}) - empty < 50
+
+
+def _wav(seconds: float, rate: int = 16_000) -> str:
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"\x01\x00" * int(seconds * rate))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_an_audio_part_counts_its_duration_not_its_base64():
+    """A chat `input_audio` part costs its clip's length (`AUDIO_TOKENS_PER_SECOND`, an upper
+    bound): a WAV clip's from its header, exactly; another format's from its size at the lowest
+    bitrate speech is sent at, never less than its real length. Counted as text, a 30-second WAV
+    clip was ~870k tokens, refused by every 128k-400k window."""
+    oc = TokenCounter(O200K)
+    empty = oc.message(OPENAI, {"role": "user", "content": []})
+
+    def cost(data: str, fmt: str) -> int:
+        part = {"type": "input_audio", "input_audio": {"data": data, "format": fmt}}
+        return oc.message(OPENAI, {"role": "user", "content": [part]}) - empty
+
+    clip = _wav(30)
+    assert cost(clip, "wav") == 30 * AUDIO_TOKENS_PER_SECOND
+    assert cost(_wav(30, rate=48_000), "wav") == 30 * AUDIO_TOKENS_PER_SECOND
+    assert len(O200K.encode_ordinary(clip)) > 100 * cost(clip, "wav")
+    mp3 = base64.b64encode(b"ID3" + bytes(range(256)) * 240).decode()  # 61 kB: 30 s at 16 kbps
+    assert cost(mp3, "mp3") == math.ceil(len(base64.b64decode(mp3)) * 8 / 16_000 * AUDIO_TOKENS_PER_SECOND)
+    by_id = {"type": "input_audio", "input_audio": {"format": "wav"}}  # no data: its JSON
+    assert oc.message(OPENAI, {"role": "user", "content": [by_id]}) > empty
 
 
 def test_image_formulas_use_the_real_size():

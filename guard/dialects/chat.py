@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from guard.core.audio import audio_part_tokens
 from guard.core.content import Content, Message, compact_json, text_of
 from guard.core.tokens import TokenCounter
 from guard.dialects import messages
@@ -142,4 +143,10 @@ def _file(counter: TokenCounter, part: Mapping[str, Any]) -> tuple[int, int] | N
     return (inline_file_tokens(counter, spec), 0) if isinstance(spec, Mapping) else None
 
 
-counts_blocks({"text": text_block, "image_url": image_block, "file": _file})
+def _audio(counter: TokenCounter, part: Mapping[str, Any]) -> tuple[int, int] | None:
+    """An `input_audio` part: by the clip's duration (`guard.core.audio`)."""
+    tokens = audio_part_tokens(part)
+    return None if tokens is None else (tokens, 0)
+
+
+counts_blocks({"text": text_block, "image_url": image_block, "file": _file, "input_audio": _audio})
