@@ -252,6 +252,69 @@ def responses_items(rng, body):  # noqa: ANN001
 
 
 @mutation
+def media_parts(rng, body):  # noqa: ANN001
+    """Images, audio, files and screenshots, well and badly formed, as parts of a message or of a
+    tool result, and as the Responses items that carry them."""
+    items = body[_key(body)]
+    if not isinstance(items, list):
+        return
+    b64 = rng.choice(["", "UklGRiQAAABXQVZF", "UklGR" + "A" * 90, "iVBORw0KGgo=", "not base64!!", "==", "A" * 3001])
+    part = rng.choice(
+        [
+            {
+                "type": "input_audio",
+                "input_audio": rng.choice([{"data": b64, "format": "wav"}, {"data": 5}, None, "x"]),
+            },
+            {
+                "type": "file",
+                "file": rng.choice([{"file_data": "data:application/pdf;base64," + b64}, {"file_id": 7}, 3]),
+            },
+            {"type": "image_url", "image_url": rng.choice([{"url": "data:image/png;base64," + b64}, {"url": None}, 9])},
+            {"type": "image", "source": rng.choice([{"type": "base64", "data": b64}, {"type": "url"}, []])},
+            {"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": "x"}]},
+            {"type": "document", "source": {"type": "base64", "data": b64}},
+            7,
+        ]
+    )
+    if "input" in body:
+        output = rng.choice(
+            [
+                {"type": "computer_screenshot", "image_url": "data:image/png;base64," + b64},
+                {"file_id": 3},
+                "x",
+                None,
+                [part],
+            ]
+        )
+        item = rng.choice(
+            [
+                {"type": "computer_call_output", "call_id": "c0", "output": output},
+                {"type": "image_generation_call", "id": "ig", "result": rng.choice([b64, 5, None])},
+                {
+                    "type": "function_call_output",
+                    "call_id": "c0",
+                    "output": [part, {"type": "input_text", "text": "t"}],
+                },
+            ]
+        )
+        items.insert(rng.randint(0, len(items)), item)
+        return
+    for m in rng.sample(items, min(3, len(items))):
+        if not isinstance(m, dict):
+            continue
+        content = m.get("content")
+        if (
+            isinstance(content, list)
+            and content
+            and isinstance(content[0], dict)
+            and content[0].get("type") == "tool_result"
+        ):
+            content[0] = {**content[0], "content": [part, {"type": "text", "text": "r"}]}
+        else:
+            m["content"] = [part] + ([{"type": "text", "text": content}] if isinstance(content, str) else [])
+
+
+@mutation
 def nothing(rng, body):  # noqa: ANN001
     pass
 
