@@ -275,6 +275,31 @@ def test_old_screenshots_go_before_the_steps_around_them():
     assert results == sorted(results, key=lambda r: r != gone)  # oldest first
 
 
+def test_a_loop_of_screenshots_each_with_a_word_of_text_is_truncated_not_dropped():
+    """Each result a screenshot and a word ("done"): truncating them keeps the words and a line
+    each, far under the policy's `truncated_tool_result_tokens`. Taken at that size, the estimate
+    of what truncation can reach said it fell short of the mark, and the oldest steps were dropped."""
+    shot = {"type": "image", "source": {"type": "url", "url": "https://example.com/s.png"}}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "book a flight"}]
+    for i in range(40):
+        messages += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{i}", "name": "computer", "input": {"x": i}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": f"t{i}", "content": [{"type": "text", "text": "done"}, shot]}
+                ],
+            },
+        ]
+    body = {"model": "m", "max_tokens": 100, "messages": [*messages, {"role": "user", "content": "continue"}]}
+    fitted = engine(12_000).fit(body, dialect="anthropic")
+    assert kinds(fitted.report) == ["truncate_tool_results"]
+    assert len(fitted.body["messages"]) == len(body["messages"])
+
+
 def summarized(result_words: int, *strategies: str) -> tuple[Any, list[Any]]:
     """Six tool results of `result_words` words each, fitted 1,500 tokens under their size (the
     newest turn kept) with a summarizer that records what it is asked: (the fit, the requests)."""

@@ -140,11 +140,30 @@ def falls_short(conv: Conversation, stop_at: int, policy: Policy, factor: float)
     estimated without cutting any: once the mark is out of its reach, truncation cuts every result
     to the policy's `truncated_tool_result_tokens`, and a cut lands at or above `jsontext.CLOSE`
     of its budget unless the result's structure steps more coarsely (whole items of a short
-    list), so each result is taken to keep that share. Over bench.cache's 4,628 truncations, none
-    that reached its mark was estimated to fall short. True where the policy does not truncate."""
+    list), so each result is taken to keep that share; a result with images or other non-text
+    parts keeps at most its text and the line that says what went (`_kept`). Over bench.cache's
+    4,628 truncations, none that reached its mark was estimated to fall short. True where the
+    policy does not truncate."""
     if not policy.allows("truncate_tool_results"):
         return True
     keep = jsontext.CLOSE * policy.truncated_tool_result_tokens * factor
-    results = Counter(i for i, _, _ in conv.tool_slots(recent=False))
-    saved = sum(max(0.0, conv.counts[i] - keep * n) for i, n in results.items())
+    kept: dict[int, float] = {}
+    for i, _, content in conv.tool_slots(recent=False):
+        kept[i] = kept.get(i, 0.0) + _kept(content, keep, factor)
+    saved = sum(max(0.0, conv.counts[i] - k) for i, k in kept.items())
     return conv.total - saved > stop_at
+
+
+# the line a result whose other parts went ends with (`_text_only`), in tokens, at most
+_GONE_LINE_TOKENS = 16
+
+
+def _kept(content: Content, keep: float, factor: float) -> float:
+    """What a truncated result keeps, at most: `keep`; of a result with non-text parts (a
+    screenshot beside a line of text), no more than its text, a token a character at worst, and
+    the line that says what went (taken at `keep`, a loop of screenshots each with a word of text
+    was judged out of truncation's reach and had its oldest steps dropped instead)."""
+    if not isinstance(content, list) or len(content_texts(content)) == len(content):
+        return keep
+    chars = sum(len(t) for t in content_texts(content))
+    return min(keep, (chars + _GONE_LINE_TOKENS) * factor)
