@@ -186,6 +186,27 @@ def test_a_computer_use_loop_that_fits_is_forwarded_untouched():
     assert 20 * 1105 < fitted.report.input_tokens_before < 20 * 1250  # 1280x800: 3x2 tiles, 1,105 each
 
 
+def test_an_older_output_of_images_only_is_truncated_to_an_input_text_line():
+    """A Responses `function_call_output` whose output is images only: truncated, it keeps the
+    line that says what went as an `input_text` part (the only text part such an output takes)."""
+    shot = {"type": "input_image", "image_url": "https://example.com/s.png"}
+    items: list[dict] = [{"role": "user", "content": "check the dashboards"}]
+    for i in range(12):
+        items += [
+            {"type": "function_call", "call_id": f"c{i}", "name": "screenshot", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{i}", "output": [shot]},
+        ]
+    items.append({"role": "user", "content": "what changed?"})
+    body = {"model": "m", "input": items, "max_output_tokens": 100}
+    policy = Policy(safety_margin_ratio=0.0, safety_margin_tokens=0)
+    deployments = {"m": Deployment("m", "gpt-4o", {"max_input_tokens": 12_000, "max_output_tokens": 1000})}
+    fitted = Engine(PolicySet(defaults=policy), deployments=deployments, model_map={}).fit(body)
+    assert [a.kind for a in fitted.report.actions] == ["truncate_tool_results"]
+    outputs = [item["output"] for item in fitted.body["input"] if item.get("type") == "function_call_output"]
+    assert outputs[0] == [{"type": "input_text", "text": "[context-guard: 1 input_image part removed]"}]
+    assert outputs[-1] == [shot]
+
+
 def test_bad_items_are_clear_errors():
     engine = _engine()
     for bad, where in (

@@ -109,6 +109,12 @@ def replace_text(content: Content, text: str) -> Content:
     """Content holding only text (non-text parts dropped): same shape as the original, and the
     same kind of text part (`text`, or the Responses API's `input_text`)."""
     if isinstance(content, list):
-        kind = next((p.get("type") for p in content if isinstance(p, Mapping) and p.get("type") in TEXT_PARTS), "text")
+        kind = next((p.get("type") for p in content if isinstance(p, Mapping) and p.get("type") in TEXT_PARTS), None)
+        if kind is None:  # (no text part to copy: a Responses output of images or files takes `input_text`)
+            responses = any(isinstance(p, Mapping) and p.get("type") in _RESPONSES_INPUTS for p in content)
+            kind = "input_text" if responses else "text"
         return [{"type": kind, "text": text}]
     return text
+
+
+_RESPONSES_INPUTS = frozenset({"input_image", "input_file"})  # part types only the Responses API has
