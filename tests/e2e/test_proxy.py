@@ -164,6 +164,45 @@ def test_anthropic_route_with_tool_blocks(proxy):
     assert "maximum context length is 8192" in err.value.body["error"]["message"]
 
 
+def _png(side: int) -> str:
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (side, side), "white").save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def test_a_computer_use_loop_loses_old_screenshots_not_steps(proxy):
+    """A computer-use loop on /v1/messages, each result a screenshot: what reaches the provider
+    keeps every step, the older screenshots each replaced by a line that says so."""
+    proxy.reset()
+    shot = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _png(1000)}}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "book a flight"}]
+    for i in range(12):
+        messages += [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": f"Step {i}: I click the next button."},
+                    {"type": "tool_use", "id": f"toolu_{i:02d}", "name": "computer", "input": {"action": "left_click"}},
+                ],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i:02d}", "content": [shot]}]},
+        ]
+    messages.append({"role": "user", "content": "continue"})
+    c = anthropic.Anthropic(base_url=proxy.url, api_key="sk-master", max_retries=0, timeout=120)
+    resp = c.messages.with_raw_response.create(model="claude-small", messages=messages, max_tokens=400)
+    assert resp.http_response.headers["x-context-guard-outcome"] == "fitted"
+    sent = last_upstream(proxy)["body"]["messages"]
+    assert [m["role"] for m in sent] == [m["role"] for m in messages]
+    results = [m["content"][0]["content"] for m in sent if m["role"] == "user" and isinstance(m["content"], list)]
+    assert results[0] == [{"type": "text", "text": "[context-guard: 1 image part removed]"}]
+    assert results[-1] == [shot]
+
+
 def test_logging_metadata_carries_the_report_without_text(proxy):
     from tests.e2e.upstream import cached_tokens
 
