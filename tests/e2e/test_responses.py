@@ -89,6 +89,44 @@ def test_an_overflowing_responses_request_arrives_fitted_with_its_output_limit(p
     assert all(CANARY not in v for v in headers.values())
 
 
+def test_a_computer_use_loop_with_screenshots_is_forwarded_whole(proxy):
+    """Screenshots sent back as `computer_call_output` items cost an image's tokens, not their
+    base64's: three of them (each ~45k tokens as text) were refused in an 8k window."""
+    import base64
+    import io
+    import random
+
+    from PIL import Image
+
+    rng = random.Random(7)
+    buf = io.BytesIO()
+    Image.frombytes("RGB", (128, 128), bytes(rng.randrange(256) for _ in range(128 * 128 * 3))).save(buf, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    items: list[dict[str, Any]] = [{"role": "user", "content": "Open the settings page."}]
+    for i in range(3):
+        items += [
+            {
+                "type": "computer_call",
+                "call_id": f"call_{i}",
+                "id": f"cu_{i}",
+                "action": {"type": "screenshot"},
+                "pending_safety_checks": [],
+                "status": "completed",
+            },
+            {
+                "type": "computer_call_output",
+                "call_id": f"call_{i}",
+                "output": {"type": "computer_screenshot", "image_url": url},
+            },
+        ]
+    proxy.reset()
+    resp = client(proxy).responses.with_raw_response.create(model="small", input=items, max_output_tokens=256)
+    assert resp.http_response.status_code == 200
+    assert resp.http_response.headers["x-context-guard-outcome"] == "unchanged"
+    sent = only_upstream(proxy)["body"]["input"]
+    assert [i.get("type") for i in sent] == [i.get("type") for i in items]
+
+
 def test_a_streamed_responses_request_is_fitted_too(proxy):
     proxy.reset()
     body = responses_body(turns=36)

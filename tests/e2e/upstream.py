@@ -82,6 +82,8 @@ def responses_input_tokens(body: dict[str, Any]) -> int:
             total += _content(item.get("output"))
         elif kind == "reasoning":
             total += sum(_n(p.get("text", "")) for p in item.get("summary") or [])
+        elif kind == "computer_call_output":  # a screenshot: an image's tokens, not its base64's
+            total += _n(item.get("call_id", "")) + 85
         else:
             total += _n(_dump(item))
     for tool in body.get("tools") or []:
