@@ -53,7 +53,9 @@ json_value = st.recursive(
 @st.composite
 def tool_output(draw: st.DrawFn) -> Any:
     """A tool result's content: pretty or compact JSON, plain text, a huge text, empty, or parts."""
-    kind = draw(st.sampled_from(["json_pretty", "json_compact", "text", "huge", "empty", "parts", "articles"]))
+    kind = draw(
+        st.sampled_from(["json_pretty", "json_compact", "text", "huge", "empty", "parts", "articles", "screenshot"])
+    )
     if kind == "json_pretty":
         return json.dumps(draw(json_value), indent=2)
     if kind == "json_compact":
@@ -64,6 +66,9 @@ def tool_output(draw: st.DrawFn) -> Any:
         return ""
     if kind == "parts":
         return [{"type": "text", "text": draw(_text(1, 30))} for _ in range(draw(st.integers(1, 3)))]
+    if kind == "screenshot":  # a computer-use agent's result: an image, alone or after a line of text
+        shot = {"type": "image_url", "image_url": {"url": f"https://x.invalid/{draw(st.integers(0, 3))}.png"}}
+        return [{"type": "text", "text": draw(_text(1, 8))}, shot] if draw(st.booleans()) else [shot]
     if kind == "articles":
         n = draw(st.integers(1, 8))
         docs = [
@@ -123,6 +128,18 @@ def openai_conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
     return msgs
 
 
+def _anthropic_parts(content: Any) -> Any:
+    """Chat parts as Anthropic blocks (an `image_url` part becomes an `image` block by URL)."""
+    if not isinstance(content, list):
+        return content
+    return [
+        {"type": "image", "source": {"type": "url", "url": p["image_url"]["url"]}}
+        if p.get("type") == "image_url"
+        else p
+        for p in content
+    ]
+
+
 def to_anthropic(msgs: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
     """The same conversation as Anthropic blocks; x_id kept on every message."""
     system = "\n".join(m["content"] for m in msgs if m["role"] in ("system", "developer")) or None
@@ -131,7 +148,7 @@ def to_anthropic(msgs: list[dict[str, Any]]) -> tuple[str | None, list[dict[str,
         if m["role"] in ("system", "developer"):
             continue
         if m["role"] == "tool":
-            content = m["content"]
+            content = _anthropic_parts(m["content"])
             block = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": content}
             if out and out[-1]["role"] == "user" and out[-1].get("_results"):
                 out[-1]["content"].append(block)
@@ -159,7 +176,14 @@ def to_anthropic(msgs: list[dict[str, Any]]) -> tuple[str | None, list[dict[str,
 
 def _responses_parts(content: Any, kind: str) -> Any:
     if isinstance(content, list):
-        return [{**p, "type": kind} if p.get("type") == "text" else p for p in content]
+        return [
+            {**p, "type": kind}
+            if p.get("type") == "text"
+            else {"type": "input_image", "image_url": p["image_url"]["url"]}
+            if p.get("type") == "image_url"
+            else p
+            for p in content
+        ]
     return content
 
 
