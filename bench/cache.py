@@ -69,6 +69,7 @@ from bench.traces import (  # noqa: E402
     agent_runs,
     agent_trace,
     coding_trace,
+    computer_use_trace,
     real_long_sessions,
     real_traces,
     swe_runs,
@@ -134,6 +135,8 @@ def loops(limit: int | None = None, match: str | None = None) -> list[tuple[str,
         out += [(f"agent_trace{seed}/chat", trace), (f"agent_trace{seed}/anthropic", to_anthropic(trace))]
         if seed == 3:  # the Responses API (reasoning items before calls), as Codex-style agents send it
             out.append((f"agent_trace{seed}/responses", to_responses(trace, model=trace["model"])))
+    # a computer-use agent (Anthropic messages): screenshots after every action make its size
+    out += [(f"computer_use{seed}/anthropic", computer_use_trace(seed=seed)) for seed in (1, 2)]
     if match:
         out = [(name, body) for name, body in out if match in name]
     return out[-limit:] if limit else out

@@ -430,6 +430,106 @@ def coding_trace(turns: int = 150, seed: int = 0, model: str = "gpt-4o") -> dict
     return {"model": model, "messages": messages, "tools": SHELL_TOOL}
 
 
+@lru_cache(maxsize=4)
+def _screen(width: int, height: int, shade: int) -> str:
+    """A blank screenshot of that size as base64 PNG (a few kB: its size, not its pixels, sets its
+    tokens: Anthropic's w*h/750)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (width, height), (shade, shade, shade)).save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+COMPUTER_TOOL = [
+    {
+        "name": "computer",
+        "description": "Use the mouse and keyboard on the screen; every action returns a screenshot.",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "action": {"type": "string", "enum": ["screenshot", "left_click", "type", "scroll", "key"]},
+                "coordinate": {"type": "array", "items": {"type": "integer"}},
+                "text": {"type": "string"},
+            },
+            "required": ["action"],
+        },
+    },
+    {
+        "name": "bash",
+        "description": "Run a shell command.",
+        "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]},
+    },
+]
+
+
+def computer_use_trace(steps: int = 80, seed: int = 0, model: str = "claude-sonnet-4-5") -> dict[str, Any]:
+    """An Anthropic Messages body shaped like a computer-use agent's loop (the shape of Anthropic's
+    computer-use reference agent): a short thought and one action a step, every `computer` action
+    answered by a screenshot (1280x800, ~1,370 tokens), after a line of text for those that do
+    something, and now and then a `bash` command whose output is text (a page's source, a file).
+    Screenshots, not text, make its size. Synthetic: no long computer-use run under an open licence
+    was found to replay (WebVoyager's runs are 3-12 steps with the screenshots in user turns)."""
+    rng = random.Random(seed)
+    messages: list[dict[str, Any]] = [
+        {
+            "role": "user",
+            "content": "Book the cheapest direct flight from Lisbon to Oslo next Friday on the airline's site.",
+        }
+    ]
+    for t in range(steps):
+        thought = (
+            rng.choice(
+                [
+                    "I see the search form.",
+                    "The results page loaded.",
+                    "A cookie banner covers the page.",
+                    "The date picker is open.",
+                ]
+            )
+            + " "
+            + rng.choice(
+                ["I will click the next field.", "Let me scroll down.", "I type the city.", "I check the result."]
+            )
+        )
+        if rng.random() < 0.15:
+            path, text = _read(rng, rng.randint(800, 6000))
+            call = {
+                "type": "tool_use",
+                "id": f"toolu_{seed}_{t}",
+                "name": "bash",
+                "input": {"command": f"curl -s https://example.test/{path}"},
+            }
+            result: Any = text or "(no output)"
+        else:
+            action = rng.choice(["screenshot", "left_click", "left_click", "type", "scroll", "key"])
+            tool_input: dict[str, Any] = {"action": action}
+            if action in ("left_click", "scroll"):
+                tool_input["coordinate"] = [rng.randrange(1280), rng.randrange(800)]
+            if action in ("type", "key"):
+                tool_input["text"] = rng.choice(["Lisbon", "Oslo", "Return", "2026-12-11", "Tab"])
+            call = {"type": "tool_use", "id": f"toolu_{seed}_{t}", "name": "computer", "input": tool_input}
+            shot = {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": _screen(1280, 800, t % 3)},
+            }
+            result = [shot] if action == "screenshot" else [{"type": "text", "text": f"Done: {action}."}, shot]
+        messages.append({"role": "assistant", "content": [{"type": "text", "text": thought}, call]})
+        messages.append(
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"], "content": result}]}
+        )
+    messages.append({"role": "user", "content": "Keep going until the booking page shows the price."})
+    return {
+        "model": model,
+        "system": "You operate a desktop computer for the user.",
+        "messages": messages,
+        "tools": COMPUTER_TOOL,
+    }
+
+
 def to_text_agent(body: dict[str, Any]) -> dict[str, Any]:
     """The same loop as a text-based agent sends it (no native tool calls): each action a fenced
     shell block in the assistant's text, each output a user message. Every turn then brings a new

@@ -250,6 +250,32 @@ OTHER_FAMILIES = {
 }
 
 
+COMPUTER_USE = [(name, body) for name, body in loops() if name == "computer_use1/anthropic"]
+
+
+@pytest.mark.parametrize("name,body", COMPUTER_USE, ids=[n for n, _ in COMPUTER_USE])
+def test_a_computer_use_loop_loses_old_screenshots_not_steps(name, body):
+    """A loop with a screenshot after every action, replayed into half its size: issue 34's bars
+    (measured: bill 0.78 against the best cuts' 0.78), and the last request keeps every step, its
+    older screenshots replaced by a line each (the oldest half of the steps went before)."""
+    from bench.cache import engine_for
+
+    policy = window_policy(body, 0.5)
+    base, run = replay(name, body, None), replay(name, body, policy)
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert r["bill_over"] <= r["best_bill_over"] + 0.05 and r["bill_over"] <= 1.0
+
+    def steps(b: dict) -> list[str]:
+        return [
+            c["id"] for m in b["messages"] if m["role"] == "assistant" for c in m["content"] if c["type"] == "tool_use"
+        ]
+
+    fitted = engine_for(body, policy).fit(body)
+    assert steps(fitted.body) == steps(body)
+    assert "[context-guard: 1 image part removed]" in json.dumps(fitted.body["messages"][2])
+
+
 def test_the_other_families_loops_are_there():
     found: dict[str, int] = {}
     for name, _ in loops():
