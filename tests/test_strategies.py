@@ -275,6 +275,33 @@ def test_old_screenshots_go_before_the_steps_around_them():
     assert results == sorted(results, key=lambda r: r != gone)  # oldest first
 
 
+def test_a_result_of_search_results_is_not_truncated_to_nothing():
+    """A result made only of Anthropic `search_result` blocks holds its text inside them: the
+    truncation of media-only results (screenshots) leaves it alone rather than remove all of it."""
+    found = {
+        "type": "search_result",
+        "source": "https://example.com/a",
+        "title": "a",
+        "content": [{"type": "text", "text": words(400)}],
+    }
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "look it up"}]
+    for i in range(6):
+        messages += [
+            {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "search", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": [found]}]},
+        ]
+    body = {"model": "m", "max_tokens": 100, "messages": [*messages, {"role": "user", "content": "and?"}]}
+    total = engine(1_000_000).fit(body, dialect="anthropic").report.input_tokens_before
+    fitted = engine(int(total * 0.7)).fit(body, dialect="anthropic")
+    assert "truncate_tool_results" not in kinds(fitted.report)
+    assert all(
+        b["content"] == [found]
+        for m in fitted.body["messages"]
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "tool_result"
+    )
+
+
 def test_a_loop_of_screenshots_each_with_a_word_of_text_is_truncated_not_dropped():
     """Each result a screenshot and a word ("done"): truncating them keeps the words and a line
     each, far under the policy's `truncated_tool_result_tokens`. Taken at that size, the estimate

@@ -77,7 +77,7 @@ def _truncate(
         if not texts:
             # a result of images only (a computer-use agent's screenshots) keeps a line saying
             # what went: the steps around it stay, where dropping turns lost them too
-            return _text_only(content, "") if isinstance(content, list) and content else content
+            return _text_only(content, "") if _all_media(content) else content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
         msg = conv.messages[result.index]
         only_text = isinstance(content, str) or len(texts) == len(content)
@@ -165,5 +165,21 @@ def _kept(content: Content, keep: float, factor: float) -> float:
     was judged out of truncation's reach and had its oldest steps dropped instead)."""
     if not isinstance(content, list) or len(content_texts(content)) == len(content):
         return keep
-    chars = sum(len(t) for t in content_texts(content))
-    return min(keep, (chars + _GONE_LINE_TOKENS) * factor)
+    texts = content_texts(content)
+    if not texts and not _all_media(content):
+        return keep  # (left alone: see `_all_media`)
+    return min(keep, (sum(map(len, texts)) + _GONE_LINE_TOKENS) * factor)
+
+
+# parts that are media: an image, a document or file, an audio clip (a result of these alone is
+# truncated to a line saying what went; one of other parts with no text, search results say, is
+# left alone: its text is inside them, and truncation would lose all of it rather than cut it)
+_MEDIA = frozenset({"image", "image_url", "input_image", "document", "file", "input_file", "input_audio"})
+
+
+def _all_media(content: Content) -> bool:
+    return (
+        isinstance(content, list)
+        and bool(content)
+        and all(isinstance(p, Mapping) and p.get("type") in _MEDIA for p in content)
+    )
