@@ -301,6 +301,7 @@ def long_agent_loop(
     questions: bool = False,
     giant: bool = False,
     large: bool = False,
+    screenshots: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(body, settings): one task, then 20-40 tool turns whose results (plain text or JSON, 60-400
     words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
@@ -308,7 +309,9 @@ def long_agent_loop(
     `questions`, facts planted in the first results are asked about by the user in the second
     half of the loop (after a reply of the model's), where the cuts have removed them. With
     `giant`, one or two results are as large as all the others together: larger than the room;
-    with `large`, a quarter to 0.6 of them: most of the room, or a little over it."""
+    with `large`, a quarter to 0.6 of them: most of the room, or a little over it. With
+    `screenshots`, every third result is a screenshot (an image, alone or after a line of text), as
+    a computer-use agent's are."""
     turns = draw(st.integers(20, 40))
     sizes = draw(st.lists(st.integers(60, 400), min_size=turns, max_size=turns))
     if giant or large:
@@ -330,6 +333,10 @@ def long_agent_loop(
         )
         if t < len(facts):
             out += f"\nthe rollout key of the {facts[t]} cluster is {FACT_VALUE.format(t=t)}\n"
+        result: Any = out
+        if screenshots and t % 3 == 1 and t >= len(facts):
+            shot = {"type": "image_url", "image_url": {"url": f"https://x.invalid/{t}.png"}}
+            result = [{"type": "text", "text": f"clicked {t}"}, shot] if t % 2 else [shot]
         if t in asked_at:
             msgs.append({"role": "assistant", "content": "Done with that step.", "x_id": len(msgs)})
             question = f"What is the rollout key of the {asked_at[t]} cluster?"
@@ -340,7 +347,7 @@ def long_agent_loop(
             "function": {"name": "bash", "arguments": json.dumps({"cmd": f"step {t}"})},
         }
         msgs.append({"role": "assistant", "content": draw(_text(0, 12)), "tool_calls": [call], "x_id": len(msgs)})
-        msgs.append({"role": "tool", "tool_call_id": f"c{t}", "content": out, "x_id": len(msgs)})
+        msgs.append({"role": "tool", "tool_call_id": f"c{t}", "content": result, "x_id": len(msgs)})
     dialect = draw(st.sampled_from(dialects))
     if dialect == "responses":
         instructions, items = to_responses(msgs, draw(st.booleans()))

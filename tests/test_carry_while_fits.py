@@ -53,6 +53,14 @@ def test_a_carried_cut_is_kept_while_it_fits_and_only_then_replaced(case):
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
+@given(long_agent_loop(screenshots=True))
+def test_a_cut_that_removed_screenshots_is_carried_while_it_fits(case):
+    """Loops where every third result is a screenshot: a cut that replaced older screenshots by a
+    line each is carried byte for byte while it fits, as any cut."""
+    _check(case, None)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(long_agent_loop(giant=True))
 def test_a_last_resort_cut_is_carried_while_it_fits_too(case):
     """The default (`last_resort_cuts: carry`), on loops with results larger than the room: the
