@@ -344,6 +344,42 @@ def test_a_chat_file_part_counts_its_pdf_pages_not_its_base64():
     assert 0 < oc.message(OPENAI, {"role": "user", "content": [by_id]}) - empty < 50
 
 
+def test_a_file_sent_by_reference_makes_the_count_a_lower_bound():
+    """A PDF by URL or file id: the provider reads its pages, the guard sees the reference. The
+    report names it (`unseen_state: file_reference`); a file inline does not."""
+    from guard import Engine, load_policy_set
+
+    engine = Engine(load_policy_set({}))
+    by_id = {"type": "document", "source": {"type": "file", "file_id": "file_011"}}
+    by_url = {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}}
+    inline = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "hello"}}
+    chat_file = {"type": "file", "file": {"file_id": "file-abc"}}
+    responses_file = {"type": "input_file", "file_url": "https://example.com/a.pdf"}
+    answered = {"type": "tool_result", "tool_use_id": "t", "content": [by_url]}
+    cases = [
+        (
+            "anthropic",
+            {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": [by_id]}]},
+            True,
+        ),
+        (
+            "anthropic",
+            {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": [inline]}]},
+            False,
+        ),
+        (
+            "anthropic",
+            {"model": "claude-sonnet-4-5", "max_tokens": 10, "messages": [{"role": "user", "content": [answered]}]},
+            True,
+        ),
+        ("openai", {"model": "gpt-4o", "messages": [{"role": "user", "content": [chat_file]}]}, True),
+        ("openai", {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}]}, False),
+        ("responses", {"model": "gpt-4o", "input": [{"role": "user", "content": [responses_file]}]}, True),
+    ]
+    for dialect, body, unseen in cases:
+        assert (engine.fit(body, dialect=dialect).report.unseen_state == ["file_reference"]) is unseen, body
+
+
 def _wav(seconds: float, rate: int = 16_000) -> str:
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:

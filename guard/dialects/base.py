@@ -247,6 +247,37 @@ def inline_file_tokens(counter: TokenCounter, spec: Mapping[str, Any]) -> int:
     return counter.raw(compact_json(spec))
 
 
+FILE_REFERENCE = "file_reference"  # (an `unseen_state` name: see `refers_to_files`)
+
+
+def refers_to_files(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether some part sends a file by reference, not inline: an Anthropic `document` by URL or
+    Files API id, a chat `file` part by `file_id`, a Responses `input_file` by `file_id` or
+    `file_url` (in a message, an Anthropic tool result or a Responses output). The provider reads
+    its pages (a PDF costs 1.5-3k tokens a page) where the guard sees only the reference: its
+    count is then a lower bound, named in the report's `unseen_state`."""
+    for msg in messages:
+        for key in ("content", "output"):
+            parts = msg.get(key)
+            if isinstance(parts, list) and any(_by_reference(p) for p in parts):
+                return True
+    return False
+
+
+def _by_reference(part: Any) -> bool:
+    if not isinstance(part, Mapping):
+        return False
+    kind = part.get("type")
+    if kind == "tool_result":
+        nested = part.get("content")
+        return isinstance(nested, list) and any(_by_reference(p) for p in nested)
+    if kind == "document":
+        source = part.get("source")
+        return isinstance(source, Mapping) and source.get("type") in ("url", "file")
+    spec = part.get("file") if kind == "file" else part if kind == "input_file" else None
+    return isinstance(spec, Mapping) and not isinstance(spec.get("file_data"), str)
+
+
 def document_tokens(counter: TokenCounter, block: Mapping[str, Any]) -> int:
     """An Anthropic `document` block (a Responses `input_file` too): a PDF costs its pages, a text
     source its text, anything else its JSON."""

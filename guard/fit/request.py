@@ -13,6 +13,7 @@ from guard.core.limits import ModelLimits
 from guard.core.policy import Policy
 from guard.core.tokens import TokenCounter
 from guard.dialects import Dialect
+from guard.dialects.base import FILE_REFERENCE, refers_to_files
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Counted:
         # what the dialect reads of the body, all at once; then the budget, then the counts
         messages = dialect.messages(body)
         key = dialect.output_key(body, resolved.limits.model)
-        unseen = tuple(dialect.unseen_state(body))
+        unseen = tuple(dialect.unseen_state(body)) + ((FILE_REFERENCE,) if refers_to_files(messages) else ())
         pinned = [k for k in dialect.system_keys if k in body]  # a pinned prompt outside the turns
         requested = requested_output(body, key)
         budget, source = make_budget(resolved.limits, resolved.policy, requested)
