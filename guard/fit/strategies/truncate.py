@@ -75,7 +75,7 @@ def _truncate(
         content = result.content
         texts = content_texts(content)
         if not texts:
-            # a result of images only (a computer-use agent's screenshots) keeps a line saying
+            # a result of media only (a computer-use agent's screenshots) keeps a line saying
             # what went: the steps around it stay, where dropping turns lost them too
             return _text_only(content, "") if _all_media(content) else content
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
