@@ -430,10 +430,11 @@ def coding_trace(turns: int = 150, seed: int = 0, model: str = "gpt-4o") -> dict
     return {"model": model, "messages": messages, "tools": SHELL_TOOL}
 
 
-@lru_cache(maxsize=4)
-def _screen(width: int, height: int, shade: int) -> str:
-    """A blank screenshot of that size as base64 PNG (a few kB: its size, not its pixels, sets its
-    tokens: Anthropic's w*h/750)."""
+@lru_cache(maxsize=8)
+def blank_png(width: int, height: int, shade: int = 255) -> str:
+    """A blank image of that size and grey level (white by default) as base64 PNG: a few kB, where
+    its size, not its pixels, sets its tokens (the image formulas; a screenshot of the loops below,
+    and the tests' images)."""
     import base64
     import io
 
@@ -514,7 +515,7 @@ def computer_use_trace(steps: int = 80, seed: int = 0, model: str = "claude-sonn
             call = {"type": "tool_use", "id": f"toolu_{seed}_{t}", "name": "computer", "input": tool_input}
             shot = {
                 "type": "image",
-                "source": {"type": "base64", "media_type": "image/png", "data": _screen(1280, 800, t % 3)},
+                "source": {"type": "base64", "media_type": "image/png", "data": blank_png(1280, 800, t % 3)},
             }
             result = [shot] if action == "screenshot" else [{"type": "text", "text": f"Done: {action}."}, shot]
         messages.append({"role": "assistant", "content": [{"type": "text", "text": thought}, call]})

@@ -4,13 +4,11 @@ and reported."""
 from __future__ import annotations
 
 import base64
-import io
 import json
 
 import pytest
-from PIL import Image
 
-from bench.traces import agent_trace, to_responses
+from bench.traces import agent_trace, blank_png, to_responses
 from guard.cli import main as cli_main
 from guard.core import coexistence
 from guard.core.config import Deployment
@@ -136,12 +134,6 @@ def test_counts_every_kind_of_item_and_the_pinned_parts():
     assert counter.fixed(RESPONSES, body) >= bare + n("be brief") + n(json.dumps({"type": "web_search"})) + 10
 
 
-def _png(w: int, h: int) -> str:
-    buf = io.BytesIO()
-    Image.new("RGB", (w, h), "white").save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def test_screenshots_and_made_images_count_as_images_not_as_their_base64():
     """A computer-use loop sends each screenshot back as a `computer_call_output`; an image the
     model made comes back as an `image_generation_call`'s `result`. Each costs what the image
@@ -149,7 +141,7 @@ def test_screenshots_and_made_images_count_as_images_not_as_their_base64():
     as its JSON; counted as text, three noisy screenshots made a request of millions of tokens."""
     counter = TokenCounter(ENC)
     n = lambda text: len(ENC.encode_ordinary(text))  # noqa: E731
-    png = _png(1024, 1024)
+    png = blank_png(1024, 1024)
     shot = {
         "type": "computer_call_output",
         "call_id": "call_1",
@@ -169,7 +161,7 @@ def test_screenshots_and_made_images_count_as_images_not_as_their_base64():
 
 
 def test_a_computer_use_loop_that_fits_is_forwarded_untouched():
-    png = _png(1280, 800)
+    png = blank_png(1280, 800)
     items: list[dict] = [{"role": "user", "content": "open the settings"}]
     for i in range(20):
         items += [

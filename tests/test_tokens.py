@@ -10,8 +10,8 @@ import wave
 from pathlib import Path
 
 import pytest
-from PIL import Image
 
+from bench.traces import blank_png
 from guard.core.audio import AUDIO_TOKENS_PER_SECOND
 from guard.core.encodings import get_encoding
 from guard.core.images import anthropic_image_tokens, openai_image_tokens
@@ -325,12 +325,6 @@ def test_calibration_inflates_text_not_images():
             TokenCounter(O200K, factor=bad)
 
 
-def _png(w: int, h: int) -> str:
-    buf = io.BytesIO()
-    Image.new("RGB", (w, h), "white").save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def test_a_chat_file_part_counts_its_pdf_pages_not_its_base64():
     """A chat `file` part with a PDF inline costs its pages, as a Responses `input_file` and an
     Anthropic `document` do (its base64 counted as text refused a short PDF in a 128k window)."""
@@ -419,13 +413,13 @@ def test_image_formulas_use_the_real_size():
     assert anthropic_image_tokens(1000, 1000) == 1334
     assert anthropic_image_tokens(200, 200) == 54
     oc = TokenCounter(O200K, image_formula="openai")
-    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + _png(1024, 1024)}}
+    part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(1024, 1024)}}
     text_only = oc.message(OPENAI, {"role": "user", "content": []})
     assert oc.message(OPENAI, {"role": "user", "content": [part]}) - text_only == 765
     remote = {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.png"}}
     assert oc.message(OPENAI, {"role": "user", "content": [remote]}) - text_only == 1445  # unknown size: the maximum
     ac = TokenCounter(O200K, image_formula="anthropic")
-    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _png(200, 200)}}
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": blank_png(200, 200)}}
     empty = ac.message(ANTHROPIC, {"role": "user", "content": []})
     assert ac.message(ANTHROPIC, {"role": "user", "content": [block]}) - empty == 54
     broken = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "not-an-image"}}

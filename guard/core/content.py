@@ -38,11 +38,14 @@ def text_of(content: Content) -> str:
     """A content value as plain text, non-text parts as placeholders."""
     if content is None:
         return ""
-    texts = content_texts(content)
-    if isinstance(content, list):
-        others = sum(1 for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS))
-        texts += ["[image]"] * others
-    return "\n".join(texts)
+    return "\n".join(content_texts(content) + ["[image]"] * len(other_parts(content)))
+
+
+def other_parts(content: Content) -> list[Any]:
+    """The parts of a content value that are no text part (images, documents, audio, ...)."""
+    if not isinstance(content, list):
+        return []
+    return [p for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS)]
 
 
 def cache_breakpoint(msg: Message) -> Mapping[str, Any] | None:

@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from bench.traces import agent_trace, to_anthropic
+from bench.traces import agent_trace, blank_png, to_anthropic
 
 CANARY = "zqxcanary"
 
@@ -164,22 +164,11 @@ def test_anthropic_route_with_tool_blocks(proxy):
     assert "maximum context length is 8192" in err.value.body["error"]["message"]
 
 
-def _png(side: int) -> str:
-    import base64
-    import io
-
-    from PIL import Image
-
-    buf = io.BytesIO()
-    Image.new("RGB", (side, side), "white").save(buf, format="PNG")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def test_a_computer_use_loop_loses_old_screenshots_not_steps(proxy):
     """A computer-use loop on /v1/messages, each result a screenshot: what reaches the provider
     keeps every step, the older screenshots each replaced by a line that says so."""
     proxy.reset()
-    shot = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": _png(1000)}}
+    shot = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": blank_png(1000, 1000)}}
     messages: list[dict[str, Any]] = [{"role": "user", "content": "book a flight"}]
     for i in range(12):
         messages += [

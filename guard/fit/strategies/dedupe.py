@@ -5,13 +5,14 @@ prefix up to the newest message, so an edit to an old message would cost the who
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from guard.core import jsontext
+from guard.core.content import other_parts
 from guard.core.memo import current
 from guard.core.tokens import freeze
-from guard.dialects import TEXT_PARTS, Content, content_texts, map_texts, replace_text
+from guard.dialects import Content, content_texts, map_texts, replace_text
 from guard.fit.conversation import Context, Conversation, Outcome
 from guard.fit.rewrite import Rewrite, ToolResult, rewrite_tool_results
 
@@ -26,11 +27,8 @@ def _key(content: Content) -> Hashable | None:
     joined = "\n".join(content_texts(content)).strip()
     if not joined:
         return None
-    if isinstance(content, list):
-        others = [p for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS)]
-        if others:
-            return joined, freeze(others)
-    return joined
+    others = other_parts(content)
+    return (joined, freeze(others)) if others else joined
 
 
 class _Item:

@@ -7,8 +7,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from guard.core import jsontext
+from guard.core.content import other_parts
 from guard.core.policy import Policy
-from guard.dialects import TEXT_PARTS, Content, content_texts, replace_text
+from guard.dialects import Content, content_texts, replace_text
 from guard.fit.conversation import Context, Conversation, Outcome
 from guard.fit.history import Slot
 from guard.fit.rewrite import Rewrite, ToolResult, rewrite_tool_results
@@ -27,9 +28,7 @@ def _text_only(content: Content, text: str) -> Content:
     """`content` as `text` alone (`replace_text`), ending with a line that says which other parts
     went with the cut (by type and number: no content of theirs), so a result whose screenshots
     were cut away does not read as if the tool had sent none."""
-    if not isinstance(content, list):
-        return replace_text(content, text)
-    gone = Counter(_kind(p) for p in content if not (isinstance(p, Mapping) and p.get("type") in TEXT_PARTS))
+    gone = Counter(_kind(p) for p in other_parts(content))
     if gone:
         parts = ", ".join(f"{n} {kind} part{'s' if n > 1 else ''}" for kind, n in sorted(gone.items()))
         text = f"{text}\n[context-guard: {parts} removed]" if text else f"[context-guard: {parts} removed]"
@@ -41,7 +40,9 @@ def _kind(part: object) -> str:
     return kind if isinstance(kind, str) and kind.isidentifier() and len(kind) <= 32 else "other"
 
 
-def _bounds(conv: Conversation, ctx: Context, result: ToolResult, text: str, *, exact: bool) -> tuple[int, int]:
+def _bounds(
+    conv: Conversation, ctx: Context, result: ToolResult, text: str, *, exact: bool, only_text: bool
+) -> tuple[int, int]:
     """(an upper bound of the result's text in raw tokens, the tokens its text must lose)."""
     msg = conv.messages[result.index]
     blocks = msg.get("content")
@@ -49,14 +50,13 @@ def _bounds(conv: Conversation, ctx: Context, result: ToolResult, text: str, *, 
         # the last resort must land exactly (a short cut there is a refusal), and other blocks
         # sharing the message (more results, the client's text) would make its count overstate
         # this result: count the text itself
-        content = result.content
-        if isinstance(content, str) or len(content_texts(content)) == len(content):
+        if only_text:
             return ctx.counter.raw(text), result.over
         # the cut result keeps its text only: what its other parts (images, documents) cost goes
         # with them, and the text loses just the rest (else it lost the whole overflow: to the
         # floor, though the images alone saved enough)
         bare = ctx.counter.message(
-            conv.dialect, conv.dialect.with_tool_result(msg, result.slot, _text_only(content, text))
+            conv.dialect, conv.dialect.with_tool_result(msg, result.slot, _text_only(result.content, text))
         )
         return ctx.counter.raw(text), max(0, result.over - (result.message_tokens - bare))
     # the message's count bounds the text's tokens from above: no need to encode it again. Lossy
@@ -81,7 +81,7 @@ def _truncate(
         text = texts[0] if len(texts) == 1 else "\n".join(texts)
         msg = conv.messages[result.index]
         only_text = isinstance(content, str) or len(texts) == len(content)
-        upper, over = _bounds(conv, ctx, result, text, exact=exact)
+        upper, over = _bounds(conv, ctx, result, text, exact=exact, only_text=only_text)
         keep = upper - math.ceil(over / factor)
         laddered = rung(keep, floor)
         cut: str | None = None
@@ -163,9 +163,9 @@ def _kept(content: Content, keep: float, factor: float) -> float:
     screenshot beside a line of text), no more than its text, a token a character at worst, and
     the line that says what went (taken at `keep`, a loop of screenshots each with a word of text
     was judged out of truncation's reach and had its oldest steps dropped instead)."""
-    if not isinstance(content, list) or len(content_texts(content)) == len(content):
-        return keep
     texts = content_texts(content)
+    if not isinstance(content, list) or len(texts) == len(content):
+        return keep
     if not texts and not _all_media(content):
         return keep  # (left alone: see `_all_media`)
     return min(keep, (sum(map(len, texts)) + _GONE_LINE_TOKENS) * factor)
