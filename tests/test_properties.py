@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from guard.core import jsontext
@@ -407,7 +407,40 @@ def _extra_tokens(engine: Engine, plain: list[dict[str, Any]], mixed: list[dict[
     return sum(counter.message(d, b) - counter.message(d, a) for a, b in zip(plain, mixed))
 
 
+_NEWEST_CALLS_MUST_GO = (  # drawn by CI (session 50): only dropping the newest calls and results fits
+    {
+        "model": "tiny",
+        "messages": [
+            {"role": "user", "content": f"東京 {CANARY}", "x_id": 0},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "tool_use", "id": f"call_{i}", "name": "search", "input": {"q": f" {CANARY}"}}
+                    for i in range(2)
+                ],
+                "x_id": 1,
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"call_{i}", "content": "null"} for i in range(2)],
+                "x_id": 2,
+            },
+        ],
+    },
+    {
+        "window": 300,
+        "max_output": 129,
+        "low_water_ratio": 0.5,
+        "keep_recent_groups": 0,
+        "min_output_tokens": None,
+        "safety_margin_tokens": 64,
+        "dialect": "anthropic",
+    },
+)
+
+
 @given(request_body())
+@example(_NEWEST_CALLS_MUST_GO)
 def test_tool_results_with_text_blocks_fit_as_readily_as_without(case):
     body, settings = case
     if settings["dialect"] != "anthropic":
@@ -415,7 +448,13 @@ def test_tool_results_with_text_blocks_fit_as_readily_as_without(case):
     settings = {**settings, "relevance": "off"}
     mixed_body = {**body, "messages": _with_reminders(_turns(body))}
     extra = _extra_tokens(_engine(settings), _turns(body), _turns(mixed_body))
-    plain = _fit(body, settings)
+    # a request that ends in tool results and text ends in the user's words: that turn is among the
+    # newest whatever `keep_recent_groups` says (issue 25; the property below). The plain shape is
+    # held to the same rule, else with `keep_recent_groups: 0` it may drop the newest calls and
+    # results that the mixed shape keeps (drawn: a 300-token window where only that drop fits).
+    ends_in_results = bool(by_name("anthropic").tool_results(_turns(body)[-1])) if _turns(body) else False
+    kept = max(1, settings["keep_recent_groups"]) if ends_in_results else settings["keep_recent_groups"]
+    plain = _fit(body, {**settings, "keep_recent_groups": kept})
     # with room for its extra text, the mixed shape fits whenever the plain one does ...
     roomy = _fit(mixed_body, {**settings, "window": settings["window"] + extra + SLACK})
     if not isinstance(plain, ContextWindowExceeded):
