@@ -12,9 +12,16 @@ from pathlib import Path
 import pytest
 
 from bench.traces import blank_png
+from guard import Engine
 from guard.core.audio import AUDIO_TOKENS_PER_SECOND
 from guard.core.encodings import get_encoding
-from guard.core.images import anthropic_image_tokens, openai_image_tokens
+from guard.core.images import (
+    anthropic_image_tokens,
+    claude_patch_tokens,
+    gemini_tile_tokens,
+    openai_image_tokens,
+)
+from guard.core.models import profile
 from guard.core.tokens import TokenCounter
 from guard.dialects import ANTHROPIC, OPENAI, RESPONSES
 from guard.dialects.base import PDF_PAGE_TOKENS
@@ -410,8 +417,8 @@ def test_image_formulas_use_the_real_size():
     assert openai_image_tokens(1024, 1024) == 765  # OpenAI's documented example
     assert openai_image_tokens(2048, 4096) == 1105  # scaled to 768x1536: 2x3 tiles
     assert openai_image_tokens(1024, 1024, "low") == 85
-    assert anthropic_image_tokens(1000, 1000) == 1334
-    assert anthropic_image_tokens(200, 200) == 54
+    assert anthropic_image_tokens(1000, 1000) == 1334  # the area rule, over the patch rule's 36 x 36
+    assert anthropic_image_tokens(200, 200) == 64  # the patch rule, 8 x 8, over the area rule's 54
     oc = TokenCounter(O200K, image_formula="openai")
     part = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(1024, 1024)}}
     text_only = oc.message(OPENAI, {"role": "user", "content": []})
@@ -421,9 +428,53 @@ def test_image_formulas_use_the_real_size():
     ac = TokenCounter(O200K, image_formula="anthropic")
     block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": blank_png(200, 200)}}
     empty = ac.message(ANTHROPIC, {"role": "user", "content": []})
-    assert ac.message(ANTHROPIC, {"role": "user", "content": [block]}) - empty == 54
+    assert ac.message(ANTHROPIC, {"role": "user", "content": [block]}) - empty == 64
     broken = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "not-an-image"}}
     assert ac.message(ANTHROPIC, {"role": "user", "content": [broken]}) - empty == 1600
+
+
+def test_newer_models_count_images_as_their_providers_do():
+    """Claude from 4.7 on reads images up to 2576 px (4,784 tokens) where older ones stop at 1568 px
+    (~1,600); Gemini 3 bills a fixed budget per image, Gemini before 3 a 258-token tile. The
+    earlier formula (w*h/750, at most 1,600) counted all of them: up to 3x under on a new Claude,
+    12x under on a 256-px image sent to Gemini 3."""
+    assert profile("claude-opus-4-7").image_formula == "claude-2576"
+    assert profile("anthropic/claude-sonnet-5").image_formula == "claude-2576"
+    assert profile("claude-sonnet-4-20250514").image_formula == "anthropic"  # 4.0, not a date
+    assert profile("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0").image_formula == "anthropic"
+    assert profile("claude-opus-4-6").image_formula == "anthropic"
+    assert profile("gemini/gemini-3-pro-preview").image_formula == "gemini-3"
+    assert profile("vertex_ai/gemini-2.5-flash").image_formula == "gemini-tiles"
+    assert profile("gemini-exp-1206").image_formula == "gemini"  # no version: the larger of the two
+    # the documented examples: 1920x1080 is 69 x 39 patches at 2576 px, 1568 tokens at 1568 px
+    assert claude_patch_tokens(1920, 1080, "claude-2576") == 2691
+    assert anthropic_image_tokens(1920, 1080) == 1600
+    assert claude_patch_tokens(4032, 3024, "claude-2576") == 4784  # shrunk to the cap
+    assert gemini_tile_tokens(384, 384) == 258
+    assert gemini_tile_tokens(1920, 1080) == 6 * 258  # tiles of 720 px: 3 x 2
+    assert gemini_tile_tokens(4000, 3000) == 12 * 258  # scaled to 3072 x 2304, tiles of 768 px: 4 x 3
+    photo = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(1920, 1080)}}
+    icon = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(256, 256)}}
+    remote = {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.png"}}
+
+    def image(formula: str, part: dict, detail: str | None = None) -> int:
+        c = TokenCounter(O200K, image_formula=formula)
+        if detail:
+            part = {**part, "image_url": {**part["image_url"], "detail": detail}}
+        return c.message(OPENAI, {"role": "user", "content": [part]}) - c.message(
+            OPENAI, {"role": "user", "content": []}
+        )
+
+    assert image("claude-2576", photo) == 2691 > image("anthropic", photo) == 1600
+    assert image("claude-2576", remote) == 4784  # unknown size: the tier's cap
+    assert image("gemini-3", icon) == 1120 and image("gemini-3", icon, "low") == 280
+    assert image("gemini-3", photo, "ultra_high") == 2240
+    assert image("gemini-tiles", icon) == 258 and image("gemini-tiles", photo) == 1548
+    assert image("gemini-tiles", remote) == 24 * 258  # the most any size gives
+    assert image("gemini", icon) == 1120 and image("gemini", photo) == 1548
+    engine = Engine()
+    for model, formula in (("claude-opus-4-8", "claude-2576"), ("gemini/gemini-3-flash", "gemini-3")):
+        assert engine.counter_for(model, engine.policy_for(model))[0].image_formula == formula
 
 
 def test_long_runs_are_split_and_never_under_counted(counter):

@@ -1,10 +1,20 @@
 """Image token costs by provider formula, from the image's real size when the body carries it.
 
-OpenAI (GPT-4o family, "tile" formula): detail=low costs 85; otherwise the image is scaled to fit
-2048x2048, then its short side to 768, and costs 85 + 170 per 512-px tile. Anthropic: about
-width*height/750 after scaling the long edge to at most 1568 px (the documented formula). When the
-size cannot be read (a remote URL, an unreadable payload) the formula's maximum is used, so images
-are never under-counted. Reading a size decodes at most the first 64 KiB of base64: no network.
+- OpenAI (GPT-4o family, "tile" formula): detail=low costs 85; otherwise the image is scaled to
+  fit 2048x2048, then its short side to 768, and costs 85 + 170 per 512-px tile.
+- Anthropic: one token per 28x28-px patch, ceil(w/28) * ceil(h/28), once the image is shrunk (its
+  proportions kept) to its tier's long edge and token cap: 1568 px and 1,568 tokens before Claude
+  4.7 (counted as the larger of that and the older documented rule, w*h/750 after the same
+  scaling, at most ~1,600), 2576 px and 4,784 tokens from Claude 4.7 on (`claude-2576`).
+- Gemini 3 and later: a fixed budget per image by `media_resolution` (LiteLLM sets it from
+  `detail`): low 280, medium 560, high and unset 1,120, ultra_high 2,240 (`gemini-3`).
+- Gemini before 3 (`gemini-tiles`): 258 for an image at most 384 px both ways; else the image,
+  scaled to fit 3072x3072, is cut into square tiles of its short side / 1.5 (256 to 768 px), 258
+  a tile. A Gemini model whose version the name does not tell: the larger of the two (`gemini`).
+
+When the size cannot be read (a remote URL, an unreadable payload) the formula's maximum is used,
+so images are never under-counted. Reading a size decodes at most the first 64 KiB of base64: no
+network. Which formula a model counts with: `guard.core.models.profile`.
 """
 
 from __future__ import annotations
@@ -18,7 +28,13 @@ from typing import Any
 
 OPENAI_LOW = 85
 OPENAI_MAX = 85 + 170 * 8  # 768x2048 after scaling: 2x4 tiles
-ANTHROPIC_MAX = 1600  # Anthropic scales down any image above ~1,600 tokens
+ANTHROPIC_MAX = 1600  # Anthropic scales down any image above ~1,600 tokens (before Claude 4.7)
+CLAUDE_PATCH = 28
+CLAUDE_TIERS = {"anthropic": (1568, 1568), "claude-2576": (2576, 4784)}  # long edge, token cap
+GEMINI_3 = {"low": 280, "medium": 560, "high": 1120, "ultra_high": 2240}
+GEMINI_3_DEFAULT = 1120  # (unset or "auto")
+GEMINI_TILE = 258
+GEMINI_TILES_MAX = 24 * GEMINI_TILE  # (the most any size gives: 3072x384 scaled, 12x2 tiles of 256 px)
 _PREFIX_CHARS = 65536
 
 
@@ -61,13 +77,47 @@ def openai_image_tokens(width: int | None, height: int | None, detail: str = "au
 
 
 def anthropic_image_tokens(width: int | None, height: int | None) -> int:
+    """A Claude model's before 4.7: the larger of the patch rule and the older area rule."""
     if not width or not height:
         return ANTHROPIC_MAX
-    w, h = float(width), float(height)
-    if max(w, h) > 1568:
-        scale = 1568 / max(w, h)
-        w, h = w * scale, h * scale
-    return min(ANTHROPIC_MAX, max(1, math.ceil(w * h / 750)))
+    w, h = _scaled(width, height, 1568)
+    return max(min(ANTHROPIC_MAX, max(1, math.ceil(w * h / 750))), claude_patch_tokens(width, height))
+
+
+def claude_patch_tokens(width: int | None, height: int | None, tier: str = "anthropic") -> int:
+    """Claude's patch rule: ceil(w/28) * ceil(h/28) at the tier's long edge, at most its cap (an
+    image shrunk further to fit the cap costs the cap or less)."""
+    edge, cap = CLAUDE_TIERS[tier]
+    if not width or not height:
+        return cap
+    w, h = _scaled(width, height, edge)
+    return min(cap, math.ceil(w / CLAUDE_PATCH) * math.ceil(h / CLAUDE_PATCH))
+
+
+def gemini_tile_tokens(width: int | None, height: int | None) -> int:
+    """Gemini before 3: 258 an image at most 384 px both ways, else 258 a tile."""
+    if not width or not height:
+        return GEMINI_TILES_MAX
+    w, h = _scaled(width, height, 3072)
+    if w <= 384 and h <= 384:
+        return GEMINI_TILE
+    tile = min(768.0, max(256.0, min(w, h) / 1.5))
+    return GEMINI_TILE * math.ceil(w / tile) * math.ceil(h / tile)
+
+
+def gemini3_image_tokens(detail: str) -> int:
+    """Gemini 3 and later: the budget of the `media_resolution` LiteLLM maps `detail` to."""
+    return GEMINI_3.get(detail, GEMINI_3_DEFAULT)
+
+
+def _scaled(width: int, height: int, edge: int) -> tuple[float, float]:
+    """The size with its long side at most `edge`, its proportions kept (the short side rounded
+    up: never fewer patches or tiles than the provider's own rounding gives)."""
+    long, short = max(width, height), min(width, height)
+    if long <= edge:
+        return float(width), float(height)
+    scaled = float(math.ceil(short * edge / long - 1e-9))
+    return (float(edge), scaled) if width >= height else (scaled, float(edge))
 
 
 def image_part_tokens(part: Mapping[str, Any], formula: str) -> int:
@@ -98,4 +148,12 @@ def image_part_tokens(part: Mapping[str, Any], formula: str) -> int:
     w, h = size if size else (None, None)
     if formula == "openai":
         return openai_image_tokens(w, h, detail)
+    if formula == "claude-2576":
+        return claude_patch_tokens(w, h, formula)
+    if formula == "gemini-3":
+        return gemini3_image_tokens(detail)
+    if formula == "gemini-tiles":
+        return gemini_tile_tokens(w, h)
+    if formula == "gemini":
+        return max(gemini_tile_tokens(w, h), gemini3_image_tokens(detail))
     return anthropic_image_tokens(w, h)

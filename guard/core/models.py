@@ -28,6 +28,7 @@ the safe side; `calibration` in the policy overrides it (only upward of 1.0).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -103,10 +104,16 @@ def profile(model: str) -> ModelProfile:
     if "claude" in low:
         compatible = low.split("/", 1)[0] in OPENAI_COMPATIBLE  # (the provider prefix, if any)
         return ModelProfile(
-            "anthropic", "cl100k_base", False, "shared", "anthropic", None, "generic" if compatible else "anthropic"
+            "anthropic",
+            "cl100k_base",
+            False,
+            "shared",
+            claude_images(low),
+            None,
+            "generic" if compatible else "anthropic",
         )
     if "gemini" in low:
-        return ModelProfile("gemini", "cl100k_base", False, "separate", "anthropic")
+        return ModelProfile("gemini", "cl100k_base", False, "separate", gemini_images(low))
     if any(k in low for k in _MISTRAL):
         return ModelProfile("mistral", "cl100k_base", False, "shared", "anthropic", "mistral-tekken")
     if "qwen" in low or "qwq" in low:
@@ -115,3 +122,29 @@ def profile(model: str) -> ModelProfile:
     if "deepseek" in low:
         return ModelProfile("deepseek", "cl100k_base", False, "shared", "anthropic", "deepseek-v3")
     return ModelProfile("other", "cl100k_base", False, "shared", "anthropic")
+
+
+# the version a model name carries after its family's name: a digit, then a minor digit that is not
+# the start of a date ("claude-3-5-sonnet", "claude-opus-4-7", "claude-sonnet-4-20250514" is 4.0,
+# "gemini-2.5-flash", "gemini-3-pro-preview")
+_CLAUDE_VERSION = re.compile(r"claude[a-z._-]*?(\d+)(?:[-.](\d)(?!\d))?")
+_GEMINI_VERSION = re.compile(r"gemini-(\d+)(?:\.(\d))?")
+
+
+def claude_images(name: str) -> str:
+    """The image formula of a Claude model (`guard.core.images`): the 2576-px tier from Claude 4.7
+    on, and for a name whose version cannot be read (the larger count); else the 1568-px one."""
+    found = _CLAUDE_VERSION.search(name)
+    if found is None:
+        return "claude-2576"
+    version = (int(found.group(1)), int(found.group(2) or 0))
+    return "claude-2576" if version >= (4, 7) else "anthropic"
+
+
+def gemini_images(name: str) -> str:
+    """The image formula of a Gemini model: a budget per image from Gemini 3 on, tiles before; the
+    larger of the two where the name carries no version ("gemini-exp-1206")."""
+    found = _GEMINI_VERSION.search(name)
+    if found is None:
+        return "gemini"
+    return "gemini-3" if int(found.group(1)) >= 3 else "gemini-tiles"
