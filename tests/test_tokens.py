@@ -435,9 +435,10 @@ def test_image_formulas_use_the_real_size():
 
 def test_newer_models_count_images_as_their_providers_do():
     """Claude from 4.7 on reads images up to 2576 px (4,784 tokens) where older ones stop at 1568 px
-    (~1,600); Gemini 3 bills a fixed budget per image, Gemini before 3 a 258-token tile. The
-    earlier formula (w*h/750, at most 1,600) counted all of them: up to 3x under on a new Claude,
-    12x under on a 256-px image sent to Gemini 3."""
+    (~1,600); Gemini 3 bills a fixed budget per image, Gemini before 3 a 258-token tile; OpenAI's
+    GPT-4o mini and its patch models bill far more than GPT-4o's tiles. The earlier formulas (w*h/750
+    at most 1,600; 85 + 170 a tile for every OpenAI model) were up to 3x under on a new Claude, 12x
+    on a 256-px image sent to Gemini 3, 33x on GPT-4o mini."""
     assert profile("claude-opus-4-7").image_formula == "claude-2576"
     assert profile("anthropic/claude-sonnet-5").image_formula == "claude-2576"
     assert profile("claude-sonnet-4-20250514").image_formula == "anthropic"  # 4.0, not a date
@@ -472,6 +473,24 @@ def test_newer_models_count_images_as_their_providers_do():
     assert image("gemini-tiles", icon) == 258 and image("gemini-tiles", photo) == 1548
     assert image("gemini-tiles", remote) == 24 * 258  # the most any size gives
     assert image("gemini", icon) == 1120 and image("gemini", photo) == 1548
+    # OpenAI: GPT-4o mini's tiles cost 33x GPT-4o's; the patch models bill 32-px patches times a
+    # multiplier, up to a budget by detail (the guide's examples: GPT-4.1 mini, 1024x1024: 1,659;
+    # GPT-5.4, 1024x1024: 1,229, 2048x2048 at high: 3,000)
+    assert profile("gpt-4o-mini-2024-07-18").image_formula == "openai-4o-mini"
+    assert profile("gpt-4.1-mini").image_formula == "openai-patches-early-1.62"
+    assert profile("gpt-5.4").image_formula == "openai-patches-5.4-1.2"
+    assert profile("gpt-6-astra").image_formula == "openai-patches-5.6-1.2"  # not in the table yet: newest rules
+    assert profile("gpt-5").image_formula == profile("azure/gpt-4o").image_formula == "openai"
+    big = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(2048, 2048)}}
+    square = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(1024, 1024)}}
+    assert image("openai", square) == 765 and image("openai-4o-mini", square) == 2833 + 4 * 5667
+    assert image("openai-4o-mini", square, "low") == 2833
+    assert image("openai-patches-early-1.62", square) == 1659
+    assert image("openai-patches-5.4-1.2", square) == 1229
+    assert image("openai-patches-5.4-1.2", big, "high") == 3000
+    assert image("openai-patches-5.5-1.2", big) == math.ceil(64 * 64 * 1.2)  # auto: the full size
+    assert image("openai-patches-5.6-1.2", remote) == 36_000  # unknown size: 30,000 patches
+    assert image("openai-patches-5.6-1.2", remote, "low") == 308
     engine = Engine()
     for model, formula in (("claude-opus-4-8", "claude-2576"), ("gemini/gemini-3-flash", "gemini-3")):
         assert engine.counter_for(model, engine.policy_for(model))[0].image_formula == formula

@@ -1,7 +1,12 @@
 """Image token costs by provider formula, from the image's real size when the body carries it.
 
-- OpenAI (GPT-4o family, "tile" formula): detail=low costs 85; otherwise the image is scaled to
-  fit 2048x2048, then its short side to 768, and costs 85 + 170 per 512-px tile.
+- OpenAI, tiles (GPT-4o, 4.1, 4.5, 5, 5.1, o1, o3): detail=low costs 85; otherwise the image is
+  scaled to fit 2048x2048, then its short side to 768, and costs 85 + 170 per 512-px tile (GPT-5
+  and o-series bill 70-75 + 140-150: counted at 85 + 170); GPT-4o mini bills 2,833 + 5,667 a tile.
+- OpenAI, 32-px patches (GPT-4.1 mini and nano, o4-mini, GPT-5 mini and nano, GPT-5.2 and later):
+  ceil(w/32) * ceil(h/32) patches, at most the detail's patch budget, times the model's multiplier
+  (`OpenAIPatches`). Where OpenAI's guide changed between versions (multipliers of 1.2 or 1.62 for
+  GPT-5 mini, budgets of 1,536 or 6,144 patches), the larger is taken.
 - Anthropic: one token per 28x28-px patch, ceil(w/28) * ceil(h/28), once the image is shrunk (its
   proportions kept) to its tier's long edge and token cap: 1568 px and 1,568 tokens before Claude
   4.7 (counted as the larger of that and the older documented rule, w*h/750 after the same
@@ -24,10 +29,38 @@ import binascii
 import io
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 OPENAI_LOW = 85
 OPENAI_MAX = 85 + 170 * 8  # 768x2048 after scaling: 2x4 tiles
+OPENAI_TILES = {"openai": (85, 170), "openai-4o-mini": (2833, 5667)}  # base, a 512-px tile
+
+
+@dataclass(frozen=True)
+class OpenAIPatches:
+    """An OpenAI model that bills images by 32-px patches: its multiplier and its patch budget by
+    `detail` ("auto" where the detail is another or none; "original": the full size, GPT-5.4 on)."""
+
+    multiplier: float
+    budgets: tuple[tuple[str, int], ...]
+
+    def tokens(self, width: int | None, height: int | None, detail: str) -> int:
+        budgets = dict(self.budgets)
+        budget = budgets.get(detail, budgets["auto"])
+        patches = budget if not width or not height else min(budget, math.ceil(width / 32) * math.ceil(height / 32))
+        return math.ceil(patches * self.multiplier)
+
+
+_EARLY = (("auto", 6144),)  # GPT-4.1 mini and nano, o4-mini, GPT-5 mini and nano, GPT-5.2 and 5.3
+_GPT_5_4 = (("auto", 2500), ("high", 2500), ("low", 6144), ("original", 10_000))
+_GPT_5_5 = (("auto", 10_000), ("high", 2500), ("low", 256), ("original", 10_000))
+_GPT_5_6 = (("auto", 30_000), ("high", 2500), ("low", 256), ("original", 30_000))  # (30,000: rejected above)
+OPENAI_PATCHES = {
+    f"openai-patches-{era}-{multiplier}": OpenAIPatches(multiplier, budgets)
+    for era, budgets in (("early", _EARLY), ("5.4", _GPT_5_4), ("5.5", _GPT_5_5), ("5.6", _GPT_5_6))
+    for multiplier in (1.2, 1.62, 1.72, 2.46)
+}
 ANTHROPIC_MAX = 1600  # Anthropic scales down any image above ~1,600 tokens (before Claude 4.7)
 CLAUDE_PATCH = 28
 CLAUDE_TIERS = {"anthropic": (1568, 1568), "claude-2576": (2576, 4784)}  # long edge, token cap
@@ -60,11 +93,15 @@ def _size_from_url(url: str) -> tuple[int, int] | None:
     return None
 
 
-def openai_image_tokens(width: int | None, height: int | None, detail: str = "auto") -> int:
+def openai_image_tokens(width: int | None, height: int | None, detail: str = "auto", formula: str = "openai") -> int:
+    """An OpenAI model's image: by tiles, or by patches where `formula` is a patch model's."""
+    if formula in OPENAI_PATCHES:
+        return OPENAI_PATCHES[formula].tokens(width, height, detail)
+    base, tile = OPENAI_TILES.get(formula, OPENAI_TILES["openai"])
     if detail == "low":
-        return OPENAI_LOW
+        return base
     if not width or not height:
-        return OPENAI_MAX
+        return base + tile * 8
     w, h = float(width), float(height)
     if max(w, h) > 2048:
         scale = 2048 / max(w, h)
@@ -73,7 +110,7 @@ def openai_image_tokens(width: int | None, height: int | None, detail: str = "au
         scale = 768 / min(w, h)
         w, h = w * scale, h * scale
     tiles = math.ceil(w / 512) * math.ceil(h / 512)
-    return OPENAI_LOW + 170 * tiles
+    return base + tile * tiles
 
 
 def anthropic_image_tokens(width: int | None, height: int | None) -> int:
@@ -146,8 +183,8 @@ def image_part_tokens(part: Mapping[str, Any], formula: str) -> int:
             elif isinstance(source.get("url"), str):
                 size = _size_from_url(source["url"])
     w, h = size if size else (None, None)
-    if formula == "openai":
-        return openai_image_tokens(w, h, detail)
+    if formula.startswith("openai"):
+        return openai_image_tokens(w, h, detail, formula)
     if formula == "claude-2576":
         return claude_patch_tokens(w, h, formula)
     if formula == "gemini-3":

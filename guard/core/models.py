@@ -97,9 +97,9 @@ def profile(model: str) -> ModelProfile:
     name = bare_name(model)
     if name.startswith(_O200K_OPENAI):
         rule: WindowRule = "separate" if name.startswith("gpt-5") else "shared"
-        return ModelProfile("openai", "o200k_base", True, rule, "openai")
+        return ModelProfile("openai", "o200k_base", True, rule, openai_images(name))
     if name.startswith(_CL100K_OPENAI):
-        return ModelProfile("openai", "cl100k_base", True, "shared", "openai")
+        return ModelProfile("openai", "cl100k_base", True, "shared", openai_images(name))
     low = model.lower()
     if "claude" in low:
         compatible = low.split("/", 1)[0] in OPENAI_COMPATIBLE  # (the provider prefix, if any)
@@ -121,7 +121,10 @@ def profile(model: str) -> ModelProfile:
         return ModelProfile("qwen", "cl100k_base", False, "shared", "anthropic", "qwen3.6" if newest else "qwen2.5")
     if "deepseek" in low:
         return ModelProfile("deepseek", "cl100k_base", False, "shared", "anthropic", "deepseek-v3")
-    return ModelProfile("other", "cl100k_base", False, "shared", "anthropic")
+    # an OpenAI name this table does not know yet (gpt-6, codex-mini): an estimate, its images by
+    # OpenAI's newest rules
+    images = openai_images(name) if name.startswith(("gpt-", "codex-")) else "anthropic"
+    return ModelProfile("other", "cl100k_base", False, "shared", images)
 
 
 # the version a model name carries after its family's name: a digit, then a minor digit that is not
@@ -148,3 +151,26 @@ def gemini_images(name: str) -> str:
     if found is None:
         return "gemini"
     return "gemini-3" if int(found.group(1)) >= 3 else "gemini-tiles"
+
+
+_GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?(.*)")
+
+
+def openai_images(name: str) -> str:
+    """The image formula of an OpenAI model (`guard.core.images`): GPT-4o mini's dear tiles, 32-px
+    patches for the models OpenAI's guide bills so (their multiplier and era: GPT-4.1 mini and
+    nano, o4-mini, codex-mini, GPT-5 mini and nano, GPT-5.2 and later), else 85 + 170 tiles."""
+    if name.startswith("gpt-4o-mini"):
+        return "openai-4o-mini"
+    multiplier = 2.46 if "nano" in name else 1.72 if "codex-mini" in name or name.startswith("o4-mini") else 1.62
+    if name.startswith(("gpt-4.1-mini", "gpt-4.1-nano", "o4-mini", "codex-mini")):
+        return f"openai-patches-early-{multiplier}"
+    found = _GPT_VERSION.match(name)
+    if found is None or int(found.group(1)) < 5:
+        return "openai"
+    version = (int(found.group(1)), int(found.group(2) or 0))
+    small = "mini" in found.group(3) or "nano" in found.group(3)
+    if version < (5, 2):  # GPT-5 and 5.1: tiles, their mini and nano patches
+        return f"openai-patches-early-{multiplier}" if small else "openai"
+    era = "early" if version < (5, 4) else "5.4" if version < (5, 5) else "5.5" if version < (5, 6) else "5.6"
+    return f"openai-patches-{era}-{multiplier if small else 1.2}"
