@@ -23,6 +23,7 @@ class Counters:
     def __init__(self, encoding_loader: Callable[[str], Encoding] = get_vocab) -> None:
         self._load_encoding = encoding_loader
         self._counters: dict[tuple[str, float, str, str, str], TokenCounter] = {}
+        self._encodings: dict[str, Encoding] = {}  # one load an encoding, shared by its counters
         self._lock = threading.Lock()
 
     def get(
@@ -43,8 +44,10 @@ class Counters:
         with self._lock:
             counter = self._counters.get(key)
             if counter is None:
+                if encoding not in self._encodings:
+                    self._encodings[encoding] = self._load_encoding(encoding)
                 counter = TokenCounter(
-                    self._load_encoding(encoding),
+                    self._encodings[encoding],
                     factor=factor.value,
                     image_formula=prof.image_formula,
                     tool_framing=framing,
