@@ -11,10 +11,12 @@ of theirs, go on a row of their own (`BILLED_OVER_LATER`: the log misses what wa
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
 import os
+import re
 import statistics
 from pathlib import Path
 from typing import Any
@@ -60,6 +62,8 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
                 label = f"{corpus}, {UNLOGGED_TOOLS}" + (f", {SEARCHED}" if searched else "")
                 out.append((label, body, billed))
             continue
+        if "image_requests" in data:  # (their own rows: `image_requests`)
+            continue
         if "requests" in data:
             for r in data["requests"]:
                 body = r["body"]
@@ -73,6 +77,53 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
                 body = {"model": data["model"], "messages": [system, *sim["messages"][:end]], "tools": data["tools"]}
                 out.append((f"{corpus}, {BILLED_OVER_LATER}" if odd else corpus, body, billed))
     return out
+
+
+def image_requests() -> list[tuple[str, dict[str, Any], int, int]]:
+    """(row name, request, the provider's input tokens, the guard's count) of every recorded request
+    with images (bench/corpus/usage/image_cassettes.json.gz), each image a blank PNG of its recorded
+    size (the formulas read sizes, not pixels). A Gemini request is its images alone: the tokens
+    billed for them against the guard's (its `request` the chat parts LiteLLM would turn into
+    Gemini's). A row is a route and the image formula its model counts with."""
+    from guard.core.images import image_part_tokens
+    from guard.core.models import profile
+
+    with gzip.open(CORPUS / "image_cassettes.json.gz", "rt", encoding="utf-8") as f:
+        recorded = json.load(f)["image_requests"]
+    engine = Engine(load_policy_set({}))
+    out = []
+    for r in recorded:
+        model = r["model"].split(" ")[0].removeprefix("us.").removeprefix("anthropic.")
+        formula = profile(model).image_formula
+        name = f"images: {r['provider']}, {formula}"
+        if r["provider"] == "gemini":
+            parts = [
+                {"type": "image_url", "image_url": {"url": _drawn_url(*i["size"]), "detail": i["detail"]}}
+                for i in r["images"]
+            ]
+            ours = sum(image_part_tokens(p, formula) for p in parts)
+            out.append(
+                (name, {"model": model, "messages": [{"role": "user", "content": parts}]}, r["billed_images"], ours)
+            )
+            continue
+        body = json.loads(_BLANK.sub(lambda m: _drawn(int(m[1]), int(m[2])), json.dumps(r["body"], ensure_ascii=False)))
+        body["model"] = model
+        out.append((name, body, r["billed"], guard_count(engine, body, exact_model=True)))
+    return out
+
+
+_BLANK = re.compile("\u27e8blank (\\d+)x(\\d+)\u27e9")
+
+
+@functools.lru_cache(maxsize=None)
+def _drawn(width: int, height: int) -> str:
+    from bench.traces import blank_png
+
+    return blank_png(width, height)
+
+
+def _drawn_url(width: int, height: int) -> str:
+    return "data:image/png;base64," + _drawn(width, height)
 
 
 def billed_over_later(bills: list[int]) -> list[bool]:
@@ -95,11 +146,11 @@ def family(body: dict[str, Any]) -> str:
     return "claude 3" if model.startswith(("claude-3-haiku", "claude-3-opus", "claude-3-sonnet")) else "claude 3.5+"
 
 
-def guard_count(engine: Engine, body: dict[str, Any]) -> int:
+def guard_count(engine: Engine, body: dict[str, Any], exact_model: bool = False) -> int:
     # (a model the cost map does not know counts as one of its family: every Claude model is
-    # counted alike, with the family's estimate)
+    # counted alike, with the family's estimate; `exact_model`: as itself, for its image formula)
     claude = body["model"].startswith("claude")
-    model = "claude-sonnet-4-5" if claude else body["model"]
+    model = "claude-sonnet-4-5" if claude and not exact_model else body["model"]
     counter, _ = engine.counter_for(model, engine.policy_for(model))
     from guard.dialects import ANTHROPIC, detect
 
@@ -121,6 +172,9 @@ def main() -> None:
             ours += tools.setdefault((session, "guard"), billed - ours)
             if theirs is not None:
                 theirs += tools.setdefault((session, "litellm"), billed - theirs)
+        rows.setdefault(name, []).append((ours / billed, None if theirs is None else theirs / billed))
+    for name, body, billed, ours in image_requests():
+        theirs = None if "gemini" in name else _litellm_count(litellm, body)
         rows.setdefault(name, []).append((ours / billed, None if theirs is None else theirs / billed))
     print("| requests | count | ratio to the provider's: min | median | max | under-counted | by over 3% |")
     print("|---|---|---|---|---|---|---|")

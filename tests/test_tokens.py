@@ -445,15 +445,19 @@ def test_newer_models_count_images_as_their_providers_do():
     assert profile("bedrock/anthropic.claude-3-5-sonnet-20240620-v1:0").image_formula == "anthropic"
     assert profile("claude-opus-4-6").image_formula == "anthropic"
     assert profile("gemini/gemini-3-pro-preview").image_formula == "gemini-3"
-    assert profile("vertex_ai/gemini-2.5-flash").image_formula == "gemini-tiles"
+    assert profile("vertex_ai/gemini-2.5-flash").image_formula == "gemini-2.5"
+    assert profile("gemini/gemini-2.0-flash").image_formula == "gemini-tiles"
     assert profile("gemini-exp-1206").image_formula == "gemini"  # no version: the larger of the two
     # the documented examples: 1920x1080 is 69 x 39 patches at 2576 px, 1568 tokens at 1568 px
     assert claude_patch_tokens(1920, 1080, "claude-2576") == 2691
     assert anthropic_image_tokens(1920, 1080) == 1600
     assert claude_patch_tokens(4032, 3024, "claude-2576") == 4784  # shrunk to the cap
+    # Gemini 2.0, as billed (bench.usage): tiles of the short side / 1.5 (256-768 px) and the whole
     assert gemini_tile_tokens(384, 384) == 258
-    assert gemini_tile_tokens(1920, 1080) == 6 * 258  # tiles of 720 px: 3 x 2
-    assert gemini_tile_tokens(4000, 3000) == 12 * 258  # scaled to 3072 x 2304, tiles of 768 px: 4 x 3
+    assert gemini_tile_tokens(640, 480) == 5 * 258  # tiles of 320 px: 2 x 2, and the whole
+    assert gemini_tile_tokens(540, 360) == 7 * 258  # tiles of 256 px: 3 x 2
+    assert gemini_tile_tokens(3008, 2000) == 13 * 258  # tiles of 768 px: 4 x 3
+    assert gemini_tile_tokens(4000, 3000) == 13 * 258  # scaled to 3072 x 2304 first
     photo = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(1920, 1080)}}
     icon = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(256, 256)}}
     remote = {"type": "image_url", "image_url": {"url": "https://example.invalid/cat.png"}}
@@ -470,9 +474,10 @@ def test_newer_models_count_images_as_their_providers_do():
     assert image("claude-2576", remote) == 4784  # unknown size: the tier's cap
     assert image("gemini-3", icon) == 1120 and image("gemini-3", icon, "low") == 280
     assert image("gemini-3", photo, "ultra_high") == 2240
-    assert image("gemini-tiles", icon) == 258 and image("gemini-tiles", photo) == 1548
-    assert image("gemini-tiles", remote) == 24 * 258  # the most any size gives
-    assert image("gemini", icon) == 1120 and image("gemini", photo) == 1548
+    assert image("gemini-tiles", icon) == 258 and image("gemini-tiles", photo) == 7 * 258
+    assert image("gemini-tiles", remote) == 25 * 258  # the most any size gives
+    assert image("gemini-2.5", photo) == 258 and image("gemini-2.5", photo, "high") == 256 + 2048
+    assert image("gemini", icon) == 1120 and image("gemini", photo) == 7 * 258
     # OpenAI: GPT-4o mini's tiles cost 33x GPT-4o's; the patch models bill 32-px patches times a
     # multiplier, up to a budget by detail (the guide's examples: GPT-4.1 mini, 1024x1024: 1,659;
     # GPT-5.4, 1024x1024: 1,229, 2048x2048 at high: 3,000)
@@ -480,7 +485,7 @@ def test_newer_models_count_images_as_their_providers_do():
     assert profile("gpt-4.1-mini").image_formula == "openai-patches-early-1.62"
     assert profile("gpt-5.4").image_formula == "openai-patches-5.4-1.2"
     assert profile("gpt-6-astra").image_formula == "openai-patches-5.6-1.2"  # not in the table yet: newest rules
-    assert profile("gpt-5").image_formula == profile("azure/gpt-4o").image_formula == "openai"
+    assert profile("azure/gpt-4o").image_formula == "openai" and profile("gpt-5").image_formula == "openai-5"
     big = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(2048, 2048)}}
     square = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + blank_png(1024, 1024)}}
     assert image("openai", square) == 765 and image("openai-4o-mini", square) == 2833 + 4 * 5667

@@ -7,7 +7,15 @@ import statistics
 
 import pytest
 
-from bench.usage import BILLED_OVER_LATER, SEARCHED, UNLOGGED_TOOLS, billed_over_later, guard_count, requests
+from bench.usage import (
+    BILLED_OVER_LATER,
+    SEARCHED,
+    UNLOGGED_TOOLS,
+    billed_over_later,
+    guard_count,
+    image_requests,
+    requests,
+)
 from guard.core import toolschema
 from guard.core.policy import load_policy_set
 from guard.core.tokens import TokenCounter
@@ -82,8 +90,21 @@ def test_a_schema_the_rendering_cannot_speak_for_is_counted_as_json():
 
 def test_only_the_openai_family_is_framed_as_openai_frames_it():
     engine = Engine(load_policy_set({}))
-    for model, framing in (("gpt-4.1", "openai"), ("gpt-4o-mini", "openai"), ("claude-sonnet-4-5", "json")):
+    for model, framing in (
+        ("gpt-4.1", "openai"),
+        ("gpt-4o-mini", "openai"),
+        ("gpt-5-mini", "openai-reasoning"),
+        ("o3", "openai-reasoning"),
+        ("claude-sonnet-4-5", "json"),
+    ):
         assert engine.counter_for(model, engine.policy_for(model))[0].tool_framing == framing, model
+    # a reasoning model's chat tools cost its preamble too; its Responses tools do not
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    reasoning = engine.counter_for("gpt-5-mini", engine.policy_for("gpt-5-mini"))[0]
+    plain = engine.counter_for("gpt-4.1", engine.policy_for("gpt-4.1"))[0]
+    for dialect, extra in (("openai", toolschema.REASONING_TOOLS_PREAMBLE), ("responses", 0)):
+        body = {"messages": [], "input": [], "tools": tools}
+        assert reasoning.fixed(by_name(dialect), body) - plain.fixed(by_name(dialect), body) == extra
     pinned = Engine(load_policy_set({"defaults": {"calibration": {"openai": 1.1}}}))
     assert pinned.counter_for("gpt-4.1", pinned.policy_for("gpt-4.1"))[0].tool_framing == "json"  # an estimate
 
@@ -222,3 +243,52 @@ def test_a_claude_code_sessions_counts_do_not_fall_under_the_providers(session):
     tools = rows[0][1] - guard_count(engine, rows[0][0])
     ratios = [(guard_count(engine, body) + tools) / billed for body, billed in rows]
     assert min(ratios) >= 0.97 and max(ratios) <= 1.10
+
+
+IMAGE_REQUESTS = image_requests()
+
+
+def test_recorded_image_requests_are_counted_as_billed():
+    """bench.usage's 205 recorded requests with images (the input tokens OpenAI, Anthropic and Gemini
+    billed for each; the images blank PNGs of the recorded sizes): every OpenAI and Gemini model
+    counts its images by its own formula, so no row is under the bills by more than 3% at its
+    median and at most one request in ten is (a recording whose bill its twins do not share).
+    Before, with GPT-4o's tiles for every OpenAI model and Claude's w*h/750 for Gemini: GPT-4o mini's
+    requests counted at 0.03-0.05 of their bills, o4-mini's at 0.83-0.87, GPT-4.1 nano's at 0.85,
+    Gemini 3's images at a median of 0.41 and Gemini 2.0's at 0.33; gpt-5-mini's with a tool, its
+    images by patches, at 0.79-0.90 (a reasoning model's chat tool preamble)."""
+    rows: dict[str, list[float]] = {}
+    for name, _, billed, ours in IMAGE_REQUESTS:
+        rows.setdefault(name, []).append(ours / billed)
+    assert sum(map(len, rows.values())) >= 200
+    for name, ratios in rows.items():
+        if "anthropic" in name:
+            continue
+        assert statistics.median(ratios) >= 0.99, (name, ratios)
+        assert sum(r < 0.97 for r in ratios) <= 0.1 * len(ratios), (name, ratios)
+    assert statistics.median(rows["images: anthropic, anthropic"]) >= 1.0
+    mini = rows["images: openai-chat, openai-4o-mini"]
+    assert len(mini) >= 10 and min(mini) >= 1.0  # (the bills match the 2,833 + 5,667 tiles exactly)
+
+
+def test_the_formulas_before_under_counted_the_recorded_image_requests():
+    """The same requests counted with the formulas the guard used before (85 + 170 tiles for every
+    OpenAI model, w*h/750 at most 1,600 for Gemini): GPT-4o mini's and Gemini 2.0's far under the
+    bill (the test above can fail)."""
+    from guard.core.images import image_part_tokens
+
+    engine = Engine(load_policy_set({}))
+    shared = engine.counter_for("gpt-4o", engine.policy_for("gpt-4o"))[0]
+    old = TokenCounter(shared.encoding, image_formula="openai", tool_framing="openai")
+    mini = [
+        old.body(by_name("openai"), body) / billed
+        for name, body, billed, _ in IMAGE_REQUESTS
+        if name == "images: openai-chat, openai-4o-mini"
+    ]
+    assert mini and max(mini) < 0.05
+    tiles = [
+        sum(image_part_tokens(p, "anthropic") for p in body["messages"][0]["content"]) / billed
+        for name, body, billed, _ in IMAGE_REQUESTS
+        if name == "images: gemini, gemini-tiles"
+    ]
+    assert tiles and statistics.median(tiles) < 0.9

@@ -1,21 +1,26 @@
 """Image token costs by provider formula, from the image's real size when the body carries it.
 
-- OpenAI, tiles (GPT-4o, 4.1, 4.5, 5, 5.1, o1, o3): detail=low costs 85; otherwise the image is
-  scaled to fit 2048x2048, then its short side to 768, and costs 85 + 170 per 512-px tile (GPT-5
-  and o-series bill 70-75 + 140-150: counted at 85 + 170); GPT-4o mini bills 2,833 + 5,667 a tile.
+- OpenAI, tiles (GPT-4o, 4.1, 4.5, 5, 5.1, o1, o3): detail=low costs the base; otherwise the image
+  is scaled to fit 2048x2048, then its short side to 768, and costs 85 + 170 per 512-px tile (GPT-5
+  and 5.1: 70 + 140; o1 and o3: 75 + 150; GPT-4o mini: 2,833 + 5,667).
 - OpenAI, 32-px patches (GPT-4.1 mini and nano, o4-mini, GPT-5 mini and nano, GPT-5.2 and later):
   ceil(w/32) * ceil(h/32) patches, at most the detail's patch budget, times the model's multiplier
-  (`OpenAIPatches`). Where OpenAI's guide changed between versions (multipliers of 1.2 or 1.62 for
-  GPT-5 mini, budgets of 1,536 or 6,144 patches), the larger is taken.
+  (`OpenAIPatches`; GPT-5 mini 1.2 and nano 1.5, as billed). Where OpenAI's guide changed between
+  versions and no bill tells (budgets of 1,536 or 6,144 patches; GPT-5.4 mini 1.2 or 1.62), the
+  larger is taken.
 - Anthropic: one token per 28x28-px patch, ceil(w/28) * ceil(h/28), once the image is shrunk (its
   proportions kept) to its tier's long edge and token cap: 1568 px and 1,568 tokens before Claude
   4.7 (counted as the larger of that and the older documented rule, w*h/750 after the same
   scaling, at most ~1,600), 2576 px and 4,784 tokens from Claude 4.7 on (`claude-2576`).
 - Gemini 3 and later: a fixed budget per image by `media_resolution` (LiteLLM sets it from
   `detail`): low 280, medium 560, high and unset 1,120, ultra_high 2,240 (`gemini-3`).
-- Gemini before 3 (`gemini-tiles`): 258 for an image at most 384 px both ways; else the image,
-  scaled to fit 3072x3072, is cut into square tiles of its short side / 1.5 (256 to 768 px), 258
-  a tile. A Gemini model whose version the name does not tell: the larger of the two (`gemini`).
+- Gemini 2.5 (`gemini-2.5`): 258 an image whatever its size (billed so on 16 sizes from 8x8 to
+  8736x5856, bench.usage); with `detail: high` (LiteLLM's MEDIA_RESOLUTION_HIGH) up to 256 + 2,048
+  of pan and scan.
+- Gemini before 2.5 (`gemini-tiles`): 258 for an image at most 384 px both ways; else the image,
+  scaled to fit 3072x3072, is cut into square tiles of its short side / 1.5 (256 to 768 px), 258 a
+  tile and 258 for the whole (640x480: 5 x 258, 3008x2000: 13 x 258, as billed). A Gemini model
+  whose version the name does not tell: the largest of these (`gemini`).
 
 When the size cannot be read (a remote URL, an unreadable payload) the formula's maximum is used,
 so images are never under-counted. Reading a size decodes at most the first 64 KiB of base64: no
@@ -34,7 +39,8 @@ from typing import Any
 
 OPENAI_LOW = 85
 OPENAI_MAX = 85 + 170 * 8  # 768x2048 after scaling: 2x4 tiles
-OPENAI_TILES = {"openai": (85, 170), "openai-4o-mini": (2833, 5667)}  # base, a 512-px tile
+# base, a 512-px tile (GPT-4o, 4.1, 4.5 and any other; GPT-5 and 5.1; o1 and o3; GPT-4o mini)
+OPENAI_TILES = {"openai": (85, 170), "openai-5": (70, 140), "openai-o": (75, 150), "openai-4o-mini": (2833, 5667)}
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ _GPT_5_6 = (("auto", 30_000), ("high", 2500), ("low", 256), ("original", 30_000)
 OPENAI_PATCHES = {
     f"openai-patches-{era}-{multiplier}": OpenAIPatches(multiplier, budgets)
     for era, budgets in (("early", _EARLY), ("5.4", _GPT_5_4), ("5.5", _GPT_5_5), ("5.6", _GPT_5_6))
-    for multiplier in (1.2, 1.62, 1.72, 2.46)
+    for multiplier in (1.2, 1.5, 1.62, 1.72, 2.46)
 }
 ANTHROPIC_MAX = 1600  # Anthropic scales down any image above ~1,600 tokens (before Claude 4.7)
 CLAUDE_PATCH = 28
@@ -67,7 +73,8 @@ CLAUDE_TIERS = {"anthropic": (1568, 1568), "claude-2576": (2576, 4784)}  # long 
 GEMINI_3 = {"low": 280, "medium": 560, "high": 1120, "ultra_high": 2240}
 GEMINI_3_DEFAULT = 1120  # (unset or "auto")
 GEMINI_TILE = 258
-GEMINI_TILES_MAX = 24 * GEMINI_TILE  # (the most any size gives: 3072x384 scaled, 12x2 tiles of 256 px)
+GEMINI_TILES_MAX = 25 * GEMINI_TILE  # (the most any size gives: 3072x384 scaled, 12x2 tiles of 256 px, and the whole)
+GEMINI_2_5_HIGH = 256 + 2048
 _PREFIX_CHARS = 65536
 
 
@@ -132,14 +139,14 @@ def claude_patch_tokens(width: int | None, height: int | None, tier: str = "anth
 
 
 def gemini_tile_tokens(width: int | None, height: int | None) -> int:
-    """Gemini before 3: 258 an image at most 384 px both ways, else 258 a tile."""
+    """Gemini before 2.5: 258 an image at most 384 px both ways, else 258 a tile and 258 the whole."""
     if not width or not height:
         return GEMINI_TILES_MAX
     w, h = _scaled(width, height, 3072)
     if w <= 384 and h <= 384:
         return GEMINI_TILE
     tile = min(768.0, max(256.0, min(w, h) / 1.5))
-    return GEMINI_TILE * math.ceil(w / tile) * math.ceil(h / tile)
+    return GEMINI_TILE * (math.ceil(w / tile) * math.ceil(h / tile) + 1)  # (+1: the whole image, as billed)
 
 
 def gemini3_image_tokens(detail: str) -> int:
@@ -191,6 +198,8 @@ def image_part_tokens(part: Mapping[str, Any], formula: str) -> int:
         return gemini3_image_tokens(detail)
     if formula == "gemini-tiles":
         return gemini_tile_tokens(w, h)
+    if formula == "gemini-2.5":
+        return GEMINI_2_5_HIGH if detail in ("high", "ultra_high") else GEMINI_TILE
     if formula == "gemini":
-        return max(gemini_tile_tokens(w, h), gemini3_image_tokens(detail))
+        return max(gemini_tile_tokens(w, h), gemini3_image_tokens(detail), GEMINI_TILE)
     return anthropic_image_tokens(w, h)

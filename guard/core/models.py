@@ -75,6 +75,7 @@ class ModelProfile:
     # model's chat body as a Messages request (content blocks, a tool-use prompt: Anthropic's API,
     # Bedrock, Vertex), "generic" elsewhere (an OpenAI-compatible server frames it its own way)
     renders: str = "generic"
+    reasons: bool = False  # an OpenAI reasoning model (GPT-5, o-series): its chat tools cost a preamble
 
     @property
     def default_factor(self) -> float:
@@ -83,9 +84,12 @@ class ModelProfile:
     @property
     def tool_framing(self) -> str:
         """How the provider frames tool schemas: "openai" (function tools rendered as a namespace,
-        `guard.core.toolschema`) or "json" (counted as their compact JSON, an over-count where the
-        provider's framing is unknown)."""
-        return "openai" if self.family == "openai" else "json"
+        `guard.core.toolschema`), "openai-reasoning" (the same, and a reasoning model's preamble
+        for tools on chat completions) or "json" (counted as their compact JSON, an over-count
+        where the provider's framing is unknown)."""
+        if self.family != "openai":
+            return "json"
+        return "openai-reasoning" if self.reasons else "openai"
 
 
 def bare_name(model: str) -> str:
@@ -97,7 +101,8 @@ def profile(model: str) -> ModelProfile:
     name = bare_name(model)
     if name.startswith(_O200K_OPENAI):
         rule: WindowRule = "separate" if name.startswith("gpt-5") else "shared"
-        return ModelProfile("openai", "o200k_base", True, rule, openai_images(name))
+        reasons = name.startswith(("gpt-5", "o1", "o3", "o4")) and "chat" not in name
+        return ModelProfile("openai", "o200k_base", True, rule, openai_images(name), reasons=reasons)
     if name.startswith(_CL100K_OPENAI):
         return ModelProfile("openai", "cl100k_base", True, "shared", openai_images(name))
     low = model.lower()
@@ -145,12 +150,13 @@ def claude_images(name: str) -> str:
 
 
 def gemini_images(name: str) -> str:
-    """The image formula of a Gemini model: a budget per image from Gemini 3 on, tiles before; the
-    larger of the two where the name carries no version ("gemini-exp-1206")."""
+    """The image formula of a Gemini model: a budget per image from Gemini 3 on, 258 an image on
+    2.5, tiles before; the largest where the name carries no version ("gemini-exp-1206")."""
     found = _GEMINI_VERSION.search(name)
     if found is None:
         return "gemini"
-    return "gemini-3" if int(found.group(1)) >= 3 else "gemini-tiles"
+    version = (int(found.group(1)), int(found.group(2) or 0))
+    return "gemini-3" if version >= (3, 0) else "gemini-2.5" if version >= (2, 5) else "gemini-tiles"
 
 
 _GPT_VERSION = re.compile(r"gpt-(\d+)(?:\.(\d+))?(.*)")
@@ -162,6 +168,8 @@ def openai_images(name: str) -> str:
     nano, o4-mini, codex-mini, GPT-5 mini and nano, GPT-5.2 and later), else 85 + 170 tiles."""
     if name.startswith("gpt-4o-mini"):
         return "openai-4o-mini"
+    if name.startswith(("o1", "o3")):
+        return "openai-o"
     multiplier = 2.46 if "nano" in name else 1.72 if "codex-mini" in name or name.startswith("o4-mini") else 1.62
     if name.startswith(("gpt-4.1-mini", "gpt-4.1-nano", "o4-mini", "codex-mini")):
         return f"openai-patches-early-{multiplier}"
@@ -170,7 +178,9 @@ def openai_images(name: str) -> str:
         return "openai"
     version = (int(found.group(1)), int(found.group(2) or 0))
     small = "mini" in found.group(3) or "nano" in found.group(3)
-    if version < (5, 2):  # GPT-5 and 5.1: tiles, their mini and nano patches
-        return f"openai-patches-early-{multiplier}" if small else "openai"
+    if version < (5, 2):  # GPT-5 and 5.1: tiles, their mini and nano patches (billed at 1.2 and 1.5)
+        if small and "codex" not in name:
+            multiplier = 1.5 if "nano" in name else 1.2
+        return f"openai-patches-early-{multiplier}" if small else "openai-5"
     era = "early" if version < (5, 4) else "5.4" if version < (5, 5) else "5.5" if version < (5, 6) else "5.6"
     return f"openai-patches-{era}-{multiplier if small else 1.2}"

@@ -31,6 +31,11 @@ from typing import Any
 # the tokens OpenAI adds around the rendered functions, per request: measured, the same 13 for
 # both agents of bench.usage (15 and 13 functions, 38 and 24 parameters)
 OPENAI_TOOLS_FRAMING = 13
+# what an OpenAI reasoning model (GPT-5, o-series) bills on chat completions for having tools at all,
+# beyond their rendering: 60-69 tokens on 15 recorded gpt-5-mini requests with one tool, where its
+# requests without tools were billed as counted (bench.usage's image rows); the Responses API's
+# framing of the same requests is counted over their bills already
+REASONING_TOOLS_PREAMBLE = 69
 
 _UNRENDERED = ("$ref", "allOf", "not", "if", "patternProperties")
 _SCALARS = {"string": "string", "number": "number", "integer": "number", "boolean": "boolean", "null": "null"}

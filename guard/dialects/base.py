@@ -171,7 +171,8 @@ def count_tools(counter: TokenCounter, tools: list[Any]) -> int:
     its compact JSON and a framing allowance."""
     parsed = [(tool, toolschema.function_of(tool)) for tool in tools]
     functions = [f for _, f in parsed if f is not None]
-    rendered = toolschema.render_functions(functions) if counter.tool_framing == "openai" and functions else None
+    framed = counter.tool_framing.startswith("openai")  # ("openai-reasoning" too: the same rendering)
+    rendered = toolschema.render_functions(functions) if framed and functions else None
     as_json = [tool for tool, f in parsed if rendered is None or f is None]
     json_part = sum(TOOL_SCHEMA_FRAMING + counter.raw(compact_json(tool)) for tool in as_json)
     return json_part if rendered is None else toolschema.OPENAI_TOOLS_FRAMING + counter.raw(rendered) + json_part

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from guard.core import toolschema
 from guard.core.audio import audio_part_tokens
 from guard.core.content import Content, Message, compact_json, text_of
 from guard.core.tokens import TokenCounter
@@ -114,7 +115,10 @@ class Chat(Dialect):
         # the tool-use prompt Anthropic adds (a forced tool's, for "required" or a named function)
         choice = body.get("tool_choice")
         forced = choice == "required" or (isinstance(choice, Mapping) and choice.get("type") == "function")
-        return text + messages.sent_on_tool_prompt(counter, body.get("tools") or body.get("functions"), forced), img
+        tools = body.get("tools") or body.get("functions")
+        if counter.tool_framing == "openai-reasoning" and isinstance(tools, list) and tools:
+            text += toolschema.REASONING_TOOLS_PREAMBLE  # (chat completions only: see there)
+        return text + messages.sent_on_tool_prompt(counter, tools, forced), img
 
     def line(self, msg: Message) -> str:
         role = str(msg.get("role"))
