@@ -37,9 +37,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-OPENAI_LOW = 85
-OPENAI_MAX = 85 + 170 * 8  # 768x2048 after scaling: 2x4 tiles
-# base, a 512-px tile (GPT-4o, 4.1, 4.5 and any other; GPT-5 and 5.1; o1 and o3; GPT-4o mini)
+# base and a 512-px tile: GPT-4o, 4.1, 4.5 and any other; GPT-5 and 5.1; o1 and o3; GPT-4o mini (an
+# image of unknown size: 8 tiles, 768x2048 after scaling)
 OPENAI_TILES = {"openai": (85, 170), "openai-5": (70, 140), "openai-o": (75, 150), "openai-4o-mini": (2833, 5667)}
 
 
