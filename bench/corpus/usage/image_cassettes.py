@@ -95,8 +95,8 @@ def blanked(body: dict[str, Any]) -> dict[str, Any] | None:
         elif found[0] == "input_image":
             part["image_url"] = f"data:image/png;base64,{mark}"
         else:
-            spec = part["image_url"]
-            part["image_url"] = {**spec, "url": f"data:image/png;base64,{mark}"} if isinstance(spec, dict) else mark
+            spec, url = part["image_url"], f"data:image/png;base64,{mark}"
+            part["image_url"] = {**spec, "url": url} if isinstance(spec, dict) else url
     return body
 
 
@@ -158,8 +158,9 @@ def main() -> None:
     args = parser.parse_args()
     requests = convert(args.records)
     path = args.out / "image_cassettes.json.gz"
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        json.dump({"image_requests": requests}, f, separators=(",", ":"), sort_keys=True)
+    data = json.dumps({"image_requests": requests}, separators=(",", ":"), sort_keys=True).encode()
+    with gzip.GzipFile(path, "wb", mtime=0) as f:  # (the same bytes on every run)
+        f.write(data)
     by: dict[str, int] = {}
     for r in requests:
         by[r["provider"]] = by.get(r["provider"], 0) + 1
