@@ -251,8 +251,8 @@ IMAGE_REQUESTS = image_requests()
 def test_recorded_image_requests_are_counted_as_billed():
     """bench.usage's 205 recorded requests with images (the input tokens OpenAI, Anthropic and Gemini
     billed for each; the images blank PNGs of the recorded sizes): every OpenAI and Gemini model
-    counts its images by its own formula, so no row is under the bills by more than 3% at its
-    median and at most one request in ten is (a recording whose bill its twins do not share).
+    counts its images by its own formula, so no row's median is more than 1% under the bills and
+    at most one request in ten is more than 3% under (a recording whose bill its twins do not share).
     Before, with GPT-4o's tiles for every OpenAI model and Claude's w*h/750 for Gemini: GPT-4o mini's
     requests counted at 0.03-0.05 of their bills, o4-mini's at 0.83-0.87, GPT-4.1 nano's at 0.85,
     Gemini 3's images at a median of 0.41 and Gemini 2.0's at 0.33; gpt-5-mini's with a tool, its
@@ -272,9 +272,9 @@ def test_recorded_image_requests_are_counted_as_billed():
 
 
 def test_the_formulas_before_under_counted_the_recorded_image_requests():
-    """The same requests counted with the formulas the guard used before (85 + 170 tiles for every
-    OpenAI model, w*h/750 at most 1,600 for Gemini): GPT-4o mini's and Gemini 2.0's far under the
-    bill (the test above can fail)."""
+    """The same requests counted with the formulas the guard used before: 85 + 170 tiles for every
+    OpenAI model, and for Gemini Claude's (today's, never less than the w*h/750 it was): GPT-4o
+    mini's and Gemini 2.0's far under the bill (the test above can fail)."""
     from guard.core.images import image_part_tokens
 
     engine = Engine(load_policy_set({}))
