@@ -435,7 +435,8 @@ def test_image_formulas_use_the_real_size():
 
 def test_newer_models_count_images_as_their_providers_do():
     """Claude from 4.7 on reads images up to 2576 px (4,784 tokens) where older ones stop at 1568 px
-    (~1,600); Gemini 3 bills a fixed budget per image, Gemini before 3 a 258-token tile; OpenAI's
+    (~1,600); Gemini 3 bills a fixed budget per image, Gemini 2.5 258 an image, Gemini 2.0 258 a tile
+    and 258 for the whole; OpenAI's
     GPT-4o mini and its patch models bill far more than GPT-4o's tiles. The earlier formulas (w*h/750
     at most 1,600; 85 + 170 a tile for every OpenAI model) were up to 3x under on a new Claude, 12x
     on a 256-px image sent to Gemini 3, 33x on GPT-4o mini."""
@@ -447,7 +448,7 @@ def test_newer_models_count_images_as_their_providers_do():
     assert profile("gemini/gemini-3-pro-preview").image_formula == "gemini-3"
     assert profile("vertex_ai/gemini-2.5-flash").image_formula == "gemini-2.5"
     assert profile("gemini/gemini-2.0-flash").image_formula == "gemini-tiles"
-    assert profile("gemini-exp-1206").image_formula == "gemini"  # no version: the larger of the two
+    assert profile("gemini-exp-1206").image_formula == "gemini"  # no version: the largest of them
     # the documented examples: 1920x1080 is 69 x 39 patches at 2576 px, 1568 tokens at 1568 px
     assert claude_patch_tokens(1920, 1080, "claude-2576") == 2691
     assert anthropic_image_tokens(1920, 1080) == 1600
