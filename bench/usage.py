@@ -7,7 +7,8 @@ Per corpus file (one agent family, model and domain), the ratio of each count to
 min, median and max, and the share of requests under-counted (a count under the provider's lets a
 request through that the provider refuses; one over it cuts history that would have fit). A
 logged conversation's requests billed more than a later request of it, which holds every message
-of theirs, go on a row of their own (`BILLED_OVER_LATER`: the log misses what was sent)."""
+of theirs, go on a row of their own (`BILLED_OVER_LATER`: the log misses what was sent). Recorded
+requests with images have rows by route and image formula (`image_requests`)."""
 
 from __future__ import annotations
 
