@@ -28,6 +28,7 @@ the safe side; `calibration` in the policy overrides it (only upward of 1.0).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Literal
@@ -96,8 +97,11 @@ def bare_name(model: str) -> str:
     return model.rsplit("/", 1)[-1].lower()
 
 
+@functools.lru_cache(maxsize=1024)
 def profile(model: str) -> ModelProfile:
-    """The family profile of a model name (provider prefixes such as `azure/` are ignored)."""
+    """The family profile of a model name (provider prefixes such as `azure/` are ignored),
+    memoised: every request asks it several times, and reading a version out of a name is regex
+    work (a profile is frozen, one per name)."""
     name = bare_name(model)
     if name.startswith(_O200K_OPENAI):
         rule: WindowRule = "separate" if name.startswith("gpt-5") else "shared"
