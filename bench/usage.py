@@ -80,7 +80,7 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
     return out
 
 
-def image_requests() -> list[tuple[str, dict[str, Any], int, int]]:
+def image_requests(engine: Engine | None = None) -> list[tuple[str, dict[str, Any], int, int]]:
     """(row name, request, the provider's input tokens, the guard's count) of every recorded request
     with images (bench/corpus/usage/image_cassettes.json.gz), each image a blank PNG of its recorded
     size (the formulas read sizes, not pixels). A Gemini request is its images alone: the tokens
@@ -91,7 +91,7 @@ def image_requests() -> list[tuple[str, dict[str, Any], int, int]]:
 
     with gzip.open(CORPUS / "image_cassettes.json.gz", "rt", encoding="utf-8") as f:
         recorded = json.load(f)["image_requests"]
-    engine = Engine(load_policy_set({}))
+    engine = engine or Engine(load_policy_set({}))
     out = []
     for r in recorded:
         model = r["model"].split(" ")[0].removeprefix("us.").removeprefix("anthropic.")
@@ -174,7 +174,7 @@ def main() -> None:
             if theirs is not None:
                 theirs += tools.setdefault((session, "litellm"), billed - theirs)
         rows.setdefault(name, []).append((ours / billed, None if theirs is None else theirs / billed))
-    for name, body, billed, ours in image_requests():
+    for name, body, billed, ours in image_requests(engine):
         theirs = None if "gemini" in name else _litellm_count(litellm, body)
         rows.setdefault(name, []).append((ours / billed, None if theirs is None else theirs / billed))
     print("| requests | count | ratio to the provider's: min | median | max | under-counted | by over 3% |")
