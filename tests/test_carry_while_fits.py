@@ -16,6 +16,7 @@ import json
 import os
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -127,6 +128,33 @@ def test_the_held_up_cut_the_property_test_found_is_carried_with_its_summary_whi
     summarizer = Scripted()
     new_cuts = _check((saved["body"], saved["settings"]), summarizer)
     assert 0 < summarizer.calls <= new_cuts
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(st.one_of(long_agent_loop(), long_agent_loop(questions=True), long_agent_loop(giant=True)))
+def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_served_it_sends(case):
+    """Replica safety (issue 34): on every turn of a growing conversation, an engine that never saw
+    it (another worker or replica, no shared store) replays its history to the cut the engine that
+    served every turn carries, and sends the same bytes; or both refuse it."""
+    from bench.cache import fit
+
+    body, settings_ = case
+    dialect = settings_["dialect"]
+    full_size = _engine(dialect, 10**7, settings_).fit(body, dialect=dialect).report.input_tokens_before
+    window = int(full_size * settings_["share"]) + settings_["max_output"]
+    served = _engine(dialect, window, settings_)
+    cuts = 0
+    for turn in _growing(body):
+        try:
+            sent = fit(served, turn, None, dialect)
+        except ContextWindowExceeded:
+            with pytest.raises(ContextWindowExceeded):
+                fit(_engine(dialect, window, settings_), turn, None, dialect)
+            continue
+        fresh = fit(_engine(dialect, window, settings_), turn, None, dialect)
+        assert json.dumps(fresh.body) == json.dumps(sent.body), (sent.report.cut, fresh.report.cut)
+        cuts += sent.report.cut is not None
+    assert cuts or full_size <= window  # (the drawn loops overflow: some turn is cut)
 
 
 def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
