@@ -83,8 +83,9 @@ from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.core.steps import of_kind  # noqa: E402
 from guard.dialects import detect, turn_boundaries  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
-from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest  # noqa: E402
+from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest, WithheldSummary  # noqa: E402
 from guard.fit.replay import ROOM_BAR, head_length, lasting, turn_growth, turn_starts  # noqa: E402
+from guard.fit.spans import WITHHELD  # noqa: E402
 from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
@@ -242,6 +243,8 @@ class Scripted:
         return json.dumps(request.messages, sort_keys=True)
 
     def answer(self, request: Any) -> Any:
+        if isinstance(request, WithheldSummary):  # (remembered, as the shared cache does)
+            self.cache[self.key(request.requests[0])] = WITHHELD
         if isinstance(request, CachedSummaries):
             return tuple(self.cache.get(self.key(r)) for r in request.requests)
         self.calls += 1

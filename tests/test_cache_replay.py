@@ -890,28 +890,29 @@ def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_ser
     assert cut >= 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known (docs/benchmarks.md, session 52): a cut that went without the summary it left room "
-    "for is carried from the serving worker's record as sent, and by the replay with the summary's room",
-)
 def test_with_a_summarizer_a_worker_with_no_record_sends_what_the_one_that_served_it_sends():
     """Replica safety with a summarizer whose summary does not go in (bench.cache's scripted one
     writes ~120 tokens whatever it is asked for; tau2 retail's pinned prompt leaves a summary ~120
     tokens of room), the two workers sharing its cache: on turn 11 the worker that served turn 10
-    carries its cut (5,494 tokens), one with no record cuts anew (3,874). What would mend it: the
-    summary cache remembering that the cut went without its summary, so the replay sizes it as sent."""
+    carried its cut from its record as sent (5,494 tokens), one with no record cut anew (3,874): the
+    replay sized the cut with its summary's room. The summary cache now remembers that the cut went
+    without it (`WithheldSummary`), so the replay sizes it as sent, and the carried turns do not ask
+    the summarizer again."""
     from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, requests
 
     body = dict(next(b for n, b in loops() if n == "tau2/retail_32"))
     policy = window_policy(body, 0.5)
     now = [0.0]
     served, summarizer = engine_for(body, policy, clock=lambda: now[0]), Scripted()
+    withheld = 0
     for request in requests(body):
         now[0] += STEP_SECONDS
         sent = fit(served, request, summarizer)
         fresh = fit(engine_for(body, policy, clock=lambda: now[0]), request, summarizer)
         assert json.dumps(fresh.body) == json.dumps(sent.body)
+        withheld += any(s.reason == "summary_withheld" for s in sent.report.skipped)
+    assert withheld >= 3  # (the case: carried cuts that went without their summary)
+    assert summarizer.calls <= 2  # (one a new cut: not again on the turns that carry it)
 
 
 def test_the_replicas_bench_finds_the_turns_a_worker_without_the_record_sends_otherwise():

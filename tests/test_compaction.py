@@ -183,15 +183,36 @@ def test_a_summarizing_fit_that_ends_over_the_room_is_fitted_the_deterministic_w
 
 
 def test_the_circuit_opens_after_repeated_failures():
+    """Two failures in a row open the circuit (two teams' conversations: a conversation's later
+    turns carry its cut without asking again, see the next test); a third asks nothing."""
     call = Scripted(RuntimeError("down"))
     guard = _guard(call, failure_threshold=2, cooldown_seconds=3600)
-    for n in (300, 320):
-        assert {"kind": "summarize", "reason": "summarizer_error"} in _report(_turn(guard, n))["skipped"]
+    for team in ("a", "b"):
+        assert {"kind": "summarize", "reason": "summarizer_error"} in _report(_turn(guard, 300, team))["skipped"]
     before = len(call.calls)
-    report = _report(_turn(guard, 340))
+    report = _report(_turn(guard, 340, "c"))
     assert len(call.calls) == before  # not called while open
     assert {"kind": "summarize", "reason": "summarizer_circuit_open"} in report["skipped"]
     assert report["fits"]
+
+
+def test_a_cut_whose_summary_failed_is_carried_without_one_and_the_summarizer_not_asked_again():
+    """A new cut whose summary failed is remembered so in the summary cache (`WithheldSummary`):
+    the turns that carry the cut send it as the first did, without a summary, and do not call the
+    summarizer again (each would have, and a summary that came later would have changed the
+    carried prefix). (A worker with no record sending the same: tests/test_cache_replay.py.)"""
+    call = Scripted(RuntimeError("down"))
+    guard = _guard(call, failure_threshold=100)
+    first = _turn(guard, 300)
+    assert {"kind": "summarize", "reason": "summarizer_error"} in _report(first)["skipped"]
+    assert len(call.calls) == 1
+    for n in (302, 304, 306):
+        out = _turn(guard, n)
+        report = _report(out)
+        assert report["cut"] == _report(first)["cut"]  # (the same cut, carried)
+        assert {"kind": "summarize", "reason": "summary_withheld"} in report["skipped"]
+        assert json.dumps(out["messages"][: len(first["messages"]) - 1]) == json.dumps(first["messages"][:-1])
+    assert len(call.calls) == 1
 
 
 def test_a_summary_never_crosses_tenants():

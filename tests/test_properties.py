@@ -20,7 +20,8 @@ from guard.core.tokens import TokenCounter
 from guard.dialects import MARKER_PREFIX, by_name, cache_breakpoint, content_texts, group_messages
 from guard.fit.engine import Engine
 from guard.fit.notes import NOTE_MARK
-from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer
+from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, WithheldSummary
+from guard.fit.spans import WITHHELD
 from guard.fit.strategies.compact import compacted
 from guard.fit.strategies.drop import OMITTED_MARK
 from tests.strategies import CANARY, long_agent_loop, request_body
@@ -297,6 +298,8 @@ class _Summaries:
         return json.dumps(request.messages, sort_keys=True, default=str)
 
     def answer(self, request: Any) -> Any:
+        if isinstance(request, WithheldSummary):  # (remembered, as the shared cache does)
+            self.cache[self.key(request.requests[0])] = WITHHELD
         if isinstance(request, CachedSummaries):
             return tuple(self.cache.get(self.key(r)) for r in request.requests)
         if self.key(request) in self.cache:  # as the real summarizer: the cache first

@@ -362,7 +362,7 @@ def _fit_prefix(
     # that needs it cannot be carried, and the request is fitted whole instead
     policy = cuts.policy
     # (a prefix fitted without summaries, the summarizer's or not, reports no summarize step:
-    # with a summarizer, its summary is put in afterwards, see `_summarized`)
+    # with a summarizer, its summary is put in afterwards, see `guard.fit.cut_summaries.summarized`)
     steps = [s for s in policy.strategies if summaries or not cuts.summarizing or s != "summarize"]
     if cuts._floor(m) <= budget.room:
         steps = [s for s in steps if BY_NAME[s].kind != "newest"]

@@ -29,7 +29,9 @@ from guard.fit.spans import (
     CachedSummaries,
     SummaryAnswer,
     SummaryRequest,
+    WithheldSummary,
     summary_budget,
+    withheld_request,
 )
 
 # what a summary's text may count in this request's tokens against the summarizer's own
@@ -89,14 +91,14 @@ class CutSummaries:
     def made(self, m: int, mark: int) -> Generator[Any, Any, Made]:
         """The cut of the first `m` messages to `mark`, carried to the request: where it drops
         messages and the room allows, with the summary of them put in (asked for where the summary
-        cache lacks it; see `_plan`); else as without a summarizer, the report saying why there is
-        no summary."""
+        cache lacks it and does not remember the cut going without it; see `_plan`); else as
+        without a summarizer, the report saying why there is no summary."""
         plain, room, withheld = yield from self._plan(m, mark)
         made = yield from self.cuts.made(m, plain, over=room)  # (the summary replaces markers)
         if made is None:
             return None
         if room:
-            made = (yield from self._summarized(made, m, room, ask=True))[0]
+            made = (yield from summarized(self.cuts, made, (m, mark), room, self.tokens(room), ask=True))[0]
         elif withheld:
             made[1].skipped.append(Skipped("summarize", withheld))
         return made if made is not None and made[0].total <= self.cuts.budget.room else None
@@ -118,20 +120,23 @@ class CutSummaries:
         return size + room
 
     def carry_size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
-        """The tokens the replay carries a past cut with: with the summary its request sent where
-        the summary cache holds it (the request that made the cut asked for it), else with the
-        summary's whole room (a past request this guard never saw, or a summary lost), also where
-        the cache holds it refused: whether it does depends on whether a later cut asked for the
-        same messages, and sized as sent it moved the crossings once it did (session 44)."""
+        """The tokens the replay carries a past cut with, as its request sent it: with the summary
+        where the summary cache holds it (the request that made the cut asked for it), without
+        where the cache remembers that this cut went without it (`WithheldSummary`, session 52:
+        the worker that served the turn carries it so from its record), else with the summary's
+        whole room (a past request this guard never saw, or a summary lost), also where the cache
+        holds a text for its messages that does not go in: whether it does depends on whether a
+        later cut asked for the same messages, and sized as sent it moved the crossings once it
+        did (session 44; what a cut remembers is its own, by its prefix and mark)."""
         plain, room, _ = yield from self._plan(m, mark)
         base = yield from self.cuts.size(m, plain)
         if base is None or not room:
             return base
         made = yield from self.cuts.at(m, plain, end=m)
-        summarized, put = yield from self._summarized(made, m, room, ask=False)
-        if put and summarized is not None:
-            return summarized[0].total
-        return base + room
+        with_it, summary = yield from summarized(self.cuts, made, (m, mark), room, self.tokens(room), ask=False)
+        if summary == "put" and with_it is not None:
+            return with_it[0].total
+        return base if summary == "withheld" else base + room
 
     def _plan(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
         """`_planned`, once per request (the replay, the carry and the cut ask alike)."""
@@ -174,41 +179,58 @@ class CutSummaries:
         left = self._room(mark - kept if kept <= mark else min(self.room, room - made[0].total))
         return mark, left, None if left else ("below_room_bar" if kept <= mark else "no_room_for_summary")
 
-    def _summarized(self, made: Made, m: int, room: int, ask: bool) -> Generator[Any, Any, tuple[Made, bool]]:
-        """The cut `made` of the first `m` messages with what it dropped summarized in the place of
-        the drop's markers (in at most `room` tokens more), and whether its summary went in (from
-        the summary cache, or, with `ask`, from the summarizer). Without one (a cache miss, no
-        answer, or a text that cannot go in: over its room, not shorter), the cut as it is, the
-        report saying why."""
-        if made is None:
-            return made, False
-        conv, part, _ = made
-        left_out = absent(conv, m)
-        request = dropped_request(self.cuts, left_out, conv, part, self.tokens(room))
-        if request is None:
-            return made, False
-        cached = yield CachedSummaries((request,))
-        answer = SummaryAnswer(cached[0] if isinstance(cached, (tuple, list)) and cached else None, source="cache")
-        if not (isinstance(answer.text, str) and answer.text.strip()):
-            if not ask:
-                return made, False
-            answer = _answer((yield request))
-        ctx = self.cuts.ctx
-        ctx.summarized.calls += answer.calls
-        part = replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
-        part.summarized.calls = ctx.summarized.calls
-        text = answer.text.strip() if isinstance(answer.text, str) else ""
-        put = put_in(conv, part, request, (answer.source, text), room, left_out) if text else None
-        if isinstance(put, Conversation):
-            return (put, part, m), True
-        part.skipped.append(Skipped("summarize", put or answer.reason or "summary_empty"))
-        part.summarized.report = {
-            "source": "none",
-            "calls": part.summarized.calls,
-            "span_messages": len(request.messages),
-            "span_tokens": request.span_tokens,
-        }
-        return (conv, part, m), False
+
+def summarized(
+    cuts: Cuts, made: Made, at: tuple[int, int], room: int, tokens: int, ask: bool
+) -> Generator[Any, Any, tuple[Made, str]]:
+    """The cut `made` of the first m messages to a mark (`at`, of `cuts`' history) with what it
+    dropped summarized in the place of the drop's markers (in at most `room` tokens more, a summary
+    of at most `tokens` asked for), and what became of its summary: "put" (from the summary cache,
+    or, with `ask`, from the summarizer), "withheld" (the cut went without it, and the summary
+    cache remembers so: `WithheldSummary`) or "missing" (not in the cache, and not asked for).
+    Without one, the cut as it is, the report saying why. A summary that `ask` finds no way in for
+    (no answer, or a text over its room or not shorter) is remembered as withheld for this cut:
+    every worker's replay then sizes the cut as it was sent, and the turns that carry it send it
+    so without asking again."""
+    if made is None:
+        return made, "missing"
+    conv, part, _ = made
+    m, mark = at
+    left_out = absent(conv, m)
+    request = dropped_request(cuts, left_out, conv, part, tokens)
+    if request is None:
+        return made, "missing"
+    withheld = withheld_request(request, m, mark)
+    cached = yield CachedSummaries((request, withheld))
+    found = tuple(cached) if isinstance(cached, (tuple, list)) else ()
+    if len(found) > 1 and found[1] is not None:  # (before any text: a cut withheld stays so)
+        if ask:  # (the request's own cut: its report says why it has no summary)
+            part.skipped.append(Skipped("summarize", "summary_withheld"))
+        return (conv, part, m), "withheld"
+    answer = SummaryAnswer(found[0] if found else None, source="cache")
+    if not (isinstance(answer.text, str) and answer.text.strip()):
+        if not ask:
+            return made, "missing"
+        answer = _answer((yield request))
+    ctx = cuts.ctx
+    ctx.summarized.calls += answer.calls
+    part = replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
+    part.summarized.calls = ctx.summarized.calls
+    text = answer.text.strip() if isinstance(answer.text, str) else ""
+    put = put_in(conv, part, request, (answer.source, text), room, left_out) if text else None
+    if isinstance(put, Conversation):
+        return (put, part, m), "put"
+    part.skipped.append(Skipped("summarize", put or answer.reason or "summary_empty"))
+    part.summarized.report = {
+        "source": "none",
+        "calls": part.summarized.calls,
+        "span_messages": len(request.messages),
+        "span_tokens": request.span_tokens,
+    }
+    if not ask:
+        return (conv, part, m), "missing"
+    yield WithheldSummary((withheld,))
+    return (conv, part, m), "withheld"
 
 
 def room_cap(cuts: Cuts) -> int:

@@ -30,7 +30,7 @@ from guard.fit.questions import history_of
 from guard.fit.reporting import Fit, Unchanged, build_report
 from guard.fit.request import Counted, Resolved
 from guard.fit.rounds import fit
-from guard.fit.spans import SUMMARY_MARK, CachedSummaries, SummaryAnswer, SummaryRequest
+from guard.fit.spans import SUMMARY_MARK, CachedSummaries, SummaryAnswer, SummaryRequest, WithheldSummary
 from guard.fit.temperature import Anchor, Temperature
 
 
@@ -42,7 +42,7 @@ class Fitted:
     report: Report
 
 
-Plan = Generator["SummaryRequest | CachedSummaries", Any, Fitted]
+Plan = Generator["SummaryRequest | CachedSummaries", Any, Fitted]  # (`WithheldSummary` is a CachedSummaries)
 
 
 class Carry(NamedTuple):
@@ -196,7 +196,7 @@ def run(p: Plan, summarize: Callable[[SummaryRequest], str | None] | None = None
         request = next(p)
         while True:
             answer: Any = None
-            if isinstance(request, CachedSummaries):
+            if isinstance(request, CachedSummaries):  # (a `WithheldSummary` too: no cache to keep it in)
                 answer = (None,) * len(request.requests)
             elif summarize is not None:
                 try:
@@ -215,6 +215,7 @@ __all__ = [
     "Plan",
     "SummaryAnswer",
     "SummaryRequest",
+    "WithheldSummary",
     "plan",
     "run",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from guard.core.content import MARKER_PREFIX, cache_breakpoint
@@ -39,6 +39,28 @@ class CachedSummaries:
     answers with a tuple: the cached text or None, per request."""
 
     requests: tuple[SummaryRequest, ...]
+
+
+WITHHELD = "\x00withheld"  # what a driver stores for a `WithheldSummary` (no summary text is this)
+
+
+@dataclass(frozen=True)
+class WithheldSummary(CachedSummaries):
+    """A cut went without the summary it left room for (refused, or the summarizer failed): a
+    driver that keeps a summary cache stores `WITHHELD` under the key of its one request
+    (`withheld_request`: the span's, and a line naming the cut, so a key of its own) and answers
+    as to any lookup. Every worker's replay then sizes that cut as it was sent, and the turns that
+    carry it do not ask again (`guard.fit.cut_summaries`). A driver that knows only
+    `CachedSummaries` answers it as a lookup, which changes nothing."""
+
+
+def withheld_request(request: SummaryRequest, m: int, mark: int) -> SummaryRequest:
+    """What a cut of the first `m` messages to `mark` is remembered by as having gone without the
+    summary `request` asks for (`WithheldSummary`): its messages and transcript lines and one more
+    naming the cut, so that its cache key is not the summary's, whatever a driver keys on."""
+    note = f"[context-guard: the cut of the first {m} messages to {mark} tokens went without this summary]"
+    lines = (*request.lines, note) if len(request.lines) == len(request.messages) else ()
+    return replace(request, messages=(*request.messages, {"role": "system", "content": note}), lines=lines)
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any, cast
 
-from guard.fit.planner import CachedSummaries, Fitted, Plan
+from guard.fit.planner import CachedSummaries, Fitted, Plan, WithheldSummary
 from guard.shell.heavy_fits import HeavyFits
-from guard.shell.summarizer import Summarizer
+from guard.shell.summarizer import Summarizer, withhold
 
 
 async def off_loop(heavy: HeavyFits | None, fn: Callable[..., Any], *args: Any) -> Any:
@@ -72,6 +72,9 @@ async def drive(
         if done:
             return cast("Fitted", value)
         if summarizer is None or hurried:
+            answer = None
+        elif isinstance(value, WithheldSummary):  # (before its base class: a lookup)
+            await withhold(summarizer, value.requests[0], tenant)
             answer = None
         elif isinstance(value, CachedSummaries):
             answer = await summarizer.cached(value.requests, tenant)

@@ -31,6 +31,7 @@ from guard.dialects import OPENAI, by_name
 from guard.fit import summary
 from guard.fit.engine import Engine
 from guard.fit.planner import SummaryAnswer, SummaryRequest
+from guard.fit.spans import WITHHELD
 from guard.shell import router_api
 from guard.state import telemetry
 from guard.state.cache import SummaryCache
@@ -206,6 +207,15 @@ class Summarizer:
         finally:
             internal_call.reset(token)
         return cast("str | None", response.choices[0].message.content)
+
+
+async def withhold(summarizer: Summarizer, request: SummaryRequest, tenant: str) -> None:
+    """Remember in `summarizer`'s cache that a cut went without its summary (the planner's
+    `WithheldSummary`, its one request's key): every worker's replay then sizes the cut as sent."""
+    _, cap, _ = summarizer.budget()
+    with using(summarizer.engine.memos):
+        key = summarizer._key(request, tenant, cap)[0]
+    await summarizer.cache.set(key, WITHHELD)
 
 
 def _proxy_router() -> Any:
