@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Generator, Mapping
 from dataclasses import replace
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Literal, Protocol, TypeAlias
 
 from guard.core.budget import Budget
 from guard.core.policy import Policy
@@ -38,6 +38,7 @@ from guard.fit.spans import (
 TOKENIZER_SLACK = 1.25
 
 Made: TypeAlias = "tuple[Conversation, Context, int] | None"  # a cut carried to a request, its prefix length
+Summary: TypeAlias = Literal["put", "withheld", "missing"]  # what became of a cut's summary (`summarized`)
 
 
 class Cuts(Protocol):
@@ -182,7 +183,7 @@ class CutSummaries:
 
 def summarized(
     cuts: Cuts, made: Made, at: tuple[int, int], room: int, tokens: int, ask: bool
-) -> Generator[Any, Any, tuple[Made, str]]:
+) -> Generator[Any, Any, tuple[Made, Summary]]:
     """The cut `made` of the first m messages to a mark (`at`, of `cuts`' history) with what it
     dropped summarized in the place of the drop's markers (in at most `room` tokens more, a summary
     of at most `tokens` asked for), and what became of its summary: "put" (from the summary cache,
