@@ -1,7 +1,7 @@
 """Replica safety over bench.sweep's loops: does a worker that never saw a conversation send what
 the one that served every turn sends?
 
-    .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--summarize] [--jobs 2]
+    .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--corpus DIR] [--summarize] [--jobs 2]
 
 Each (ratio, loop) pair is replayed turn by turn (`bench.cache.requests`, default policy at that
 share of the loop's size, no idle gaps) through one engine that serves every turn and, on every
@@ -12,6 +12,7 @@ Prints each row whose bytes differ on some turn (turn, tokens the served engine 
 new one sent; "refused" where only the new one refused), then how many rows differ. Clients that
 edit their history (Aider, Moatless Tools' requests as sent) are expected among them: for those,
 the conversation's record in the shared store is what keeps workers in step (docs/operations.md).
+`--corpus` replays a folder of converted loops instead (as `bench.sweep --corpus`: a family held out).
 """
 
 from __future__ import annotations
@@ -25,14 +26,14 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def differing(task: tuple[str, float, bool]) -> tuple[str, float, list[tuple[Any, ...]]]:
+def differing(task: tuple[str, float, bool, str | None]) -> tuple[str, float, list[tuple[Any, ...]]]:
     """The turns of one loop at one ratio where a new engine sends other bytes than the served one."""
     from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, requests, window_policy
     from bench.sweep import _loops
     from guard.core.errors import ContextWindowExceeded
 
-    name, ratio, summarize = task
-    body = dict(dict(_loops(None, None))[name])
+    name, ratio, summarize, corpus = task
+    body = dict(dict(_loops(None, corpus))[name])
     policy = window_policy(body, ratio)
     now = [0.0]
     served = engine_for(body, policy, clock=lambda: now[0])
@@ -61,11 +62,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ratios", default="0.3,0.5,0.7")
     parser.add_argument("--match")
+    parser.add_argument("--corpus", default=None, help="a folder of converted agent loops instead of the bench's")
     parser.add_argument("--summarize", action="store_true", help="with bench.cache's scripted summarizer")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    names = [n for n, _ in _loops(args.match, None)]
-    tasks = [(n, float(r), args.summarize) for r in args.ratios.split(",") for n in names]
+    names = [n for n, _ in _loops(args.match, args.corpus)]
+    tasks = [(n, float(r), args.summarize, args.corpus) for r in args.ratios.split(",") for n in names]
     rows = 0
     with ProcessPoolExecutor(args.jobs) as pool:
         for name, ratio, turns in pool.map(differing, tasks, chunksize=1):

@@ -247,6 +247,7 @@ OTHER_FAMILIES = {
     "trae": 4,
     "crush": 3,
     "goose": 3,
+    "minisweagent": 4,
 }
 
 
@@ -922,8 +923,8 @@ def test_the_replicas_bench_finds_the_turns_a_worker_without_the_record_sends_ot
     with what each worker sent."""
     from bench.replicas import differing
 
-    assert differing(("docent/15_epoch_1", 0.5, False)) == ("docent/15_epoch_1", 0.5, [])
-    name, ratio, turns = differing(("moatless_requests/django__django-12284", 0.3, False))
+    assert differing(("docent/15_epoch_1", 0.5, False, None)) == ("docent/15_epoch_1", 0.5, [])
+    name, ratio, turns = differing(("moatless_requests/django__django-12284", 0.3, False, None))
     assert len(turns) >= 5
     assert [t for t, _, _ in turns] == sorted({t for t, _, _ in turns})  # (turn, tokens sent by each)
 
@@ -1238,3 +1239,93 @@ def test_under_recut_a_last_resort_cut_goes_a_turn_later_on_every_worker(name):
                 fit(other, request, None)
             continue
         assert json.dumps(fit(other, request, None).body) == json.dumps(sent.body)
+
+
+def test_a_mini_swe_agent_trajectory_is_converted_as_its_agent_sends_it():
+    """convert.py's `minisweagent` (session 53): a v1 trajectory (text: bash blocks in the
+    assistant's text, outputs as user messages) keeps its messages but not their `extra`, nor the
+    last user message holding the patch submitted (never sent); a v2 one (a `bash` tool) keeps the
+    tool calls, their results and DeepSeek's reasoning, not the `exit` message, and gets a schema
+    of the arguments used; home paths are pseudonymised."""
+    convert = _convert_module()
+    patch = "diff --git a/x.py b/x.py"
+    v1 = {
+        "info": {"submission": patch, "config": {"model": {"model_name": "google/gemini-3-pro-preview"}}},
+        "messages": [
+            {"role": "system", "content": "You run bash.", "extra": {}},
+            {"role": "user", "content": "Fix /home/alice/x.py"},
+            {"role": "assistant", "content": "THOUGHT: look.\n```bash\nls\n```", "extra": {"response": {"id": "r1"}}},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>\nx.py\n</output>"},
+            {"role": "assistant", "content": "```bash\necho COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT\n```"},
+            {"role": "user", "content": patch},
+        ],
+    }
+    body = convert.minisweagent(v1, "gemini/gemini-3-pro-preview")
+    assert body == {
+        "model": "gemini/gemini-3-pro-preview",
+        "messages": [
+            {"role": "system", "content": "You run bash."},
+            {"role": "user", "content": "Fix /home/user/x.py"},
+            {"role": "assistant", "content": "THOUGHT: look.\n```bash\nls\n```"},
+            {"role": "user", "content": "<returncode>0</returncode>\n<output>\nx.py\n</output>"},
+        ],
+    }
+    assert convert.minisweagent(v1)["model"] == "google/gemini-3-pro-preview"  # (the run's, where none is given)
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
+    v2 = {
+        "info": {"submission": patch, "config": {"model": {"model_name": "deepseek/deepseek-reasoner"}}},
+        "messages": [
+            {"role": "system", "content": "You run bash."},
+            {"role": "user", "content": "Fix it"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [call],
+                "function_call": None,
+                "reasoning_content": "List first.",
+                "provider_specific_fields": {"reasoning_content": "List first."},
+                "extra": {"actions": [{"command": "ls"}]},
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": "<returncode>0</returncode>",
+                "extra": {"raw_output": ""},
+            },
+            {"role": "exit", "content": patch, "extra": {"exit_status": "Submitted"}},
+        ],
+    }
+    body = convert.minisweagent(v2)
+    assert body["model"] == "deepseek/deepseek-reasoner"
+    assert body["messages"][2:] == [
+        {"role": "assistant", "content": "", "tool_calls": [call], "reasoning_content": "List first."},
+        {"role": "tool", "tool_call_id": "c1", "content": "<returncode>0</returncode>"},
+    ]
+    assert [t["function"]["name"] for t in body["tools"]] == ["bash"]
+
+
+# CI's share of the family session 53 held out until measured: mini-swe-agent, a text agent (v1,
+# Gemini 3 Pro: every output a user message) and a tool-calling one (v2, DeepSeek's reasoner)
+MINI = [
+    (name, body)
+    for name, body in loops()
+    if name in ("minisweagent/gemini3_django__django-13821", "minisweagent/deepseek_sqlfluff__sqlfluff-2419")
+]
+
+
+@pytest.mark.parametrize("name,body", MINI, ids=[n for n, _ in MINI])
+def test_a_mini_swe_agent_loop_keeps_its_cut_and_costs_what_the_best_cuts_cost(name, body):
+    """Issue 34's bars at half size on a family measured before anything was tuned on it (session
+    53: bills 0.87 and 0.74 against the best cuts' 0.95 and 0.78; hit 0.93 and 0.94), and a worker
+    that never saw the loop sends on every turn what the one that served it sent."""
+    from bench.replicas import differing
+
+    assert len(MINI) == 2
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.5))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0
+    assert r["hit"] >= r["hit_best_cut"] - 0.05
+    assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
+    assert r["room_min"] >= 0.6
+    assert differing((name, 0.5, False, None)) == (name, 0.5, [])

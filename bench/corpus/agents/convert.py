@@ -1219,6 +1219,39 @@ def nyuctf(run: dict[str, Any]) -> dict[str, Any]:
     return {"model": run["args"]["model"], "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def minisweagent(traj: dict[str, Any], model: str | None = None) -> dict[str, Any]:
+    """A chat body from a mini-swe-agent trajectory (`*.traj.json`: SWE-agent's bash-only agent,
+    which calls LiteLLM with its `messages` as they are stored). Format "mini-swe-agent-1" (v1) is
+    text: each command a bash block in the assistant's text, each output (`<returncode>`,
+    `<output>`) the next user message; "mini-swe-agent-1.1" (v2) may call a `bash` tool, its
+    outputs `tool` messages. What LiteLLM sends of a message stays (role, content, tool calls and
+    ids, DeepSeek's `reasoning_content`, which the model's tool loop sends back); each message's
+    `extra` (the raw response, timings, the actions parsed) and `provider_specific_fields` go, and
+    so does the run's end (v2's `exit` message, v1's last user message: the patch submitted, never
+    sent). The tool
+    schema is not stored: one of the arguments used stands in for it."""
+    sent = ("role", "content", "tool_calls", "tool_call_id", "reasoning_content")
+    messages = [
+        {k: m[k] for k in sent if m.get(k) is not None}
+        for m in traj["messages"]
+        if m.get("role") in ("system", "user", "assistant", "tool")
+    ]
+    # (v1 stores the run's end, the patch submitted or the limit hit, as a last user message)
+    end = traj["info"].get("submission")
+    if messages and messages[-1]["role"] == "user" and end is not None and messages[-1].get("content") == end:
+        messages.pop()
+    for m in messages:
+        if m["role"] == "assistant":
+            m.setdefault("content", None)
+    _drop_trailing_replies(messages)
+    messages = _scrubbed(messages)
+    name = model or traj["info"]["config"]["model"]["model_name"]
+    body: dict[str, Any] = {"model": name, "messages": messages}
+    if any(m.get("tool_calls") for m in messages):
+        body["tools"] = _schemas_of_calls(messages)
+    return body
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -1264,6 +1297,7 @@ def main() -> None:
             "goose",
             "mcpmark",
             "nyuctf",
+            "minisweagent",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1386,6 +1420,14 @@ def main() -> None:
             tag = "_".join((*path.parts[-5:-3], path.parts[-3].removeprefix("run-"), path.parts[-2]))
             _write(
                 args.out, f"{args.prefix}mcpmark__{args.tag or tag[:64]}", mcpmark(json.loads(text), model), str(path)
+            )
+        elif args.family == "minisweagent":  # trajs/<instance>/<instance>.traj.json
+            name = path.name.split(".traj")[0]
+            _write(
+                args.out,
+                f"{args.prefix}minisweagent__{args.tag or name}",
+                minisweagent(json.loads(text), args.model),
+                str(path),
             )
         elif args.family == "nyuctf":  # transcripts/<agent>/<year>/<event>/<category>/<challenge>/conversation.*.json
             run = json.loads(text)
