@@ -44,18 +44,20 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
     """(corpus name, request body, the provider's input tokens) of every logged request: an agent's
     simulations (tau2: one system prompt and tool list, requests as message counts), recorded
     requests each whole (the Anthropic cassettes: a row per family of models, with and without
-    tools) or an agent session's (Codex: its items; Claude Code: its loop in bench/corpus/agents;
-    requests as item or message counts, tool schemas not logged: see `UNLOGGED_TOOLS`)."""
+    tools) or an agent session's (Codex: its items; Claude Code and pi: their loops in
+    bench/corpus/agents; requests as item or message counts; Codex's and Claude Code's tool schemas
+    not logged: see `UNLOGGED_TOOLS`; pi's rebuilt, `tools_rebuilt`)."""
     out = []
     for path in sorted(CORPUS.glob("*.json.gz")):
         with gzip.open(path, "rt", encoding="utf-8") as f:
             data = json.load(f)
         corpus = path.name.removesuffix(".json.gz")
-        if "loop" in data:  # a Claude Code session: its loop's messages, tools unlogged
+        if "loop" in data:  # an agent session: its loop's messages (Claude Code's tools unlogged)
             with gzip.open(CORPUS.parent / "agents" / f"{data['loop']}.json.gz", "rt", encoding="utf-8") as f:
                 loop = json.load(f)
+            label = corpus if data.get("tools_rebuilt") else f"{corpus}, {UNLOGGED_TOOLS}"
             for end, billed in data["usage"]:
-                out.append((f"{corpus}, {UNLOGGED_TOOLS}", {**loop, "messages": loop["messages"][:end]}, billed))
+                out.append((label, {**loop, "messages": loop["messages"][:end]}, billed))
             continue
         if "items" in data:
             for end, billed, _, searched in data["usage"]:

@@ -248,6 +248,7 @@ OTHER_FAMILIES = {
     "crush": 3,
     "goose": 3,
     "minisweagent": 4,
+    "pi": 1,
 }
 
 
@@ -1329,3 +1330,86 @@ def test_a_mini_swe_agent_loop_keeps_its_cut_and_costs_what_the_best_cuts_cost(n
     assert r["bill_over"] <= r["best_carry_bill_over"] + 0.05 and r["bill_over"] <= 1.0
     assert r["room_min"] >= 0.6
     assert differing((name, 0.5, False, None)) == (name, 0.5, [])
+
+
+def test_a_pi_session_is_rebuilt_as_its_anthropic_provider_sent_it():
+    """convert.py's `pi` (session 53): a session of pi's coding agent as its Anthropic provider of
+    November 2025 rendered each request: a tool call no result answers before the next assistant
+    message goes (an aborted turn's), an assistant message of another API has its thinking as
+    text, consecutive tool results are one user message of `tool_result` blocks (their text
+    joined, `is_error` kept), blank text and empty messages go, the session's model, pi's system
+    prompt and tools; home paths pseudonymised; the loop ends on a request."""
+    convert = _convert_module()
+
+    def msg(role: str, content: list, **extra) -> dict:
+        return {"type": "message", "message": {"role": role, "content": content, **extra}}
+
+    def call(i: str, cmd: str) -> dict:
+        return {"type": "toolCall", "id": i, "name": "bash", "arguments": {"command": cmd}}
+
+    def result(i: str, text: str, error: bool = False) -> dict:
+        return {
+            "type": "message",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": i,
+                "toolName": "bash",
+                "content": [{"type": "text", "text": text}],
+                "isError": error,
+            },
+        }
+
+    anthropic = {"api": "anthropic-messages", "provider": "anthropic"}
+    lines = [
+        {"type": "session", "modelId": "claude-sonnet-4-5", "cwd": "/Users/alice/x"},
+        msg("user", [{"type": "text", "text": "list /Users/alice/x"}]),
+        msg("assistant", [], api="openai-responses", stopReason="aborted"),
+        {"type": "model_change", "modelId": "claude-sonnet-4-5"},
+        msg("assistant", [{"type": "text", "text": " "}, call("a", "ls"), call("b", "pwd")], **anthropic),
+        result("a", "x.py"),
+        result("b", "/x", error=True),
+        msg(
+            "assistant",
+            [{"type": "thinking", "thinking": "hm"}, call("c", "cat x.py")],
+            **anthropic,
+            stopReason="aborted",
+        ),
+        msg("user", [{"type": "text", "text": "go on"}]),
+        msg(
+            "assistant",
+            [{"type": "thinking", "thinking": "plan"}, {"type": "text", "text": "ok"}],
+            api="openai-responses",
+        ),
+        msg("user", [{"type": "text", "text": "thanks"}]),
+        msg("assistant", [{"type": "text", "text": "done"}], **anthropic),
+    ]
+    body = convert.pi(lines)
+    assert body["model"] == "claude-sonnet-4-5" and body["system"] == convert.PI_SYSTEM
+    assert [t["name"] for t in body["tools"]] == ["read", "bash", "edit", "write"]
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "list /Users/user/x"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "a", "name": "bash", "input": {"command": "ls"}},
+                {"type": "tool_use", "id": "b", "name": "bash", "input": {"command": "pwd"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "x.py", "is_error": False},
+                {"type": "tool_result", "tool_use_id": "b", "content": "/x", "is_error": True},
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "<thinking>\nhm\n</thinking>"}]},
+        {"role": "user", "content": [{"type": "text", "text": "go on"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "<thinking>\nplan\n</thinking>"},
+                {"type": "text", "text": "ok"},
+            ],
+        },
+        {"role": "user", "content": [{"type": "text", "text": "thanks"}]},
+    ]

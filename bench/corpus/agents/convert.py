@@ -1252,6 +1252,189 @@ def minisweagent(traj: dict[str, Any], model: str | None = None) -> dict[str, An
     return body
 
 
+# pi's default system prompt and tools as its coding agent built them in November 2025
+# (badlogic/pi-mono, MIT, `38524ea9006cfb06991e18d84aa9c8483010363c`: packages/coding-agent/src/main.ts
+# `buildSystemPrompt`, tools/*.ts), with the project's AGENTS.md of that commit as its context
+# file; the user's global context file, if any, is not public, and the date stands in
+PI_SYSTEM = """You are actually not Claude, you are Pi. You are an expert coding assistant. You help users with coding tasks by reading files, executing commands, editing code, and writing new files.
+
+Available tools:
+- read: Read file contents
+- bash: Execute bash commands (ls, grep, find, etc.)
+- edit: Make surgical edits to files (find exact text and replace)
+- write: Create or overwrite files
+
+Guidelines:
+- Always use bash tool for file operations like ls, grep, find
+- Use read to examine files before editing
+- Use edit for precise changes (old text must match exactly)
+- Use write only for new files or complete rewrites
+- Be concise in your responses
+- Show file paths clearly when working with files
+- When summarizing your actions, output plain text directly - do NOT use cat or bash to display what you did
+
+Documentation:
+- Your own documentation (including custom model setup and theme creation) is at: /Users/user/workspaces/pi-mono/packages/coding-agent/README.md
+- Read it when users ask about features, configuration, or setup, and especially if the user asks you to add a custom model or provider, or create a custom theme.
+
+# Project Context
+
+The following project context files have been loaded:
+
+## /Users/user/workspaces/pi-mono/AGENTS.md
+
+- When receiving the first user message, you MUST read README.md in full. Then ask the user which module(s) they want to work on. Then you MUST read the corresponding README.md files in full, in parallel:
+    - packages/ai/README.md
+    - packages/tui/README.md
+    - packages/agent/README.md
+    - packages/coding-agent.md
+    - packages/pods/README.md
+    - packages/web-ui/README.md
+- We must NEVER have type `any` anywhere, unless absolutely, positively necessary.
+- If you are working with an external API, check node_modules for the type definitions as needed instead of assuming things.
+- Always run `npm run check` in the project's root directory after making code changes.
+- You must NEVER run `npm run dev` yourself. Doing is means you failed the user hard.
+- Do NOT commit unless asked to by the user
+- Keep you answers short and concise and to the point.
+- Do NOT use inline imports ala `await import("./theme/theme.js");`
+
+
+
+Current date and time: Thursday, November 20, 2025 at 03:33:50 PM PST
+Current working directory: /Users/user/workspaces/pi-mono"""
+
+
+def _pi_tool(name: str, description: str, props: dict[str, tuple[str, str]], required: list[str]) -> dict[str, Any]:
+    properties = {key: {"type": kind, "description": text} for key, (kind, text) in props.items()}
+    schema = {"type": "object", "properties": properties, "required": required}
+    return {"name": name, "description": description, "input_schema": schema}
+
+
+PI_TOOLS = [
+    _pi_tool(
+        "read",
+        "Read the contents of a file. Supports text files and images (jpg, png, gif, webp). Images are sent as "
+        "attachments. For text files, defaults to first 2000 lines. Use offset/limit for large files.",
+        {
+            "path": ("string", "Path to the file to read (relative or absolute)"),
+            "offset": ("number", "Line number to start reading from (1-indexed)"),
+            "limit": ("number", "Maximum number of lines to read"),
+        },
+        ["path"],
+    ),
+    _pi_tool(
+        "bash",
+        "Execute a bash command in the current working directory. Returns stdout and stderr. Optionally provide a "
+        "timeout in seconds.",
+        {
+            "command": ("string", "Bash command to execute"),
+            "timeout": ("number", "Timeout in seconds (optional, no default timeout)"),
+        },
+        ["command"],
+    ),
+    _pi_tool(
+        "edit",
+        "Edit a file by replacing exact text. The oldText must match exactly (including whitespace). Use this for "
+        "precise, surgical edits.",
+        {
+            "path": ("string", "Path to the file to edit (relative or absolute)"),
+            "oldText": ("string", "Exact text to find and replace (must match exactly)"),
+            "newText": ("string", "New text to replace the old text with"),
+        },
+        ["path", "oldText", "newText"],
+    ),
+    _pi_tool(
+        "write",
+        "Write content to a file. Creates the file if it doesn't exist, overwrites if it does. Automatically "
+        "creates parent directories.",
+        {
+            "path": ("string", "Path to the file to write (relative or absolute)"),
+            "content": ("string", "Content to write to the file"),
+        },
+        ["path", "content"],
+    ),
+]
+
+
+def _pi_kept_calls(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """pi's `transformMessages`: each assistant message but the last keeps only the tool calls
+    that a result answers before the next assistant message (an aborted turn's calls go); an
+    assistant message of another API has its thinking as text."""
+    out = []
+    for i, msg in enumerate(history):
+        if msg["role"] == "assistant":
+            parts = msg.get("content") or []
+            if msg.get("api") != "anthropic-messages":
+                parts = [
+                    {"type": "text", "text": f"<thinking>\n{p['thinking']}\n</thinking>"}
+                    if p.get("type") == "thinking"
+                    else p
+                    for p in parts
+                ]
+            if i < len(history) - 1:
+                answered = set()
+                for later in history[i + 1 :]:
+                    if later["role"] == "assistant":
+                        break
+                    if later["role"] == "toolResult":
+                        answered.add(later["toolCallId"])
+                parts = [p for p in parts if p.get("type") != "toolCall" or p["id"] in answered]
+            msg = {**msg, "content": parts}
+        out.append(msg)
+    return out
+
+
+def pi(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """An Anthropic /v1/messages body from a session of pi's coding agent (`~/.pi/agent/sessions`,
+    JSONL: a `session` line, `message` lines of role `user`, `assistant` (parts `text`, `thinking`,
+    `toolCall`, its usage) or `toolResult`, and settings changes), built the way pi's Anthropic
+    provider of November 2025 built each request (`convertMessages` of the commit above):
+    `transformMessages` first (`_pi_kept_calls`), then blank text and empty messages left out, a
+    tool call as `tool_use`, consecutive tool results as one user message of `tool_result` blocks
+    (their text joined by newlines, `is_error` as stored), thinking without a signature as text.
+    pi also marks the last user block of each request with `cache_control` (left out here: a
+    client moving its breakpoint is `bench.clients`' `breakpoints`). The system prompt and tool
+    schemas are pi's own of that time (`PI_SYSTEM`, `PI_TOOLS`). Home paths are pseudonymised."""
+    history = [line["message"] for line in lines if line.get("type") == "message"]
+    history = [m for m in history if m.get("role") in ("user", "assistant", "toolResult")]
+    messages: list[dict[str, Any]] = []
+    for msg in _pi_kept_calls(history):
+        role = msg["role"]
+        if role == "toolResult":
+            text = "\n".join(p.get("text", "") for p in msg.get("content") or [] if p.get("type") == "text")
+            block = {
+                "type": "tool_result",
+                "tool_use_id": msg["toolCallId"],
+                "content": text,
+                "is_error": msg["isError"],
+            }
+            if messages and messages[-1]["role"] == "user" and messages[-1]["content"][-1]["type"] == "tool_result":
+                messages[-1]["content"].append(block)
+            else:
+                messages.append({"role": "user", "content": [block]})
+            continue
+        blocks: list[dict[str, Any]] = []
+        content = msg.get("content")
+        for p in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
+            kind = p.get("type")
+            if kind == "text" and p["text"].strip():
+                blocks.append({"type": "text", "text": p["text"]})
+            elif kind == "thinking" and p["thinking"].strip():
+                signature = p.get("thinkingSignature") or ""
+                if signature.strip():
+                    blocks.append({"type": "thinking", "thinking": p["thinking"], "signature": signature})
+                else:
+                    blocks.append({"type": "text", "text": f"<thinking>\n{p['thinking']}\n</thinking>"})
+            elif kind == "toolCall" and role == "assistant":
+                blocks.append({"type": "tool_use", "id": p["id"], "name": p["name"], "input": p.get("arguments") or {}})
+        if blocks:
+            messages.append({"role": role, "content": blocks})
+    _drop_trailing_replies(messages)
+    messages = _scrubbed(messages)
+    model = next((line["modelId"] for line in lines if line.get("type") == "session"), "claude-sonnet-4-5")
+    return {"model": model, "system": PI_SYSTEM, "max_tokens": 32000, "tools": PI_TOOLS, "messages": messages}
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -1298,6 +1481,7 @@ def main() -> None:
             "mcpmark",
             "nyuctf",
             "minisweagent",
+            "pi",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1429,6 +1613,9 @@ def main() -> None:
                 minisweagent(json.loads(text), args.model),
                 str(path),
             )
+        elif args.family == "pi":  # a session file of pi's coding agent
+            lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+            _write(args.out, f"{args.prefix}pi__{args.tag or path.stem}", pi(lines), str(path))
         elif args.family == "nyuctf":  # transcripts/<agent>/<year>/<event>/<category>/<challenge>/conversation.*.json
             run = json.loads(text)
             tag = "_".join((path.parts[-3], path.parts[-2], path.stem.rsplit(".", 1)[-1]))

@@ -1,0 +1,72 @@
+"""Sessions of pi's coding agent with the provider's count of every request they made. A pi
+session file (`~/.pi/agent/sessions/.../<session>.jsonl`) logs each assistant message with the
+`usage` of the request that produced it: `input + cacheRead + cacheWrite` is what Anthropic billed
+as its input. Each request is rebuilt as pi sent it (`convert.py pi` on the session's lines before
+that assistant message: pi's own system prompt and tool schemas of the time, so nothing is added
+to any count) and kept where its messages begin the session's loop in bench/corpus/agents (a
+request whose history pi rendered otherwise, or one of another model, is left out and counted).
+
+    python bench/corpus/usage/pi.py SESSION.jsonl --loop pi__large-session \
+        --source "owner/repo COMMIT path" [--out DIR]
+
+Writes `pi_<loop's id>.json.gz`: the loop's name and per request `[messages before it, input
+tokens billed]`, with `tools_rebuilt` (bench.usage then compares each count as it is).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
+from convert import pi, write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
+
+AGENTS = Path(__file__).resolve().parents[1] / "agents"
+
+
+def session(lines: list[dict[str, Any]], loop: dict[str, Any]) -> tuple[list[list[int]], int]:
+    """`[messages before it, input tokens billed]` of every request of the loop's model whose rebuilt
+    messages begin the loop's, and how many billed requests were left out."""
+    out: list[list[int]] = []
+    skipped = 0
+    for k, line in enumerate(lines):
+        message = line.get("message") or {}
+        if line.get("type") != "message" or message.get("role") != "assistant":
+            continue
+        usage = message.get("usage") or {}
+        billed = sum(int(usage.get(key) or 0) for key in ("input", "cacheRead", "cacheWrite"))
+        if not billed:
+            continue  # (an aborted or failed request: nothing billed)
+        sent = pi(lines[:k])["messages"]
+        if message.get("model") != loop["model"] or not sent or loop["messages"][: len(sent)] != sent:
+            skipped += 1
+            continue
+        out.append([len(sent), billed])
+    return out, skipped
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("session", type=Path)
+    parser.add_argument(
+        "--loop", required=True, help="the session's loop in bench/corpus/agents (its file name's stem)"
+    )
+    parser.add_argument("--source", required=True, help="where SESSION came from (repository, commit, path)")
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent)
+    args = parser.parse_args()
+    lines = [json.loads(line) for line in args.session.read_text().splitlines() if line.strip()]
+    with gzip.open(AGENTS / f"{args.loop}.json.gz", "rt", encoding="utf-8") as f:
+        loop = json.load(f)
+    usage, skipped = session(lines, loop)
+    data = {"x_source": args.source, "loop": args.loop, "tools_rebuilt": True, "usage": usage}
+    target = args.out / f"pi_{args.loop.split('__')[-1]}.json.gz"
+    write_gz(target, data)
+    print(target, len(usage), "requests,", skipped, "left out")
+
+
+if __name__ == "__main__":
+    main()
