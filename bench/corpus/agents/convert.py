@@ -1228,8 +1228,7 @@ def minisweagent(traj: dict[str, Any], model: str | None = None) -> dict[str, An
     ids, DeepSeek's `reasoning_content`, which the model's tool loop sends back); each message's
     `extra` (the raw response, timings, the actions parsed) and `provider_specific_fields` go, and
     so does the run's end (v2's `exit` message, v1's last user message: the patch submitted, never
-    sent). The tool
-    schema is not stored: one of the arguments used stands in for it."""
+    sent). The tool schema is not stored: one of the arguments used stands in for it."""
     sent = ("role", "content", "tool_calls", "tool_call_id", "reasoning_content")
     messages = [
         {k: m[k] for k in sent if m.get(k) is not None}
