@@ -2,7 +2,7 @@
 guard, same model list, LiteLLM's `mock_response` as the upstream (nothing hides the proxy's own
 time), closed-loop clients keeping the workers busy, so 1/throughput is what a request costs.
 
-    .venv/bin/python -m bench.overhead [--seconds 20] [--rounds 2] [--workers 1 2] [--fallbacks]
+    .venv/bin/python -m bench.overhead [--seconds 20] [--rounds 3] [--workers 1 2] [--fallbacks]
 
 Two workloads, each run alone, rounds alternating stock and guarded to spread machine noise:
 
@@ -261,7 +261,8 @@ def measure(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=20)
-    parser.add_argument("--rounds", type=int, default=2)
+    # (three: the median of each proxy's rounds then leaves out one disturbed round; of two it is their mean)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--only", choices=sorted(WORKLOADS), help="run one workload")
     parser.add_argument("--fallbacks", action="store_true", help="agent has a context-window fallback (see config)")
