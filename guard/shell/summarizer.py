@@ -93,7 +93,7 @@ class Summarizer:
             return list(request.lines)  # the planner rendered them once for the whole request
         return summary.transcript(by_name(request.dialect), request.messages)
 
-    def _key(self, request: SummaryRequest, tenant: str, cap: int) -> tuple[str, list[str], int]:
+    def keyed(self, request: SummaryRequest, tenant: str, cap: int) -> tuple[str, list[str], int]:
         max_tokens = min(request.max_tokens, cap)
         lines = self._lines(request)
         return summary.span_key(tenant, self.settings.model, max_tokens, lines), lines, max_tokens
@@ -108,13 +108,13 @@ class Summarizer:
                 lines = [self._lines(r) for r in requests]
                 keys = summary.span_keys(tenant, self.settings.model, budgets.pop(), lines)
             else:
-                keys = [self._key(r, tenant, cap)[0] for r in requests]
+                keys = [self.keyed(r, tenant, cap)[0] for r in requests]
         return tuple(await self.cache.get_many(keys))
 
     async def summarize(self, request: SummaryRequest, tenant: str) -> SummaryAnswer:
         room, cap, counter = self.budget()
         with using(self.engine.memos):
-            key, lines, max_tokens = self._key(request, tenant, cap)
+            key, lines, max_tokens = self.keyed(request, tenant, cap)
         cached = await self.cache.get(key)
         if cached is not None:
             return SummaryAnswer(cached, source="cache")
@@ -214,7 +214,7 @@ async def withhold(summarizer: Summarizer, request: SummaryRequest, tenant: str)
     `WithheldSummary`, its one request's key): every worker's replay then sizes the cut as sent."""
     _, cap, _ = summarizer.budget()
     with using(summarizer.engine.memos):
-        key = summarizer._key(request, tenant, cap)[0]
+        key = summarizer.keyed(request, tenant, cap)[0]
     await summarizer.cache.set(key, WITHHELD)
 
 
