@@ -22,6 +22,7 @@ import argparse
 import gzip
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,20 +53,32 @@ def session(lines: list[dict[str, Any]], messages: list[dict[str, Any]]) -> list
     return [[end, billed] for end, billed in zip(replies, billed_requests(lines))]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("transcript", type=Path)
+def bills(lines: list[dict[str, Any]], loop: dict[str, Any]) -> dict[str, Any]:
+    """What a Claude Code session's file holds: the bills of the loop's requests."""
+    return {"usage": session(lines, loop["messages"])}
+
+
+def main(
+    rebuild: Callable[[list[dict[str, Any]], dict[str, Any]], dict[str, Any]] = bills,
+    prefix: str = "claudecode",
+    doc: str | None = None,
+) -> None:
+    """The command line of a session converter: read the session file (JSONL) and its loop in
+    bench/corpus/agents, write `<prefix>_<loop's id>.json.gz` with its source, the loop's name and
+    what `rebuild` makes of them (the bills, per request)."""
+    parser = argparse.ArgumentParser(description=(doc or __doc__ or "").splitlines()[0])
+    parser.add_argument("session", type=Path, help="the agent's session file (JSONL)")
     parser.add_argument(
         "--loop", required=True, help="the session's loop in bench/corpus/agents (its file name's stem)"
     )
-    parser.add_argument("--source", required=True, help="where TRANSCRIPT came from (repository, commit, path)")
+    parser.add_argument("--source", required=True, help="where the session came from (repository, commit, path)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent)
     args = parser.parse_args()
-    lines = [json.loads(line) for line in args.transcript.read_text().splitlines() if line.strip()]
+    lines = [json.loads(line) for line in args.session.read_text().splitlines() if line.strip()]
     with gzip.open(AGENTS / f"{args.loop}.json.gz", "rt", encoding="utf-8") as f:
-        body = json.load(f)
-    data = {"x_source": args.source, "loop": args.loop, "usage": session(lines, body["messages"])}
-    target = args.out / f"claudecode_{args.loop.split('__')[-1]}.json.gz"
+        loop = json.load(f)
+    data = {"x_source": args.source, "loop": args.loop, **rebuild(lines, loop)}
+    target = args.out / f"{prefix}_{args.loop.split('__')[-1]}.json.gz"
     write_gz(target, data)
     print(target, len(data["usage"]), "requests")
 

@@ -15,17 +15,14 @@ tokens billed]`, with `tools_rebuilt` (bench.usage then compares each count as i
 
 from __future__ import annotations
 
-import argparse
-import gzip
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-from convert import pi, write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
-
-AGENTS = Path(__file__).resolve().parents[1] / "agents"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import claude_code  # noqa: E402  (beside this file: the command line both share)
+from convert import pi  # noqa: E402  (bench/corpus/agents/convert.py)
 
 
 def session(lines: list[dict[str, Any]], loop: dict[str, Any]) -> tuple[list[list[int]], int]:
@@ -49,23 +46,15 @@ def session(lines: list[dict[str, Any]], loop: dict[str, Any]) -> tuple[list[lis
     return out, skipped
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("session", type=Path)
-    parser.add_argument(
-        "--loop", required=True, help="the session's loop in bench/corpus/agents (its file name's stem)"
-    )
-    parser.add_argument("--source", required=True, help="where SESSION came from (repository, commit, path)")
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent)
-    args = parser.parse_args()
-    lines = [json.loads(line) for line in args.session.read_text().splitlines() if line.strip()]
-    with gzip.open(AGENTS / f"{args.loop}.json.gz", "rt", encoding="utf-8") as f:
-        loop = json.load(f)
+def bills(lines: list[dict[str, Any]], loop: dict[str, Any]) -> dict[str, Any]:
+    """What a pi session's file holds: the bills of the loop's requests, counts compared as they are."""
     usage, skipped = session(lines, loop)
-    data = {"x_source": args.source, "loop": args.loop, "tools_rebuilt": True, "usage": usage}
-    target = args.out / f"pi_{args.loop.split('__')[-1]}.json.gz"
-    write_gz(target, data)
-    print(target, len(usage), "requests,", skipped, "left out")
+    print(skipped, "billed requests left out")
+    return {"tools_rebuilt": True, "usage": usage}
+
+
+def main() -> None:
+    claude_code.main(bills, "pi", __doc__)
 
 
 if __name__ == "__main__":
