@@ -249,6 +249,7 @@ OTHER_FAMILIES = {
     "goose": 3,
     "minisweagent": 4,
     "pi": 1,
+    "deerflow": 5,
 }
 
 
@@ -1414,3 +1415,80 @@ def test_a_pi_session_is_rebuilt_as_its_anthropic_provider_sent_it():
         },
         {"role": "user", "content": [{"type": "text", "text": "thanks"}]},
     ]
+
+
+def test_a_deerflow_thread_is_converted_as_its_langchain_client_sends_it():
+    """convert.py's `deerflow` (session 54): a DeerFlow 2.0 thread (LangGraph's checkpoint of its
+    lead agent, LangChain messages) as LangChain's OpenAI-compatible client sends it: human parts
+    kept, the uploads middleware's system message where it stands, a reply's calls with their
+    arguments as JSON text (non-ASCII kept) and no text beside them, the reasoning only with
+    `reasoning` (DeerFlow's patched DeepSeek client), the last reply gone; the lead agent's prompt
+    template with the skills the thread read (path and description from the skill file) and the
+    thread's date; schemas of the arguments used; home paths pseudonymised."""
+    convert = _convert_module()
+    template = "<skills base={skills_base_path}>\n{skills_list}\n</skills>"
+    skill = "/mnt/skills/public/deep-research/SKILL.md"
+
+    def ai(content, calls=(), thinking=None):
+        extra = {"reasoning_content": thinking} if thinking else {}
+        return {"type": "ai", "content": content, "tool_calls": list(calls), "additional_kwargs": extra}
+
+    thread = {
+        "created_at": "2026-01-24T15:34:53.321773+00:00",
+        "values": {
+            "messages": [
+                {"type": "human", "content": [{"type": "text", "text": "Research /home/alice/café"}]},
+                {"type": "system", "content": "<uploaded_files>\nNone.\n</uploaded_files>"},
+                ai("", [{"name": "read_file", "args": {"path": skill}, "id": "c1"}], thinking="Load the skill."),
+                {
+                    "type": "tool",
+                    "name": "read_file",
+                    "tool_call_id": "c1",
+                    "content": "---\nname: deep-research\ndescription: Research in rounds.\n---\nSteps...",
+                },
+                ai("Writing.", [{"name": "write_file", "args": {"path": "/o.md", "content": "café"}, "id": "c2"}]),
+                {"type": "tool", "name": "write_file", "tool_call_id": "c2", "content": "OK"},
+                ai("Done: /o.md"),
+            ]
+        },
+    }
+    body = convert.deerflow(thread, template, reasoning=False, model="deepseek/deepseek-chat")
+    system, *rest = body["messages"]
+    assert system["role"] == "system" and system["content"] == (
+        f'<skills base=/mnt/skills>\n<skill name="deep-research" path="{skill}">\nResearch in rounds.\n</skill>\n'
+        "</skills>\n<current_date>2026-01-24, Saturday</current_date>"
+    )
+    read = {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": f'{{"path": "{skill}"}}'}}
+    write = {"name": "write_file", "arguments": '{"path": "/o.md", "content": "café"}'}
+    assert rest == [
+        {"role": "user", "content": [{"type": "text", "text": "Research /home/user/café"}]},
+        {"role": "system", "content": "<uploaded_files>\nNone.\n</uploaded_files>"},
+        {"role": "assistant", "content": None, "tool_calls": [read]},
+        {"role": "tool", "content": thread["values"]["messages"][3]["content"], "tool_call_id": "c1"},
+        {
+            "role": "assistant",
+            "content": "Writing.",
+            "tool_calls": [{"id": "c2", "type": "function", "function": write}],
+        },
+        {"role": "tool", "content": "OK", "tool_call_id": "c2"},
+    ]
+    assert [t["function"]["name"] for t in body["tools"]] == ["read_file", "write_file"]
+    with_reasoning = convert.deerflow(thread, template, reasoning=True, model="moonshot/kimi-k2.5")["messages"]
+    assert [m.get("reasoning_content") for m in with_reasoning if m["role"] == "assistant"] == ["Load the skill.", None]
+
+
+# CI's share of the family session 54 held out until measured: DeerFlow's LangGraph lead agent
+# (DeepSeek V3.2: web searches, pages fetched, whole files written through tool-call arguments)
+DEERFLOW = [(name, body) for name, body in loops() if name == "deerflow/7cfa5f8f"]
+
+
+@pytest.mark.parametrize("name,body", DEERFLOW, ids=[n for n, _ in DEERFLOW])
+def test_a_deerflow_loop_keeps_its_cut_and_costs_what_the_best_cuts_cost(name, body):
+    """Issue 34's bars at half size on a family measured before anything was tuned on it (session
+    54: bill 0.73 against the best cuts' 0.84, hit 0.89), and a worker that never saw the loop
+    sends on every turn what the one that served it sent."""
+    from bench.replicas import differing
+
+    assert len(DEERFLOW) == 1
+    _meets_issue_34s_bars_at_half_size(name, body, "best_carry_bill_over")
+    assert differing((name, 0.5, False, None)) == (name, 0.5, [])

@@ -27,6 +27,8 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py crush .crush/crush.db [--pick SESSION_ID_START ...]
     python bench/corpus/agents/convert.py goose SESSION.jsonl | RESULTS.yaml [--pick CASE_I ...]
     python bench/corpus/agents/convert.py mcpmark SERVICE/SERVER/run-N/TASK/messages.json
+    python bench/corpus/agents/convert.py deerflow THREAD_ID/thread.json --prompts-source lead_agent/prompt.py [--reasoning]
+    python bench/corpus/agents/convert.py toolathlon trajs/claude-4.5-sonnet_TASK.json
     python bench/corpus/agents/convert.py nyuctf transcripts/baseline_gpt4/.../conversation.MODEL.N.json
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
@@ -83,6 +85,7 @@ import gzip
 import json
 import re
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -1251,6 +1254,76 @@ def minisweagent(traj: dict[str, Any], model: str | None = None) -> dict[str, An
     return body
 
 
+_SKILL_FILE = re.compile(r"^---\nname: *(\S+)\ndescription: *(.*?)\n", re.S)
+
+
+def deerflow(thread: dict[str, Any], template: str, reasoning: bool, model: str) -> dict[str, Any]:
+    """A chat body from a DeerFlow 2.0 thread (`thread.json`: a LangGraph checkpoint of its
+    `lead_agent`, whose `values.messages` are LangChain messages, `human`, `system`, `ai` and
+    `tool`, the whole history in order), as LangChain's OpenAI-compatible clients send it: a human
+    message's content as its parts, the uploads middleware's `system` messages where they stand,
+    an AI message's text (None beside calls) and its `tool_calls` (the arguments' JSON text as
+    LangChain writes it, `ensure_ascii=False`), a tool message's content and call id. With
+    `reasoning`, each AI message's `reasoning_content` goes back too (DeerFlow's
+    PatchedChatDeepSeek, from its commit of 2026-01-28, sends it on every assistant message; the
+    stock ChatDeepSeek before it did not). The system prompt is not stored: the lead agent's
+    `SYSTEM_PROMPT_TEMPLATE` of the thread's commit stands in, its skills those the thread reads
+    (each skill file it read names its skill and description), the thread's date as its date.
+    Tool schemas: object schemas of the arguments used."""
+    messages: list[dict[str, Any]] = []
+    skills: dict[str, tuple[str, str]] = {}
+    calls: dict[str, str] = {}
+    for m in thread["values"]["messages"]:
+        kind, content = m["type"], m.get("content")
+        if kind == "human":
+            messages.append({"role": "user", "content": content})
+        elif kind == "system":
+            messages.append({"role": "system", "content": content})
+        elif kind == "ai":
+            out: dict[str, Any] = {"role": "assistant", "content": content or None}
+            if m.get("tool_calls"):
+                out["tool_calls"] = [
+                    {
+                        "id": c["id"],
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c["args"], ensure_ascii=False)},
+                    }
+                    for c in m["tool_calls"]
+                ]
+                calls.update((c["id"], str(c["args"].get("path", ""))) for c in m["tool_calls"])
+            if reasoning and (m.get("additional_kwargs") or {}).get("reasoning_content") is not None:
+                out["reasoning_content"] = m["additional_kwargs"]["reasoning_content"]
+            messages.append(out)
+        elif kind == "tool":
+            messages.append({"role": "tool", "content": content, "tool_call_id": m["tool_call_id"]})
+            found = _SKILL_FILE.match(content) if isinstance(content, str) else None
+            if found and calls.get(m["tool_call_id"], "").endswith("SKILL.md"):
+                skills[found.group(1)] = (calls[m["tool_call_id"]], found.group(2).strip())
+    _drop_trailing_replies(messages)
+    listed = "\n".join(
+        f'<skill name="{name}" path="{path}">\n{description}\n</skill>' for name, (path, description) in skills.items()
+    )
+    day = datetime.fromisoformat(thread["created_at"]).strftime("%Y-%m-%d, %A")
+    system = template.format(skills_list=listed or "<!-- No skills available -->", skills_base_path="/mnt/skills")
+    system += f"\n<current_date>{day}</current_date>"
+    messages = _scrubbed([{"role": "system", "content": system}, *messages])
+    return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
+
+
+def toolathlon(run: dict[str, Any], model: str) -> dict[str, Any]:
+    """A chat body from a Toolathlon trajectory (`trajs/<model>_<task>.json`: `messages` in OpenAI
+    chat form, an MCP agent of the OpenAI Agents SDK calling `server-tool` names, parallel calls;
+    a result over the agent's limit is stored as the preview it sent, the rest behind its
+    `local-view_overlong_tooloutput` tool): each message's role, text, calls and call id as
+    stored, the last reply gone. The system prompt and tool schemas are not stored: a one-line
+    stand-in, and schemas of the arguments used."""
+    sent = ("role", "content", "tool_calls", "tool_call_id")
+    messages = [{k: m[k] for k in sent if k in m} for m in run["messages"]]
+    _drop_trailing_replies(messages)
+    system = {"role": "system", "content": "You are a helpful assistant that completes tasks with the tools given."}
+    return {"model": model, "tools": _schemas_of_calls(messages), "messages": [system, *_scrubbed(messages)]}
+
+
 # pi's default system prompt and tools as its coding agent built them in November 2025
 # (badlogic/pi-mono, MIT, `38524ea9006cfb06991e18d84aa9c8483010363c`: packages/coding-agent/src/main.ts
 # `buildSystemPrompt`, tools/*.ts), with the project's AGENTS.md of that commit as its context
@@ -1481,6 +1554,8 @@ def main() -> None:
             "nyuctf",
             "minisweagent",
             "pi",
+            "deerflow",
+            "toolathlon",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1488,11 +1563,16 @@ def main() -> None:
     parser.add_argument("--tools", type=Path)
     parser.add_argument("--prompts", type=Path)
     parser.add_argument("--tools-source", type=Path, help="tau2, livemcp: the Python source declaring the tools")
-    parser.add_argument("--prompts-source", type=Path, help="tau2: the agent's Python source with its prompts")
+    parser.add_argument(
+        "--prompts-source", type=Path, help="tau2, deerflow: the agent's Python source with its prompts"
+    )
     parser.add_argument("--model", default=None, help="the model the run used, where the file does not say")
     parser.add_argument("--system-from", type=Path, help="openhands: a run whose system event the others lack")
     parser.add_argument("--pick", nargs="*", default=None, help="only these instance/simulation ids")
     parser.add_argument("--prefix", default="")
+    parser.add_argument(
+        "--reasoning", action="store_true", help="deerflow: the replies' reasoning goes back (PatchedChatDeepSeek)"
+    )
     parser.add_argument(
         "--tag", help="gemini, copilot, opencode, trae, goose: the loop's name (default: from the file's path)"
     )
@@ -1615,6 +1695,18 @@ def main() -> None:
         elif args.family == "pi":  # a session file of pi's coding agent
             lines = [json.loads(line) for line in text.splitlines() if line.strip()]
             _write(args.out, f"{args.prefix}pi__{args.tag or path.stem}", pi(lines), str(path))
+        elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
+            thread = json.loads(text)
+            template = prompts_from_source(args.prompts_source.read_text())["SYSTEM_PROMPT_TEMPLATE"]
+            name = f"{args.prefix}deerflow__{args.tag or path.parent.name[:8]}"
+            model = args.model or "deepseek/deepseek-chat"
+            _write(args.out, name, deerflow(thread, template, args.reasoning, model), str(path))
+        elif args.family == "toolathlon":  # trajs/<model>_<task>.json
+            model = args.model or (
+                "claude-sonnet-4-5-20250929" if path.stem.startswith("claude") else "deepseek/deepseek-chat"
+            )
+            name = f"{args.prefix}toolathlon__{args.tag or path.stem[:64]}"
+            _write(args.out, name, toolathlon(json.loads(text), model), str(path))
         elif args.family == "nyuctf":  # transcripts/<agent>/<year>/<event>/<category>/<challenge>/conversation.*.json
             run = json.loads(text)
             tag = "_".join((path.parts[-3], path.parts[-2], path.stem.rsplit(".", 1)[-1]))
