@@ -27,16 +27,35 @@ case ",${extras}," in
     export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
     # built here, from source, with those flags: pip's wheel cache keys a built wheel by its source
     # only, whatever CMAKE_ARGS were, so a wheel built natively on this machine earlier (or by
-    # another setup) would be taken again. A venv that already has it installs nothing.
+    # another setup) would be taken again. A venv that already has it installs nothing. The build
+    # (CPU-bound, ~4.5 min on 2 cores) runs in the background, into a new temporary folder, while
+    # the rest installs (mostly downloads); its wheel is installed once both are done.
     if ! "${venv}/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
-      "${pip[@]}" --no-cache-dir --no-binary llama-cpp-python "llama-cpp-python[server]==0.3.36"
+      llama_wheels="$(mktemp -d)"
+      "${venv}/bin/python" -m pip wheel --quiet --disable-pip-version-check --no-cache-dir --no-deps \
+        --no-binary llama-cpp-python "llama-cpp-python==0.3.36" -w "${llama_wheels}" \
+        >"${llama_wheels}/build.log" 2>&1 &
+      llama_build=$!
+      # (a set-up that fails before the wheel is in stops the build and leaves nothing behind)
+      trap 'kill "${llama_build}" 2>/dev/null || true; rm -rf "${llama_wheels}"' EXIT
     fi ;;
 esac
 # LiteLLM at one release of the tested range (pyproject.toml): the newest tested unless
 # GUARD_LITELLM_VERSION names another (scripts/compat.sh sets the lowest)
 litellm="litellm==${GUARD_LITELLM_VERSION:-1.108.7}"
 case ",${extras}," in *,proxy,*) litellm="litellm[proxy]==${GUARD_LITELLM_VERSION:-1.108.7}" ;; esac
-"${pip[@]}" -e ".[${extras}]" "${litellm}"
+if [ -n "${llama_build:-}" ]; then
+  # everything but llama-cpp-python now (the local-llm extra asks for it: it waits for its wheel)
+  "${pip[@]}" -e ".[$(echo ",${extras}," | sed 's/,local-llm,/,/g; s/^,//; s/,$//')]" "${litellm}"
+  if ! wait "${llama_build}"; then
+    cat "${llama_wheels}/build.log" >&2
+    echo "error: building llama-cpp-python 0.3.36 from source failed (its log above)" >&2
+    exit 1
+  fi
+  "${pip[@]}" -e ".[${extras}]" "${litellm}" "$(ls "${llama_wheels}"/llama_cpp_python-*.whl)[server]"
+else
+  "${pip[@]}" -e ".[${extras}]" "${litellm}"
+fi
 case ",${extras}," in
   *,test,*)
     # real third-party agent traces for the tests (Apache-2.0 sample data); its own dependencies
