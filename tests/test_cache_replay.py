@@ -1477,6 +1477,33 @@ def test_a_deerflow_thread_is_converted_as_its_langchain_client_sends_it():
     assert [m.get("reasoning_content") for m in with_reasoning if m["role"] == "assistant"] == ["Load the skill.", None]
 
 
+def test_a_toolathlon_trajectory_is_converted_as_its_agent_sent_it():
+    """convert.py's `toolathlon` (session 54, held out): the stored chat messages keep their role,
+    text, calls and call ids (nothing else), parallel calls and their results in order, the last
+    reply gone, a one-line system prompt first and schemas of the arguments used."""
+    convert = _convert_module()
+    calls = [
+        {"id": f"t{i}", "type": "function", "function": {"name": name, "arguments": args}}
+        for i, (name, args) in enumerate([("emails-search", '{"query": "q"}'), ("fs-read_file", '{"path": "/a"}')])
+    ]
+    run = {
+        "pass": True,
+        "messages": [
+            {"role": "user", "content": "Set up the courses."},
+            {"role": "assistant", "content": "Looking.", "tool_calls": calls, "extra": 1},
+            {"role": "tool", "content": '{"type":"text","text":"1 email"}', "tool_call_id": "t0"},
+            {"role": "tool", "content": '{"type":"text","text":"a,b"}', "tool_call_id": "t1"},
+            {"role": "assistant", "content": "Done."},
+        ],
+    }
+    body = convert.toolathlon(run, "claude-sonnet-4-5-20250929")
+    assert body["model"] == "claude-sonnet-4-5-20250929"
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "tool", "tool"]
+    assert body["messages"][2] == {"role": "assistant", "content": "Looking.", "tool_calls": calls}
+    assert [m["tool_call_id"] for m in body["messages"][3:]] == ["t0", "t1"]
+    assert [t["function"]["name"] for t in body["tools"]] == ["emails-search", "fs-read_file"]
+
+
 # CI's share of the family session 54 held out until measured: DeerFlow's LangGraph lead agent
 # (DeepSeek V3.2: web searches, pages fetched, whole files written through tool-call arguments)
 DEERFLOW = [(name, body) for name, body in loops() if name == "deerflow/7cfa5f8f"]
