@@ -16,6 +16,7 @@ from guard.core import jsontext
 from guard.core.config import Deployment
 from guard.core.errors import ContextWindowExceeded
 from guard.core.policy import Policy, PolicySet
+from guard.core.steps import of_kind
 from guard.core.tokens import TokenCounter
 from guard.dialects import MARKER_PREFIX, by_name, cache_breakpoint, content_texts, group_messages
 from guard.fit.engine import Engine
@@ -25,6 +26,9 @@ from guard.fit.spans import WITHHELD
 from guard.fit.strategies.compact import compacted
 from guard.fit.strategies.drop import OMITTED_MARK
 from tests.strategies import CANARY, long_agent_loop, request_body
+
+# the last resort's steps, the only ones that cut inside the newest turns
+LAST_RESORT = of_kind("newest")
 
 UNDERLYING = {"openai": "gpt-4o", "anthropic": "claude-sonnet-4-5", "responses": "gpt-4o"}
 
@@ -138,7 +142,7 @@ def test_newest_turns_are_kept_unless_the_last_resort_ran(case):
     result = _fit(body, settings)
     if isinstance(result, ContextWindowExceeded):
         return
-    if any(a.kind == "truncate_recent_tool_results" for a in result.report.actions):
+    if any(a.kind in LAST_RESORT for a in result.report.actions):
         return
     d, msgs, groups, order = _newest_groups(body, settings)
     newest = set(order)
@@ -493,7 +497,7 @@ def test_the_share_of_the_newest_turns_kept_whole_bounds_them_and_never_the_newe
         result = engine.fit(body, dialect=settings["dialect"])
     except ContextWindowExceeded:
         return
-    if any(a.kind == "truncate_recent_tool_results" for a in result.report.actions):
+    if any(a.kind in LAST_RESORT for a in result.report.actions):
         return
     turns, m = _turns(body), result.report.cut_from
     if m is not None and m < len(turns):
@@ -505,7 +509,7 @@ def test_the_share_of_the_newest_turns_kept_whole_bounds_them_and_never_the_newe
         except ContextWindowExceeded:
             return
         assert result.report.cut_from in (None, m)  # (the past request decided its own cut)
-        if any(a.kind == "truncate_recent_tool_results" for a in result.report.actions):
+        if any(a.kind in LAST_RESORT for a in result.report.actions):
             return
     d, msgs, groups, newest = _newest_groups(body, settings)
     kept = {m["x_id"] for m in _turns(result.body) if "x_id" in m}
@@ -537,7 +541,7 @@ def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
     engine = _engine(settings)
     policy = engine.policy_for("tiny")
     without = policy.model_copy(
-        update={"strategies": [s for s in policy.strategies if s != "truncate_recent_tool_results"]}
+        update={"strategies": [s for s in policy.strategies if s not in LAST_RESORT]}
     )
     try:
         engine.fit(body, dialect=settings["dialect"], policy=without)
@@ -545,7 +549,7 @@ def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
         return  # the newest turns had to give: nothing to check
     result = _fit(body, settings)
     assert not isinstance(result, ContextWindowExceeded)
-    if "truncate_recent_tool_results" not in [a.kind for a in result.report.actions]:
+    if not LAST_RESORT & {a.kind for a in result.report.actions}:
         return
     turns, m = _turns(body), result.report.cut_from
     assert m is not None and m < len(turns), "the request's own newest turns were cut"
@@ -694,9 +698,7 @@ def test_the_newest_turns_are_sent_as_they_came_while_older_history_can_make_roo
 
     body, settings = case
     result = _fit(body, settings)
-    if isinstance(result, ContextWindowExceeded) or "truncate_recent_tool_results" in [
-        a.kind for a in result.report.actions
-    ]:
+    if isinstance(result, ContextWindowExceeded) or LAST_RESORT & {a.kind for a in result.report.actions}:
         return
     d = by_name(settings["dialect"])
     groups = group_messages(d, _turns(body))

@@ -215,6 +215,101 @@ def test_last_resort_truncates_recent_results_but_not_the_question():
         engine(total // 3, strategies=[s for s in STRATEGY_ORDER if s != "truncate_recent_tool_results"]).fit(body)
 
 
+def _written(page: str) -> dict[str, Any]:
+    """What an agent that writes files through a call's arguments sends next: the call (a whole
+    page in its arguments) and its result are its newest turn."""
+    return {"path": "/out/index.html", "content": page, "overwrite": True}
+
+
+def _bodies(page: str, answered: bool = True) -> dict[str, tuple[dict[str, Any], str | None]]:
+    """The same turn in each dialect (body, dialect): the task, a call writing `page`, its result."""
+    args = _written(page)
+    chat = {
+        "model": "m",
+        "max_tokens": 100,
+        "messages": [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "make the page"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "w1", "type": "function", "function": {"name": "write_file", "arguments": json.dumps(args)}}
+                ],
+            },
+            *([{"role": "tool", "tool_call_id": "w1", "content": "OK"}] if answered else []),
+        ],
+    }
+    anthropic = {
+        "model": "m",
+        "max_tokens": 100,
+        "system": "sys",
+        "messages": [
+            {"role": "user", "content": "make the page"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "w1", "name": "write_file", "input": args}]},
+            *(
+                [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "w1", "content": "OK"}]}]
+                if answered
+                else []
+            ),
+        ],
+    }
+    responses = {
+        "model": "m",
+        "max_output_tokens": 100,
+        "instructions": "sys",
+        "input": [
+            {"type": "message", "role": "user", "content": "make the page"},
+            {"type": "function_call", "call_id": "w1", "name": "write_file", "arguments": json.dumps(args)},
+            *([{"type": "function_call_output", "call_id": "w1", "output": "OK"}] if answered else []),
+        ],
+    }
+    return {"chat": (chat, None), "anthropic": (anthropic, "anthropic"), "responses": (responses, "responses")}
+
+
+def _arguments(body: dict[str, Any]) -> dict[str, Any]:
+    for m in body.get("messages") or body.get("input") or []:
+        if m.get("tool_calls"):
+            return json.loads(m["tool_calls"][0]["function"]["arguments"])
+        if m.get("type") == "function_call":
+            return json.loads(m["arguments"])
+        if isinstance(m.get("content"), list) and m["content"][0].get("type") == "tool_use":
+            return m["content"][0]["input"]
+    raise AssertionError("no call")
+
+
+@pytest.mark.parametrize("shape", ["chat", "anthropic", "responses"])
+def test_last_resort_shortens_an_answered_calls_arguments_and_keeps_them_json(shape):
+    """The newest turn is a call that wrote a whole page and its result (a DeerFlow thread at 30%:
+    refused before session 54, the page alone over the room): the last resort cuts the page inside
+    the arguments, which stay a JSON object of the same keys, and only as far as the room; the
+    task and the result stay; without the step the request is refused as before."""
+    body, dialect = _bodies(words(3000))[shape]
+    total = engine(100_000).fit(body, dialect=dialect).report.input_tokens_before
+    fitted = engine(total // 2).fit(body, dialect=dialect)
+    assert kinds(fitted.report)[-1] == "truncate_recent_call_arguments"
+    args = _arguments(fitted.body)
+    assert set(args) == {"path", "content", "overwrite"} and args["path"] == "/out/index.html"
+    assert "[context-guard:" in args["content"] and len(args["content"]) < len(words(3000))
+    assert fitted.report.room // 2 < fitted.report.input_tokens_after <= fitted.report.room
+    turns = fitted.body.get("messages") or fitted.body["input"]
+    assert "make the page" in json.dumps(turns[0 if shape != "chat" else 1])
+    assert "OK" in json.dumps(turns[-1])
+    without = [s for s in STRATEGY_ORDER if s != "truncate_recent_call_arguments"]
+    with pytest.raises(ContextWindowExceeded):
+        engine(total // 2, strategies=without).fit(body, dialect=dialect)
+
+
+@pytest.mark.parametrize("shape", ["chat", "anthropic", "responses"])
+def test_a_call_still_waiting_for_its_result_keeps_its_arguments(shape):
+    """A call whose result is not in the request has not run: its arguments are not history, and
+    the request is refused rather than sent with a call the client never made."""
+    body, dialect = _bodies(words(3000), answered=False)[shape]
+    total = engine(100_000).fit(body, dialect=dialect).report.input_tokens_before
+    with pytest.raises(ContextWindowExceeded):
+        engine(total // 2).fit(body, dialect=dialect)
+
+
 def test_last_resort_counts_what_dropping_a_results_other_parts_saves():
     """A newest result of screenshots beside a short text: the last resort keeps its text only, so
     the screenshots go (a line says so), and where that alone brings the request to its mark the

@@ -17,6 +17,7 @@ StrategyName = Literal[
     "summarize",
     "drop_oldest_turns",
     "truncate_recent_tool_results",
+    "truncate_recent_call_arguments",
 ]
 # budget: changes the reserved output, run by the planner before any rewriting; rewrite: a near-
 # lossless rewrite of single messages, counted by estimate in round 1; lossy: cuts older history,
@@ -49,6 +50,7 @@ STEPS: tuple[Step, ...] = (
     Step("summarize", "summary"),
     Step("drop_oldest_turns", "lossy", whole_turns=True),
     Step("truncate_recent_tool_results", "newest"),
+    Step("truncate_recent_call_arguments", "newest"),
 )
 STRATEGY_ORDER: tuple[StrategyName, ...] = tuple(s.name for s in STEPS)
 BY_NAME: dict[str, Step] = {s.name: s for s in STEPS}

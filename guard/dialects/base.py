@@ -103,6 +103,16 @@ class Dialect:
         """(slot, content) of every tool result in the message; slot is a block index or None."""
         raise NotImplementedError
 
+    def call_arguments(self, msg: Message) -> list[tuple[int | None, str, str]]:
+        """(slot, call id, arguments as text) of every tool call the message makes whose arguments
+        the dialect can rewrite (`with_call_arguments`); slot is a call or block index, or None."""
+        return []
+
+    def with_call_arguments(self, msg: Message, slot: int | None, text: str) -> dict[str, Any] | None:
+        """A copy of msg whose call at slot has `text` as its arguments; None where the call cannot
+        take that text (arguments that must stay a JSON object)."""
+        return None
+
     def with_tool_result(self, msg: Message, slot: int | None, content: Content) -> dict[str, Any]:
         """A copy of msg whose tool result at slot holds content."""
         new = dict(msg)

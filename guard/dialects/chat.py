@@ -46,6 +46,25 @@ class Chat(Dialect):
             return []
         return [str(c.get("id")) for c in calls if isinstance(c, Mapping)]
 
+    def call_arguments(self, msg: Message) -> list[tuple[int | None, str, str]]:
+        calls = msg.get("tool_calls") if msg.get("role") == "assistant" else None
+        if not isinstance(calls, list):
+            return []
+        found: list[tuple[int | None, str, str]] = []
+        for k, call in enumerate(calls):
+            function = call.get("function") if isinstance(call, Mapping) else None
+            arguments = function.get("arguments") if isinstance(function, Mapping) else None
+            if isinstance(arguments, str):
+                found.append((k, str(call.get("id")), arguments))
+        return found
+
+    def with_call_arguments(self, msg: Message, slot: int | None, text: str) -> dict[str, Any] | None:
+        calls = list(msg["tool_calls"])
+        call = dict(calls[slot])  # type: ignore[index]
+        call["function"] = {**call["function"], "arguments": text}
+        calls[slot] = call  # type: ignore[index]
+        return {**msg, "tool_calls": calls}
+
     def tool_result_ids(self, msg: Message) -> list[str]:
         if msg.get("role") in ("tool", "function"):
             return [str(msg.get("tool_call_id") or msg.get("name"))]

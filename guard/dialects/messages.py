@@ -3,6 +3,7 @@ and `tool_result` blocks in the user message that follows; the output limit is `
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -79,6 +80,28 @@ class Messages(Dialect):
         if msg.get("role") != "assistant":
             return []
         return [str(b.get("id")) for b in blocks(msg) if isinstance(b, Mapping) and b.get("type") == "tool_use"]
+
+    def call_arguments(self, msg: Message) -> list[tuple[int | None, str, str]]:
+        """A `tool_use` block's `input` object as its JSON text."""
+        if msg.get("role") != "assistant":
+            return []
+        return [
+            (i, str(b.get("id")), json.dumps(b["input"], ensure_ascii=False))
+            for i, b in enumerate(blocks(msg))
+            if isinstance(b, Mapping) and b.get("type") == "tool_use" and isinstance(b.get("input"), Mapping)
+        ]
+
+    def with_call_arguments(self, msg: Message, slot: int | None, text: str) -> dict[str, Any] | None:
+        """The text back as the block's `input`, where it is still a JSON object."""
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(value, dict) or slot is None:
+            return None
+        parts = list(blocks(msg))
+        parts[slot] = {**parts[slot], "input": value}
+        return {**msg, "content": parts}
 
     def tool_result_ids(self, msg: Message) -> list[str]:
         if msg.get("role") != "user":

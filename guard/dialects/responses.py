@@ -58,6 +58,8 @@ SEARCH_RESULTS_TOKENS = 4096
 # role; its JSON counts 62-68. The preamble is the largest seen, so none of the six is under-counted.
 LOADED_TOOLS_PROMPT = 68
 RESULT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})  # outputs the strategies may edit
+# the calls whose arguments the last resort may shorten once answered, and the key holding them
+_ARGUMENTS = {"function_call": "arguments", "custom_tool_call": "input"}
 UNSEEN_STATE = ("previous_response_id", "conversation", "prompt")
 
 
@@ -123,6 +125,15 @@ class Responses(Dialect):
 
     def tool_call_ids(self, msg: Message) -> list[str]:
         return [str(msg["call_id"])] if _is_call(msg) else []
+
+    def call_arguments(self, msg: Message) -> list[tuple[int | None, str, str]]:
+        """A `function_call`'s `arguments` (JSON text), a `custom_tool_call`'s `input` (free text)."""
+        key = _ARGUMENTS.get(_kind(msg))
+        text = msg.get(key) if key else None
+        return [(None, str(msg.get("call_id")), text)] if isinstance(text, str) else []
+
+    def with_call_arguments(self, msg: Message, slot: int | None, text: str) -> dict[str, Any] | None:
+        return {**msg, _ARGUMENTS[_kind(msg)]: text}
 
     def tool_result_ids(self, msg: Message) -> list[str]:
         return [str(msg["call_id"])] if _is_output(msg) else []

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from guard.core.steps import of_kind
 from guard.fit.conversation import Context, Conversation, Outcome
+from guard.fit.strategies.arguments import truncate_recent_call_arguments
 from guard.fit.strategies.compact import compact_json, drop_metadata
 from guard.fit.strategies.dedupe import dedupe
 from guard.fit.strategies.drop import drop_oldest_turns
@@ -28,6 +29,7 @@ STRATEGIES: dict[str, Strategy] = {
     "truncate_tool_results": truncate_tool_results,
     "drop_oldest_turns": drop_oldest_turns,
     "truncate_recent_tool_results": truncate_recent_tool_results,
+    "truncate_recent_call_arguments": truncate_recent_call_arguments,
 }
 
 # every step that rewrites the conversation has its function (the registry: guard.core.steps)
