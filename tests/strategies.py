@@ -86,6 +86,15 @@ def tool_output(draw: st.DrawFn) -> Any:
 
 
 @st.composite
+def call_arguments(draw: st.DrawFn) -> dict[str, Any]:
+    """A tool call's arguments: mostly a short query; one call in eight writes a file or page
+    whose whole text is in its arguments (an agent's `write_file`), up to a huge one."""
+    if draw(st.integers(0, 7)):
+        return {"q": draw(_text(0, 4))}
+    return {"path": "/out/page.html", "content": draw(_text(20, 200) | huge_text), "overwrite": draw(st.booleans())}
+
+
+@st.composite
 def openai_conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
     msgs: list[dict[str, Any]] = []
     if draw(st.booleans()):
@@ -113,7 +122,7 @@ def openai_conversation(draw: st.DrawFn) -> list[dict[str, Any]]:
                         "type": "function",
                         "function": {
                             "name": draw(st.sampled_from(["search", "read_file", "grep"])),
-                            "arguments": json.dumps({"q": draw(_text(0, 4))}),
+                            "arguments": json.dumps(draw(call_arguments())),
                         },
                     }
                 )

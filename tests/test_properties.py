@@ -540,9 +540,7 @@ def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
     body, settings = case
     engine = _engine(settings)
     policy = engine.policy_for("tiny")
-    without = policy.model_copy(
-        update={"strategies": [s for s in policy.strategies if s not in LAST_RESORT]}
-    )
+    without = policy.model_copy(update={"strategies": [s for s in policy.strategies if s not in LAST_RESORT]})
     try:
         engine.fit(body, dialect=settings["dialect"], policy=without)
     except ContextWindowExceeded:

@@ -20,7 +20,7 @@ def truncate_recent_call_arguments(conv: Conversation, ctx: Context) -> Outcome:
     """Last resort before rejecting, after the newest turns' tool results: shorten the arguments
     of the tool calls inside the newest turns whose results the request holds (the call has run:
     its arguments are history, like its result), oldest first, each to what the room still needs
-    (at least the policy's `truncated_tool_result_tokens`). JSON arguments stay valid JSON (its
+    (at least the policy's `truncated_tool_result_tokens`). JSON arguments stay valid JSON (their
     long strings cut in the middle, `jsontext.shrink`), or the call is left whole; a call still
     waiting for its result, the system prompt and the user's messages are never touched."""
     ctx = ctx.own()
