@@ -1,5 +1,6 @@
 """The last resort's second step: the arguments of answered tool calls inside the newest turns (a
-file an agent wrote through a call, a page it posted), shortened just enough to fit the room."""
+file an agent wrote through a call, a page it posted), shortened as far as the request's mark,
+as `truncate_recent_tool_results` shortens the newest turns' results."""
 
 from __future__ import annotations
 
