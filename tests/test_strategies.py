@@ -302,8 +302,8 @@ def test_last_resort_shortens_an_answered_calls_arguments_and_keeps_them_json(sh
 
 @pytest.mark.parametrize("shape", ["chat", "anthropic", "responses"])
 def test_a_call_still_waiting_for_its_result_keeps_its_arguments(shape):
-    """A call whose result is not in the request has not run: its arguments are not history, and
-    the request is refused rather than sent with a call the client never made."""
+    """A call whose result is not in the request has not run: its arguments are not history yet,
+    and the request is refused rather than sent with arguments other than the model's own."""
     body, dialect = _bodies(words(3000), answered=False)[shape]
     total = engine(100_000).fit(body, dialect=dialect).report.input_tokens_before
     with pytest.raises(ContextWindowExceeded):
