@@ -209,9 +209,11 @@ def _drop_trailing_replies(messages: list[dict[str, Any]]) -> None:
         messages.pop()
 
 
-def _call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
-    """An OpenAI chat tool call of `name` with `arguments` (an object, sent as its JSON text)."""
-    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+def _call(call_id: str, name: str, arguments: Any, ensure_ascii: bool = True) -> dict[str, Any]:
+    """An OpenAI chat tool call of `name` with `arguments` (an object, sent as its JSON text; with
+    `ensure_ascii` off, non-ASCII characters as they are, as LangChain writes them)."""
+    text = json.dumps(arguments, ensure_ascii=ensure_ascii)
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": text}}
 
 
 def _schemas_of_calls(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -1285,14 +1287,7 @@ def deerflow(thread: dict[str, Any], template: str, reasoning: bool, model: str)
         elif kind == "ai":
             out: dict[str, Any] = {"role": "assistant", "content": content or None}
             if m.get("tool_calls"):
-                out["tool_calls"] = [
-                    {
-                        "id": c["id"],
-                        "type": "function",
-                        "function": {"name": c["name"], "arguments": json.dumps(c["args"], ensure_ascii=False)},
-                    }
-                    for c in m["tool_calls"]
-                ]
+                out["tool_calls"] = [_call(c["id"], c["name"], c["args"], ensure_ascii=False) for c in m["tool_calls"]]
                 calls.update((c["id"], str(c["args"].get("path", ""))) for c in m["tool_calls"])
             if reasoning and (m.get("additional_kwargs") or {}).get("reasoning_content") is not None:
                 out["reasoning_content"] = m["additional_kwargs"]["reasoning_content"]
