@@ -616,7 +616,7 @@ AGENTS_CORPUS = Path(__file__).parent / "corpus" / "agents"
 # squeezes their history, not the pinned prompt, or every turn over the room would be refused
 # ("history": the system prompt and tool schemas pinned; "head": also what leads the history up to
 # its first user turn, SWE-agent 0.x's 4.6k-token demonstration)
-PINNED_HEAVY = {"tau2": "history", "taubench": "history", "sweagent0": "head"}
+PINNED_HEAVY = {"tau2": "history", "taubench": "history", "sweagent0": "head", "vscode": "history"}
 
 
 def agent_runs() -> list[tuple[str, dict[str, Any]]]:

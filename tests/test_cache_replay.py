@@ -250,6 +250,7 @@ OTHER_FAMILIES = {
     "minisweagent": 4,
     "pi": 1,
     "deerflow": 5,
+    "vscode": 3,
 }
 
 
@@ -1502,6 +1503,134 @@ def test_a_toolathlon_trajectory_is_converted_as_its_agent_sent_it():
     assert body["messages"][2] == {"role": "assistant", "content": "Looking.", "tool_calls": calls}
     assert [m["tool_call_id"] for m in body["messages"][3:]] == ["t0", "t1"]
     assert [t["function"]["name"] for t in body["tools"]] == ["emails-search", "fs-read_file"]
+
+
+def test_a_vscode_copilot_session_is_converted_as_copilot_sends_it():
+    """convert.py's `vscode` (session 55): a GitHub Copilot Chat session as VS Code exports it, sent
+    as Copilot sends it: the stand-in system prompt and tools of a logged request (the chat replay
+    export), each request's global context and message as user messages, each round's text and
+    calls (parallel ones in one message), each result as a tool message (a prompt-tsx node tree
+    rendered to its text, lines where its nodes break them), a cancelled request left out, the last
+    reply gone, schemas of the arguments used for tools the stand-in lacks; home paths pseudonymised."""
+    convert = _convert_module()
+
+    def text(value, breaks=False):
+        return {"type": 2, "text": value, "lineBreakBefore": breaks}
+
+    def element(*children):
+        return {"type": 1, "ctor": 2, "ctorName": "x", "children": list(children), "props": {}}
+
+    def call(call_id, name, arguments):
+        return {"id": call_id, "name": name, "arguments": arguments}
+
+    tree = element(
+        element(text("2 matches", True)),
+        element(
+            element(text('<match path="/Users/alice/a.py">')),
+            element(text("  x = 1", True), text("\n")),
+            element(text("</match>")),
+        ),
+    )
+    export = {
+        "requests": [
+            {
+                "result": {
+                    "metadata": {
+                        "renderedGlobalContext": [{"type": 1, "text": "<environment_info>macOS</environment_info>"}],
+                        "renderedUserMessage": [{"type": 1, "text": "<userRequest>Fix it</userRequest>"}],
+                        "toolCallRounds": [
+                            {
+                                "response": "Looking.",
+                                "toolCalls": [
+                                    call("t1", "grep_search", '{"query": "x"}'),
+                                    call("t2", "mcp_browser_navigate", '{"url": "http://a"}'),
+                                ],
+                            },
+                            {"response": "Done.", "toolCalls": []},
+                        ],
+                        "toolCallResults": {
+                            "t1": {"content": [{"value": {"node": tree}}]},
+                            "t2": {"content": [{"value": "Navigated."}]},
+                        },
+                    }
+                }
+            },
+            {"message": {"text": "stop"}, "isCanceled": True},
+            {
+                "result": {
+                    "metadata": {
+                        "renderedUserMessage": [{"type": 1, "text": "Now test it"}],
+                        "toolCallRounds": [
+                            {
+                                "response": "Testing.",
+                                "toolCalls": [call("t3", "run_in_terminal", '{"command": "pytest"}')],
+                            },
+                            {"response": "All pass.", "toolCalls": []},
+                        ],
+                        "toolCallResults": {"t3": {"content": [{"value": "3 passed"}]}},
+                    }
+                }
+            },
+        ]
+    }
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}}
+    replay = {
+        "prompts": [
+            {
+                "logs": [
+                    {"kind": "element"},
+                    {
+                        "kind": "request",
+                        "requestMessages": {
+                            "messages": [{"role": 0, "content": [{"type": 1, "text": "You are Copilot."}]}]
+                        },
+                        "metadata": {
+                            "tools": [
+                                {
+                                    "name": "grep_search",
+                                    "description": "Search.",
+                                    "parameters": schema,
+                                    "strict": False,
+                                },
+                                {"name": "run_in_terminal", "description": "Run.", "parameters": schema},
+                            ]
+                        },
+                    },
+                ]
+            }
+        ]
+    }
+    body = convert.vscode(export, replay, "claude-sonnet-4-5-20250929")
+
+    def calls(*ids):
+        found = {c["id"]: c for r in export["requests"][::2] for c in _rounds_calls(r)}
+        return [
+            {"id": i, "type": "function", "function": {"name": found[i]["name"], "arguments": found[i]["arguments"]}}
+            for i in ids
+        ]
+
+    assert body["messages"] == [
+        {"role": "system", "content": "You are Copilot."},
+        {"role": "user", "content": "<environment_info>macOS</environment_info>"},
+        {"role": "user", "content": "<userRequest>Fix it</userRequest>"},
+        {"role": "assistant", "content": "Looking.", "tool_calls": calls("t1", "t2")},
+        {
+            "role": "tool",
+            "tool_call_id": "t1",
+            "content": '2 matches\n<match path="/Users/user/a.py">\n  x = 1\n</match>',
+        },
+        {"role": "tool", "tool_call_id": "t2", "content": "Navigated."},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": "Now test it"},
+        {"role": "assistant", "content": "Testing.", "tool_calls": calls("t3")},
+        {"role": "tool", "tool_call_id": "t3", "content": "3 passed"},
+    ]
+    assert [t["function"]["name"] for t in body["tools"]] == ["grep_search", "run_in_terminal", "mcp_browser_navigate"]
+    assert body["tools"][0]["function"] == {"name": "grep_search", "description": "Search.", "parameters": schema}
+
+
+def _rounds_calls(request):
+    return [c for r in request["result"]["metadata"]["toolCallRounds"] for c in r["toolCalls"]]
 
 
 # CI's share of the family session 54 held out until measured: DeerFlow's LangGraph lead agent

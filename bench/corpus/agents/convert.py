@@ -29,6 +29,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py mcpmark SERVICE/SERVER/run-N/TASK/messages.json
     python bench/corpus/agents/convert.py deerflow THREAD_ID/thread.json --prompts-source lead_agent/prompt.py [--reasoning]
     python bench/corpus/agents/convert.py toolathlon trajs/claude-4.5-sonnet_TASK.json
+    python bench/corpus/agents/convert.py vscode samples/fix-deploy.json --prompts-source samples/X.chatreplay.json
     python bench/corpus/agents/convert.py nyuctf transcripts/baseline_gpt4/.../conversation.MODEL.N.json
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
@@ -1308,6 +1309,87 @@ def deerflow(thread: dict[str, Any], template: str, reasoning: bool, model: str)
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def _tsx_text(value: Any) -> str:
+    """A tool result as GitHub Copilot Chat's export holds it (`{"content": [{"value": ...}]}`, each
+    value a string or a prompt-tsx node tree: elements with `children`, text nodes of `type` 2 with
+    `text` and `lineBreakBefore`) as the text it rendered into: the text nodes in order, a line
+    break before those that ask for one and between the root's own children (checked against a
+    request VS Code logged as sent: a search result's header, its matches, each match's lines)."""
+
+    def walk(node: Any, out: list[str]) -> None:
+        if isinstance(node, dict) and node.get("type") == 2:
+            text = node.get("text") or ""
+            if node.get("lineBreakBefore") and out and not out[-1].endswith("\n"):
+                out.append("\n")
+            out.append(text)
+        elif isinstance(node, dict):
+            for child in node.get("children") or []:
+                walk(child, out)
+
+    parts: list[str] = []
+    for item in value.get("content") or []:
+        inner = item.get("value")
+        if isinstance(inner, str):
+            parts.append(inner)
+        elif isinstance(inner, dict) and isinstance(inner.get("node"), dict):
+            pieces: list[str] = []
+            for child in inner["node"].get("children") or []:
+                if pieces and not pieces[-1].endswith("\n"):
+                    pieces.append("\n")
+                walk(child, pieces)
+            parts.append("".join(pieces))
+    return "".join(parts)
+
+
+def vscode(export: dict[str, Any], replay: dict[str, Any], model: str) -> dict[str, Any]:
+    """A chat body from a GitHub Copilot Chat session in VS Code (agent mode), as its "Export
+    Session" JSON holds it: per request (a user turn), the context and message Copilot rendered
+    (`result.metadata.renderedGlobalContext`, `renderedUserMessage`), its tool-call rounds (each the
+    model's text and calls) and their results (`toolCallResults`, `_tsx_text`). Sent as Copilot
+    sends a conversation: the system prompt, the global context and the user's message as two user
+    messages, each round an assistant message and each result a tool message; a later request
+    after the earlier ones' rounds. The export holds neither system prompt nor tool schemas: those
+    of a request VS Code logged in a chat replay export of the same extension (`replay`: GPT-5.1's
+    prompt and its 36 tools) stand in, with object schemas of the arguments used for tools not in
+    it (MCP servers' tools, Claude's edit tools)."""
+    logged = next(log for prompt in replay["prompts"] for log in prompt["logs"] if log.get("kind") == "request")
+    system = "".join(
+        p.get("text", "") for p in logged["requestMessages"]["messages"][0]["content"] if p.get("type") == 1
+    )
+    tools = [
+        {"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
+        for t in logged["metadata"]["tools"]
+    ]
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    for request in export["requests"]:
+        meta = (request.get("result") or {}).get("metadata") or {}
+        rendered = meta.get("renderedUserMessage")
+        if not rendered:  # (a request cancelled before the model was asked)
+            continue
+        for part in (meta.get("renderedGlobalContext") or [], rendered):
+            text = "".join(p.get("text", "") for p in part if isinstance(p, dict))
+            if text:
+                messages.append({"role": "user", "content": text})
+        results = meta.get("toolCallResults") or {}
+        for round_ in meta.get("toolCallRounds") or []:
+            calls = [c for c in round_.get("toolCalls") or [] if c["id"] in results]
+            out: dict[str, Any] = {"role": "assistant", "content": round_.get("response") or None}
+            if calls:
+                out["tool_calls"] = [
+                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                    for c in calls
+                ]
+            messages.append(out)
+            messages += [
+                {"role": "tool", "tool_call_id": c["id"], "content": _tsx_text(results[c["id"]])} for c in calls
+            ]
+    _drop_trailing_replies(messages)
+    messages = _scrubbed(messages)
+    known = {t["function"]["name"] for t in tools}
+    tools += [t for t in _schemas_of_calls(messages) if t["function"]["name"] not in known]
+    return {"model": model, "tools": tools, "messages": messages}
+
+
 def toolathlon(run: dict[str, Any], model: str) -> dict[str, Any]:
     """A chat body from a Toolathlon trajectory (`trajs/<model>_<task>.json`: `messages` in OpenAI
     chat form, an MCP agent of the OpenAI Agents SDK calling `server-tool` names, parallel calls;
@@ -1554,6 +1636,7 @@ def main() -> None:
             "pi",
             "deerflow",
             "toolathlon",
+            "vscode",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1562,7 +1645,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=Path)
     parser.add_argument("--tools-source", type=Path, help="tau2, livemcp: the Python source declaring the tools")
     parser.add_argument(
-        "--prompts-source", type=Path, help="tau2, deerflow: the agent's Python source with its prompts"
+        "--prompts-source",
+        type=Path,
+        help="tau2, deerflow: the agent's Python source with its prompts; vscode: a chat replay export (its system prompt and tools)",
     )
     parser.add_argument("--model", default=None, help="the model the run used, where the file does not say")
     parser.add_argument("--system-from", type=Path, help="openhands: a run whose system event the others lack")
@@ -1705,6 +1790,15 @@ def main() -> None:
             )
             name = f"{args.prefix}toolathlon__{args.tag or path.stem[:64]}"
             _write(args.out, name, toolathlon(json.loads(text), model), str(path))
+        elif args.family == "vscode":  # samples/<name>.json, an "Export Session" of VS Code's chat
+            replay = json.loads(args.prompts_source.read_text())
+            model = args.model or "claude-sonnet-4-5-20250929"
+            _write(
+                args.out,
+                f"{args.prefix}vscode__{args.tag or path.stem}",
+                vscode(json.loads(text), replay, model),
+                str(path),
+            )
         elif args.family == "nyuctf":  # transcripts/<agent>/<year>/<event>/<category>/<challenge>/conversation.*.json
             run = json.loads(text)
             tag = "_".join((path.parts[-3], path.parts[-2], path.stem.rsplit(".", 1)[-1]))
