@@ -612,7 +612,8 @@ def swe_runs() -> list[tuple[str, dict[str, Any]]]:
 
 
 AGENTS_CORPUS = Path(__file__).parent / "corpus" / "agents"
-# families whose pinned prompt (system prompt and tool schemas) is most of the loop: the bench
+# families whose pinned prompt (system prompt and tool schemas) is most of the loop, or as much as
+# half of it (GitHub Copilot Chat in VS Code: a 38.6k-character prompt and 36 tools): the bench
 # squeezes their history, not the pinned prompt, or every turn over the room would be refused
 # ("history": the system prompt and tool schemas pinned; "head": also what leads the history up to
 # its first user turn, SWE-agent 0.x's 4.6k-token demonstration)

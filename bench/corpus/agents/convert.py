@@ -1341,6 +1341,12 @@ def _tsx_text(value: Any) -> str:
     return "".join(parts)
 
 
+def replay_text(message: dict[str, Any]) -> str:
+    """The text of a message VS Code's chat replay export logged as sent (`requestMessages`): its
+    text parts (`type` 1) joined; stateful markers (2) and cache breakpoints (3) are no text."""
+    return "".join(part.get("text", "") for part in message.get("content") or [] if part.get("type") == 1)
+
+
 def vscode(export: dict[str, Any], replay: dict[str, Any], model: str) -> dict[str, Any]:
     """A chat body from a GitHub Copilot Chat session in VS Code (agent mode), as its "Export
     Session" JSON holds it: per request (a user turn), the context and message Copilot rendered
@@ -1353,9 +1359,7 @@ def vscode(export: dict[str, Any], replay: dict[str, Any], model: str) -> dict[s
     prompt and its 36 tools) stand in, with object schemas of the arguments used for tools not in
     it (MCP servers' tools, Claude's edit tools)."""
     logged = next(log for prompt in replay["prompts"] for log in prompt["logs"] if log.get("kind") == "request")
-    system = "".join(
-        p.get("text", "") for p in logged["requestMessages"]["messages"][0]["content"] if p.get("type") == 1
-    )
+    system = replay_text(logged["requestMessages"]["messages"][0])
     tools = [
         {"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
         for t in logged["metadata"]["tools"]

@@ -24,21 +24,16 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-from convert import write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
+from convert import replay_text, write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
 
 ROLES = {0: "system", 1: "user", 2: "assistant", 3: "tool"}
-TEXT = 1  # a text part (2: an opaque value such as a stateful marker; 3: a cache breakpoint)
-
-
-def text_of(message: dict[str, Any]) -> str:
-    return "".join(part.get("text", "") for part in message.get("content") or [] if part.get("type") == TEXT)
 
 
 def items_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A request's logged messages as Responses API input items."""
     items: list[dict[str, Any]] = []
     for m in messages:
-        role, text = ROLES[m["role"]], text_of(m)
+        role, text = ROLES[m["role"]], replay_text(m)
         if role == "tool":
             items.append({"type": "function_call_output", "call_id": m["toolCallId"], "output": text})
         elif role == "assistant":
