@@ -67,10 +67,10 @@ def requests() -> list[tuple[str, dict[str, Any], int]]:
             continue
         if "image_requests" in data:  # (their own rows: `image_requests`)
             continue
-        if "requests" in data:  # (a session's own row where it names one, else a row per family)
+        if "requests" in data:  # (a request's own row where it names one, else a row per family)
             for r in data["requests"]:
                 body = r["body"]
-                name = data.get("row") or f"{family(body)}, {'tools' if body.get('tools') else 'no tools'}"
+                name = r.get("row") or f"{family(body)}, {'tools' if body.get('tools') else 'no tools'}"
                 out.append((name, body, r["billed"]))
             continue
         system = {"role": "system", "content": data["system"]}
