@@ -76,9 +76,10 @@ dropped. Per family (see README.md beside this file for sources and licences):
   nyuctf (session 45): see their functions (trae-agent stores each call's new messages only; Crush keeps its
   sessions in a SQLite database; Goose sends its tools' output once per audience; MCPMark stores
   its chat requests as Agents SDK items; the NYU CTF baseline agent logs OpenAI chat messages).
-- minisweagent, pi (session 53), deerflow and toolathlon (session 54): see their functions
-  (DeerFlow's threads are LangGraph checkpoints of LangChain messages; Toolathlon stores its MCP
-  agent's chat messages as sent).
+- minisweagent, pi (session 53), deerflow and toolathlon (session 54), vscode (session 55): see
+  their functions (DeerFlow's threads are LangGraph checkpoints of LangChain messages; Toolathlon
+  stores its MCP agent's chat messages as sent; VS Code's session export holds GitHub Copilot
+  Chat's rounds and their results as prompt-tsx trees, not the requests).
 """
 
 from __future__ import annotations
