@@ -1348,6 +1348,15 @@ def replay_text(message: dict[str, Any]) -> str:
     return "".join(part.get("text", "") for part in message.get("content") or [] if part.get("type") == 1)
 
 
+def replay_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool schemas as VS Code's chat replay export logs them (`metadata.tools`) as chat
+    completions function tools."""
+    return [
+        {"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
+        for t in tools
+    ]
+
+
 def vscode(export: dict[str, Any], replay: dict[str, Any], model: str) -> dict[str, Any]:
     """A chat body from a GitHub Copilot Chat session in VS Code (agent mode), as its "Export
     Session" JSON holds it: per request (a user turn), the context and message Copilot rendered
@@ -1361,10 +1370,7 @@ def vscode(export: dict[str, Any], replay: dict[str, Any], model: str) -> dict[s
     it (MCP servers' tools, Claude's edit tools)."""
     logged = next(log for prompt in replay["prompts"] for log in prompt["logs"] if log.get("kind") == "request")
     system = replay_text(logged["requestMessages"]["messages"][0])
-    tools = [
-        {"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
-        for t in logged["metadata"]["tools"]
-    ]
+    tools = replay_tools(logged["metadata"]["tools"])
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
     for request in export["requests"]:
         meta = (request.get("result") or {}).get("metadata") or {}

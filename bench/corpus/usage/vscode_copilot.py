@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agents"))
-from convert import replay_text, write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
+from convert import replay_text, replay_tools, write_gz  # noqa: E402  (bench/corpus/agents/convert.py)
 
 ROLES = {0: "system", 1: "user", 2: "assistant", 3: "tool"}
 
@@ -141,10 +141,7 @@ def body_of(kind: str, model: str, messages: list[dict[str, Any]], tools: list[d
             for t in tools
         ]
         return {"model": model, **({"system": system} if system else {}), "messages": turns, "tools": anthropic_tools}
-    chat_tools = [
-        {"type": "function", "function": {k: t[k] for k in ("name", "description", "parameters") if k in t}}
-        for t in tools
-    ]
+    chat_tools = replay_tools(tools)
     return {"model": model, "messages": chat_of(messages), **({"tools": chat_tools} if chat_tools else {})}
 
 
