@@ -294,3 +294,32 @@ def test_a_texts_terms_and_words_are_the_same_whichever_is_read_first(text, term
     expected = Counter(t for t in re.findall(r"\w\w+", _clip(text).lower()) if t not in _stopwords())
     assert terms == (sum(expected.values()), dict(expected))
     assert set(words.split("\x00")) - {""} == set(_WORD.findall(text.lower()))
+
+
+_STEMS = ["deploy", "deployment", "roll", "rollback", "key", "keys", "helix", "log", "logs", "the", "a"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    docs=st.lists(st.lists(st.sampled_from(_STEMS), min_size=1, max_size=10).map(" ".join), min_size=1, max_size=10),
+    query=st.lists(st.sampled_from(_STEMS), min_size=1, max_size=3).map(" ".join)
+    | st.lists(st.sampled_from(_STEMS), min_size=20, max_size=40).map(
+        lambda w: " ".join(f"{x}{i}" for i, x in enumerate(w)) + " deploy"
+    ),
+    read=st.lists(st.booleans(), min_size=10, max_size=10),
+)
+def test_scores_do_not_depend_on_which_texts_were_read_before(docs, query, read):
+    """A worker that read some of the texts before (their terms memoised by another turn, another
+    question, or the notes' word lists) scores them as a fresh one does: the docs that hit are
+    those holding a question's term as a substring ("deploy" in "deployment"), however short or
+    long the question (a long one has every doc read first)."""
+    from guard.core import memo
+
+    with memo.using(memo.Memos()):
+        fresh = relevance.scores(query, docs)
+    with memo.using(memo.Memos()):
+        for doc, first in zip(docs, read):
+            if first:
+                relevance._terms([doc])
+        warm = relevance.scores(query, docs)
+    assert warm == fresh

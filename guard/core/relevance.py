@@ -66,10 +66,11 @@ def relevant_in_bands(query: str, docs: Sequence[str], ends: Sequence[int], shar
 
 
 class _Table(NamedTuple):
-    """What `_table` makes: `hit`, the ascending indices of the docs that contain a query term;
+    """What `_table` makes: `hit`, the ascending indices of the docs that hold a query term (as a
+    substring of their lower-case text);
     `rows`, `cols` and `values`, one entry per (matching doc, query term it holds) with its count,
-    by row (an index into `hit`) and then by term; `lengths`, every doc's length in terms;
-    `terms`, the number of distinct query terms some doc holds."""
+    by row (an index into `hit`) and then by term (the term's place in the query); `lengths`, every
+    doc's length in terms; `terms`, the number of the query's distinct terms."""
 
     hit: Any
     rows: Any
@@ -79,14 +80,21 @@ class _Table(NamedTuple):
     terms: int
 
 
+# a question with more terms than this has every doc read first: most docs hold one of its terms,
+# and reading a doc (which a hit needs anyway) costs less than looking for hundreds of substrings
+_SCAN_TERMS = 16
+
+
 def _table(query: str, docs: Sequence[str]) -> _Table | None:
-    """The docs that contain a query term, their counts of the query's terms and every doc's
-    length in terms (`_Table`), or None if no doc matches.
+    """The docs that hold a query term as a substring (`hit`), their counts of the query's terms
+    and every doc's length in terms (`_Table`), or None if no doc matches.
 
     Agent loops resend the same documents every turn, so each document's term counts are
-    memoised. A document that contains none of the query's terms even as a substring scores 0 and
-    is not tokenized: its length enters the mean document length as an estimate from its
-    characters (at the characters-per-term of the tokenized ones)."""
+    memoised. A doc that holds none of the query's terms even as a substring scores 0 and is not
+    read: its length enters the mean document length as an estimate from its characters (at the
+    characters-per-term of the docs that hold one). Which docs hit is a function of the texts
+    alone, whatever the memos hold (a doc holding a query term as a term holds it as a substring;
+    only the others are searched)."""
     import numpy as np  # imported on first use so the fast path never pays for it
 
     if not docs or not query.strip():
@@ -94,46 +102,48 @@ def _table(query: str, docs: Sequence[str]) -> _Table | None:
     terms = list(dict.fromkeys(_terms([query])[0][1]))
     if not terms:
         return None
+    # (a set, not a frozenset: `dict.keys() & set` walks the smaller of the two, `& frozenset`
+    # every one of a long question's terms)
+    asked = set(terms)
     lowered = [_lowered(d) for d in docs]
-    # a doc whose terms are memoised and share one with the query holds it as a substring too (its
-    # terms are read from the same lower-case text): only the others are scanned for the query's
-    # terms (a long question, hundreds of terms, made the scan of every doc a third of this table)
-    known, asked = current().term_counts.get, frozenset(terms)
-    hit = [
-        i
-        for i, (doc, low) in enumerate(zip(docs, lowered))
-        if ((counted := known(doc)) is not None and not counted[1].keys().isdisjoint(asked))
-        or any(t in low for t in terms)
-    ]
+    known = current().term_counts.get
+    if len(terms) > _SCAN_TERMS:
+        holding = {i for i, (_, counts) in enumerate(_terms(list(docs))) if not counts.keys().isdisjoint(asked)}
+    else:
+        holding = {
+            i
+            for i, doc in enumerate(docs)
+            if (counted := known(doc)) is not None and not counted[1].keys().isdisjoint(asked)
+        }
+    hit = [i for i, low in enumerate(lowered) if i in holding or any(t in low for t in terms)]
     if not hit:
         return None
     stats = _terms([docs[i] for i in hit])
-    # the query's terms in each matching doc: a set intersection per doc (a long question, an
-    # agent's observation, has hundreds of terms; most docs hold few of them)
-    wanted = set(terms)
-    shared = [counts.keys() & wanted for _, counts in stats]
-    found = set().union(*shared)
-    present = [t for t in terms if t in found]
-    if not present:
-        return None
-    per_term = sum(len(lowered[i]) for i in hit) / max(1, sum(length for length, _ in stats))
-    lengths = np.array([max(1, round(len(d) / max(per_term, 1e-9))) for d in lowered], dtype=float)
-    lengths[hit] = [length for length, _ in stats]
-    # the table is sparse: one entry per (doc, query term it holds), a doc's entries in the query's
-    # term order (a dense docs x terms matrix was mostly zeros: a long question has hundreds of
-    # terms, a doc a few of them; the same sums in a fixed order on every worker)
-    column = {t: j for j, t in enumerate(present)}
+    column = {t: j for j, t in enumerate(terms)}
     cols: list[int] = []
     values: list[int] = []
     sizes: list[int] = []
-    for (_, counts), common in zip(stats, shared):
-        ordered = sorted(map(column.__getitem__, common))
-        cols += ordered
-        values += map(counts.__getitem__, map(present.__getitem__, ordered))
-        sizes.append(len(ordered))
-    rows = np.repeat(np.arange(len(stats)), sizes)
+    # the table is sparse: one entry per (doc, query term it holds) (a dense docs x terms matrix was
+    # mostly zeros: a long question has hundreds of terms, a doc a few of them)
+    for _, counts in stats:
+        common = counts.keys() & asked  # (a set intersection per doc: most docs hold few of a long question's terms)
+        cols += map(column.__getitem__, common)
+        values += map(counts.__getitem__, common)
+        sizes.append(len(common))
+    per_term = sum(len(lowered[i]) for i in hit) / max(1, sum(length for length, _ in stats))
+    lengths = np.array([max(1, round(len(d) / max(per_term, 1e-9))) for d in lowered], dtype=float)
+    lengths[hit] = [length for length, _ in stats]
+    rows = np.repeat(np.arange(len(hit)), sizes)
+    # each doc's entries in the query's term order: the same sums in the same order on every worker
+    # (a set's order follows its strings' hashes, which differ from process to process)
+    order = np.lexsort((np.array(cols, dtype=np.intp), rows))
     return _Table(
-        np.array(hit), rows, np.array(cols, dtype=np.intp), np.array(values, dtype=float), lengths, len(present)
+        np.array(hit),
+        rows,
+        np.array(cols, dtype=np.intp)[order],
+        np.array(values, dtype=float)[order],
+        lengths,
+        len(terms),
     )
 
 
@@ -270,19 +280,29 @@ def _read(text: str, *, terms: bool, words: bool) -> tuple[tuple[int, dict[str, 
     (its terms are its words of two characters or more: the callers ask for the other memo's part
     of such a text for free); a longer one, each from a pass of its own."""
     if len(text) > _DOC_CHARS:
-        counted = _counted(Counter(_runs(_lowered(text))), 2) if terms else None
+        counted = _counted(Counter(_runs(_lowered(text))), text) if terms else None
         return counted, "\x00".join(set(_runs(text.lower()))) if words else None
     counts = Counter(_runs(_lowered(text)))  # (unclipped: the text in lower case)
-    return (_counted(counts, 2) if terms else None), ("\x00".join(counts) if words else None)
+    return (_counted(counts, text) if terms else None), ("\x00".join(counts) if words else None)
 
 
-def _counted(counts: Counter[str], shortest: int) -> tuple[int, dict[str, int]]:
-    """(number of terms, count per term) of a text's words of at least `shortest` characters,
-    its stop words left out. With `shortest` 2, those words are the tokens bm25s.tokenize's
-    default pattern finds (each maximal run of two or more word characters)."""
-    stop = _stopwords()
-    kept = {word: n for word, n in counts.items() if len(word) >= shortest and word not in stop}
+def _counted(counts: Counter[str], text: str) -> tuple[int, dict[str, int]]:
+    """(number of terms, count per term) of a text's words (`counts`, of `text`) of two characters
+    or more, its stop words left out: the tokens bm25s.tokenize's default pattern finds (each
+    maximal run of two or more word characters), less its English stop words."""
+    kept = dict(counts)  # (a dict's deletion is C code, a Counter's Python)
+    for word in _dropped().intersection(kept):  # (walks the text's words, not every stop word)
+        del kept[word]
+    if not text.isascii():  # (a one-character word outside ASCII)
+        for word in [w for w in kept if len(w) < 2]:
+            del kept[word]
     return sum(kept.values()), kept
+
+
+@functools.lru_cache(maxsize=1)
+def _dropped() -> frozenset[str]:
+    """The words no term is: the stop words, and every one-character ASCII word."""
+    return _stopwords() | {chr(c) for c in range(128) if chr(c).isalnum() or chr(c) == "_"}
 
 
 _WORD = re.compile(r"\w+")
