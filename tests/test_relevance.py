@@ -323,3 +323,27 @@ def test_scores_do_not_depend_on_which_texts_were_read_before(docs, query, read)
                 relevance._terms([doc])
         warm = relevance.scores(query, docs)
     assert warm == fresh
+
+
+_TERMS = [f"t{i}" for i in range(40)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    texts=st.lists(st.lists(st.sampled_from(_TERMS), max_size=4).map(" ".join), max_size=200),
+    query=st.lists(st.sampled_from(_TERMS), min_size=1, max_size=40).map(" ".join),
+    most=st.integers(0, 24),
+)
+def test_the_terms_a_question_asks_are_those_its_history_holds_up_to_the_limit(texts, query, most):
+    """`asked_terms` stops reading a long question's history once the texts read hold more than
+    `question_terms` of its terms (runs of 64 texts from the start): the same answer as reading the
+    whole history, its terms held as words or as substrings of a word, or none past the limit."""
+    from guard.core import memo
+
+    wanted = set(query.split())
+    words = {w for text in texts for w in text.split()}
+    held = {t for t in wanted if any(t in w for w in words)}
+    exact = wanted & words
+    expected = frozenset() if len(exact) > most or len(held) > most else frozenset(held)
+    with memo.using(memo.Memos()):
+        assert relevance.asked_terms(query, texts, most) == expected

@@ -242,12 +242,28 @@ def asked_terms(query: str, before: Sequence[str], question_terms: int = QUESTIO
     wanted = set(_terms([query])[0][1])
     if not wanted:
         return frozenset()
-    words, joined = _vocabulary(tuple(before))
+    texts = tuple(before)
+    if len(wanted) > question_terms and _holds_more(wanted, texts, question_terms):
+        return frozenset()  # (a long message: decided on the history's first texts, most often)
+    words, joined = _vocabulary(texts)
     exact = wanted & words
     if len(exact) > question_terms:  # (a tool's output: decided without a substring search)
         return frozenset()
     had = exact | {t for t in wanted - exact if t in joined}
     return frozenset(had) if len(had) <= question_terms else frozenset()
+
+
+def _holds_more(wanted: set[str], texts: tuple[str, ...], most: int) -> bool:
+    """Whether `texts` hold more than `most` of the terms `wanted` as words, read a run of
+    `_CHUNK` texts at a time from the start (the runs `_vocabulary` unions) and stopping once they
+    do: a long message (an agent's observation, a pasted task) shares more than that with the
+    first runs of its history, and the rest need not be read."""
+    held: set[str] = set()
+    for i in range(0, len(texts), _CHUNK):
+        held |= wanted & _chunk_words(texts[i : i + _CHUNK])
+        if len(held) > most:
+            return True
+    return False
 
 
 def lost_of(had: frozenset[str], after: Sequence[str], share: float = LOST_SHARE) -> frozenset[str]:
