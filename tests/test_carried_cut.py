@@ -352,7 +352,8 @@ def test_the_replay_cuts_only_where_a_request_was_sent():
     """A past request ended where the history does not end with a reply of the model's: not
     between the model's answer and the client's next words (no request held that history), in
     each dialect; between two messages of the client's it may have (a client that adds its own
-    messages turn after turn without a reply between them)."""
+    messages turn after turn without a reply between them), but not between tool results and the
+    client's next message."""
     chat = by_name("openai")
     msgs = [
         {"role": "system", "content": "s"},
@@ -389,6 +390,52 @@ def test_the_replay_cuts_only_where_a_request_was_sent():
     assert Past(anthropic, tuple(turns), (1,) * 5, (1,) * 5, 0).requests == [1, 3]
     notes = [{"role": "user", "content": f"note {i}"} for i in range(4)]  # no reply between them
     assert Past(chat, tuple(notes), (1,) * 4, (1,) * 4, 0).requests == [1, 2, 3]
+    # an agent that follows each batch of results with its own message (Roo Code's environment
+    # details) sent both at once: no request ended between them
+    env = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    for t in range(2):
+        env += [
+            {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{t}", "type": "function", "function": {}}]},
+            {"role": "tool", "tool_call_id": f"c{t}", "content": "r"},
+            {"role": "user", "content": f"environment {t}"},
+        ]
+    past = Past(chat, tuple(env), (1,) * 8, (1,) * 8, 0)
+    assert past.starts == [1, 2, 4, 5, 7] and past.requests == [1, 2, 5]
+    items = [
+        {"role": "user", "content": "task"},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "r"},
+        {"role": "user", "content": "environment"},
+        {"type": "function_call", "call_id": "d", "name": "f", "arguments": "{}"},
+    ]
+    assert Past(responses, tuple(items), (1,) * 5, (1,) * 5, 0).requests == [1, 4]
+
+
+def test_an_agent_that_follows_its_results_with_its_own_message_is_cut_where_it_sent_requests():
+    """Roo Code sends the state of its environment as a user message after each batch of tool
+    results, in the same request. Every new cut is made on a request the client sent, with that
+    request's last user message as its question: not on the history up to the results alone, a
+    request never sent, whose question would be the previous turn's environment message, kept
+    pinned at the cut's end (bench.sweep, roo/file-clear-error-2 at 30% of its size: 0.682 of the
+    untrimmed bill -> 0.639, each cut a turn deeper and lasting longer)."""
+    engine = _engine(6_000)
+    words = [f"w{i}" for i in range(400)]
+    msgs = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "task " * 300}]
+    sent, cut_from = set(), set()
+    for t in range(40):
+        call = {"id": f"c{t}", "type": "function", "function": {"name": "read", "arguments": f'{{"n": {t}}}'}}
+        result = " ".join(words[(t * 37) % 200 :][: 60 + (t * 53) % 240])
+        msgs += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{t}", "content": result},
+            {"role": "user", "content": f"<environment_details> turn {t} " + "open tabs: a.py b.py " * 20},
+        ]
+        sent.add(len(msgs))
+        report = engine.fit({"model": "small", "messages": list(msgs)}, model="small").report
+        if report.cut_from is not None:
+            cut_from.add(report.cut_from)
+    assert len(cut_from) >= 3
+    assert cut_from <= sent, sorted(cut_from - sent)
 
 
 def test_a_long_system_prompt_keeps_fewer_newest_turns_whole_so_a_cut_lasts_a_band():

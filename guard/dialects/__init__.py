@@ -82,10 +82,21 @@ def turn_boundaries(dialect: Dialect, messages: Sequence[Message]) -> tuple[list
     results), and of those, where a request of this history may have been sent: where the history
     does not end with a reply of the model's (`Dialect.is_reply`). A boundary between the model's
     answer and the client's next words ended no request: nothing was sent with that history (a
-    client that adds its own messages without a reply between them, though, may have sent each)."""
+    client that adds its own messages without a reply between them, though, may have sent each).
+    Nor did one between tool results and the client's own next message: results are sent for the
+    model's next step, so had they gone alone its reply would stand between them (an agent that
+    follows each batch of results with the state of its environment, as Roo Code does, sends both
+    in one request)."""
     groups = dialect.groups(messages)
     starts = [j for j in range(1, len(groups)) if groups[j] != groups[j - 1]]
-    return starts, [b for b in starts if not dialect.is_reply(messages[b - 1])]
+    return starts, [b for b in starts if _may_have_ended(dialect, messages[b - 1], messages[b])]
+
+
+def _may_have_ended(dialect: Dialect, before: Message, after: Message) -> bool:
+    """Whether a request may have ended with `before`, followed in the history by `after`."""
+    if dialect.is_reply(before):
+        return False  # (the client's next words came first)
+    return dialect.is_reply(after) or not dialect.tool_result_ids(before)
 
 
 __all__ = [
