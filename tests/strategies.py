@@ -304,13 +304,14 @@ FACT_VALUE = "Q7{t}1-55{t}0"
 
 
 @st.composite
-def long_agent_loop(
+def long_agent_loop(  # noqa: PLR0913 - a strategy's keyword flags, one per shape of loop
     draw: st.DrawFn,
     dialects: tuple[str, ...] = ("openai", "anthropic", "responses"),
     questions: bool = False,
     giant: bool = False,
     large: bool = False,
     screenshots: bool = False,
+    environment: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(body, settings): one task, then 20-40 tool turns whose results (plain text or JSON, 60-400
     words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
@@ -320,7 +321,8 @@ def long_agent_loop(
     `giant`, one or two results are as large as all the others together: larger than the room;
     with `large`, a quarter to 0.6 of them: most of the room, or a little over it. With
     `screenshots`, every third result is a screenshot (an image, alone or after a line of text), as
-    a computer-use agent's are."""
+    a computer-use agent's are. With `environment`, each result is followed by a user message of the
+    client's own in the same request (the state of its environment, as Roo Code sends it)."""
     turns = draw(st.integers(20, 40))
     sizes = draw(st.lists(st.integers(60, 400), min_size=turns, max_size=turns))
     if giant or large:
@@ -357,6 +359,11 @@ def long_agent_loop(
         }
         msgs.append({"role": "assistant", "content": draw(_text(0, 12)), "tool_calls": [call], "x_id": len(msgs)})
         msgs.append({"role": "tool", "tool_call_id": f"c{t}", "content": result, "x_id": len(msgs)})
+        if environment:
+            state = f"<environment_details> step {t}: open tabs f{t}.py f{t + 1}.py " + "visible " * draw(
+                st.integers(5, 60)
+            )
+            msgs.append({"role": "user", "content": state, "x_id": len(msgs)})
     dialect = draw(st.sampled_from(dialects))
     if dialect == "responses":
         instructions, items = to_responses(msgs, draw(st.booleans()))

@@ -736,13 +736,28 @@ def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
     whole turns go on most turns. Turn N+1's fitted messages start with turn N's, byte for byte,
     except on turns whose report marks a new cut; and new cuts come once per band of growth (the
     quantum, `cut_quantum_ratio` of the room), plus one, not once per turn."""
-    body, settings = case
+    _keeps_its_cut_between_crossings(*case)
+
+
+@given(long_agent_loop(dialects=("openai", "responses"), environment=True))
+@settings(max_examples=max(100, settings.default.max_examples // 2))
+def test_a_loop_that_follows_its_results_with_its_own_message_keeps_its_cut_between_crossings(case):
+    """The same for a client that follows each batch of results with a message of its own in the
+    same request (Roo Code's environment details): and every new cut is made on a request the
+    client sent, not on the history up to the results alone, which no request held."""
+    _keeps_its_cut_between_crossings(*case)
+
+
+def _keeps_its_cut_between_crossings(body: dict[str, Any], settings: dict[str, Any]) -> None:
+    """Replays `body` turn by turn (`_growing`) and checks the carried cuts (see above)."""
     engine = _engine(sized(body, settings))
     previous: Fitted | None = None
     new_cuts = cut_turns = 0
     last_before = room = band = 0
     trail = []
+    sent = set()
     for turn in _growing(body):
+        sent.add(len(_turns(turn)))
         fitted = engine.fit(turn, dialect=settings["dialect"])  # the newest turns are small: never refused
         report = fitted.report
         assert report.fits and report.input_tokens_after <= report.room
@@ -752,6 +767,7 @@ def test_a_long_loop_whose_turns_must_go_keeps_its_cut_between_crossings(case):
             new_cuts += previous is None or report.cut != previous.report.cut
             last_before, room = report.input_tokens_before, report.room
             band = max(1, int(room * Policy().cut_quantum_ratio))
+            assert report.cut_from is None or report.cut_from in sent, (report.cut_from, sorted(sent))
         if previous is not None and report.cut == previous.report.cut:
             before, after = _turns(previous.body), _turns(fitted.body)
             assert json.dumps(after[: len(before)]) == json.dumps(before), report.cut
