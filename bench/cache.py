@@ -188,6 +188,7 @@ class Turn:
     # a carried cut dropped: the previous turn was cut, and its prompt plus what the client added
     # since (JSON compacted, as every overflow sends it) fit the room, yet this turn does not start with it
     needless: bool = False
+    summarized: bool = False  # the request went with a summary of what its cut dropped
 
 
 @dataclass
@@ -334,7 +335,8 @@ def replay(
                 added = [compacted(dialect, m) for m in asked[len(was_asked) :]]
                 carry = fixed + sum(counter.messages(dialect, was_sent)) + sum(counter.messages(dialect, added))
                 needless = carry <= report.room
-        out.turns.append(Turn(sent, cached, cut, new_cut, room, broken, needless))
+        summarized = report is not None and any(a.kind == "summarize" for a in report.actions)
+        out.turns.append(Turn(sent, cached, cut, new_cut, room, broken, needless, summarized))
         previous, last_cut, last = keys, fingerprint, (asked, messages)
         last_resort = (
             report is not None
@@ -653,6 +655,7 @@ def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = N
         "new_cuts": sum(t.new_cut for t in run.turns),
         "unmarked": sum(t.broken for t in run.turns),
         "needless": sum(t.needless for t in run.turns),
+        "summarized": sum(t.summarized for t in run.turns),
         "base_breaks": base.breaks,
         "anthropic": run.cost("anthropic") / base.cost("anthropic"),
         "anthropic_ideal": ideal(base, run, "anthropic") if len(base.turns) == len(run.turns) else None,

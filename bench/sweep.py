@@ -122,6 +122,7 @@ def trace(name: str, ratio: float, corpus: str | None, how: How) -> str:
 def summary(rows: list[dict[str, Any]]) -> str:
     lines = [
         "ratio loops  mean  best  median best_med  >1.0x  >best+.05  hit<best-.05  new_cuts needless room_min  at_bar"
+        "  summarized"
     ]
     for ratio in sorted({r["ratio"] for r in rows}):
         over = [r for r in rows if r["ratio"] == ratio and r["bill_over"] is not None]
@@ -144,6 +145,8 @@ def summary(rows: list[dict[str, Any]]) -> str:
             f"{len(above):>10} {len(low_hit):>13} {sum(r['new_cuts'] for r in over):>9} "
             f"{sum(r['needless'] for r in over):>8} {min(rooms) if rooms else float('nan'):.3f}"
             f"   {min(at_bar) if at_bar else float('nan'):.3f}"
+            # (the cut turns that sent a summary of what their cut dropped: with --summarize)
+            f"  {sum(r.get('summarized', 0) for r in over)}/{sum(r['cut'] for r in over)}"
         )
         for r in sorted(over, key=lambda r: -r["bill_over"]):
             flags = []

@@ -1136,13 +1136,14 @@ def test_a_goose_session_is_rebuilt_as_its_anthropic_renderer_sent_it(tmp_path):
     assert convert.goose_sessions(session, session.read_text(), None) == {"20250917_152914": lines}
 
 
-@pytest.mark.parametrize("name", ["crush/a20c5ed5", "trae/vllm_core-0007", "goose/NBK1256_0"])
+@pytest.mark.parametrize("name", ["crush/a20c5ed5", "trae/vllm_core-0007", "goose/NBK1256_0", "letta/lettabot-builder"])
 def test_a_family_held_out_until_measured_keeps_issue_34s_bars(name):
-    """Three families of sessions 43 and 44, measured before any code saw them (docs/benchmarks.md):
+    """Four families of sessions 43, 44 and 58, measured before any code saw them (docs/benchmarks.md):
     a Charm Crush session of GPT-5 whose results reach 82k characters (0.695 of the untrimmed loop's
     bill at half its size, the carrying best cuts' 0.904), a trae-agent run of GPT-4o with a
-    parallel call (0.732, theirs 0.748) and a Goose session of Claude Sonnet 4 whose MCP result of
-    100k characters is over the room (0.897, theirs 0.913): cached share and bill within 0.05 of
+    parallel call (0.732, theirs 0.748), a Goose session of Claude Sonnet 4 whose MCP result of
+    100k characters is over the room (0.897, theirs 0.913) and a Letta memory agent whose every
+    turn is a transcript of up to 102k characters (0.784, theirs 0.780): cached share and bill within 0.05 of
     the carrying best cuts', no needless re-cut, and the room bar on every cut turn a whole-turn
     cut could keep it on."""
     r = _replayed_row(name, 0.5)
@@ -1216,6 +1217,71 @@ def test_an_mcpmark_run_is_rebuilt_as_its_agent_sent_it(tmp_path):
     with gzip.open(tmp_path / "mcpmark__postgres_supabase_2_lego__rename.json.gz", "rt") as f:
         written = json.load(f)
     assert written["model"] == "claude-sonnet-4-5-20250929" and written["messages"] == messages
+
+
+def test_a_letta_agent_file_is_rebuilt_in_its_context_order(tmp_path):
+    """convert.py's `letta` (session 58): of a Letta agent file, the agent with the most messages,
+    its in-context messages in `in_context_message_ids` order (not the order they are stored in:
+    Letta puts its summary of what it evicted after the system prompt); text parts joined, a
+    reply's native reasoning left out, its calls as OpenAI tool calls; the agent's own tools'
+    schemas only; the model's last reply is no request's; the command line names the loop."""
+    convert = _convert_module()
+
+    def message(i: int, role: str, *parts: dict, **rest: Any) -> dict:
+        return {"id": f"message-{i}", "role": role, "content": list(parts), **rest}
+
+    def text(t: str) -> dict:
+        return {"type": "text", "text": t, "signature": None}
+
+    thought = {"type": "reasoning", "is_native": True, "reasoning": "Nothing new.", "signature": "sig"}
+    call = {"id": "toolu_1", "type": "function", "function": {"name": "memory_finish_edits", "arguments": "{}"}}
+    stored = [
+        message(1, "system", text("You are a sleeptime agent.")),
+        message(3, "user", text("<system-reminder>review</system-reminder>\nMessages:\nuser: hi")),
+        message(4, "assistant", thought, text("Reviewed."), tool_calls=[call]),
+        message(5, "tool", text('{"status": "OK"}'), tool_call_id="toolu_1"),
+        message(6, "user", text("Messages:\nuser: bye"), text("assistant: bye")),
+        message(7, "assistant", thought),
+        message(2, "user", text('{"type": "system_alert", "message": "summary"}')),
+        message(9, "user", text("evicted since: not in context")),
+    ]
+    schema = {"name": "memory_finish_edits", "parameters": {"type": "object", "properties": {}}}
+    agent_file = {
+        "agents": [
+            {"messages": [stored[0]], "in_context_message_ids": ["message-1"], "tool_ids": [], "llm_config": {}},
+            {
+                "messages": stored,
+                "in_context_message_ids": [f"message-{i}" for i in (1, 2, 3, 4, 5, 6, 7)],
+                "tool_ids": ["tool-4"],
+                "llm_config": {"model": "claude-sonnet-4-5-20250929"},
+            },
+        ],
+        "tools": [{"id": "tool-4", "json_schema": schema}, {"id": "tool-9", "json_schema": {"name": "web_search"}}],
+    }
+    body = convert.letta(agent_file)
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "user", "assistant", "tool", "user"]
+    assert (
+        messages[1]["content"].endswith('"summary"}')
+        and messages[-1]["content"] == "Messages:\nuser: bye\nassistant: bye"
+    )
+    assert messages[3] == {
+        "role": "assistant",
+        "content": "Reviewed.",
+        "tool_calls": [
+            {"id": "toolu_1", "type": "function", "function": {"name": "memory_finish_edits", "arguments": "{}"}}
+        ],
+    }
+    assert messages[4] == {"role": "tool", "content": '{"status": "OK"}', "tool_call_id": "toolu_1"}
+    assert body["model"] == "claude-sonnet-4-5-20250929"
+    assert body["tools"] == [{"type": "function", "function": schema}]
+
+    path = tmp_path / "lettabot-builder.af"
+    path.write_text(json.dumps(agent_file))
+    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
+    subprocess.run([sys.executable, str(script), "letta", str(path), "--out", str(tmp_path)], check=True)
+    with gzip.open(tmp_path / "letta__lettabot-builder.json.gz", "rt") as f:
+        assert json.load(f)["messages"] == messages
 
 
 @pytest.mark.parametrize("name", ["openhands/ponylang__ponyc-4595", "gemini/4f17cdc6"])

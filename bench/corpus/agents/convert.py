@@ -31,6 +31,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py toolathlon trajs/claude-4.5-sonnet_TASK.json
     python bench/corpus/agents/convert.py vscode samples/fix-deploy.json --prompts-source samples/X.chatreplay.json
     python bench/corpus/agents/convert.py nyuctf transcripts/baseline_gpt4/.../conversation.MODEL.N.json
+    python bench/corpus/agents/convert.py letta agents/@letta-ai/NAME/NAME.af
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -80,6 +81,8 @@ dropped. Per family (see README.md beside this file for sources and licences):
   their functions (DeerFlow's threads are LangGraph checkpoints of LangChain messages; Toolathlon
   stores its MCP agent's chat messages as sent; VS Code's session export holds GitHub Copilot
   Chat's rounds and their results as prompt-tsx trees, not the requests).
+- letta (session 58): a Letta agent file (`.af`, an agent's exported state): its in-context
+  messages, as Letta's Anthropic client sends them through chat; see its function.
 """
 
 from __future__ import annotations
@@ -1310,6 +1313,40 @@ def deerflow(thread: dict[str, Any], template: str, reasoning: bool, model: str)
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": messages}
 
 
+def letta(agent_file: dict[str, Any]) -> dict[str, Any]:
+    """A chat body from a Letta agent file (`.af`: an agent's state, exported), of its agent with
+    the most messages: its in-context messages in their order (`in_context_message_ids`), as
+    Letta's Anthropic client sends them through chat: the system message (only the last one is
+    stored: Letta re-renders it as the memory blocks change), each user message's text, each
+    reply's text and its tool calls (its native reasoning left out, as the chat bodies of the other
+    families leave it), each tool result's text and call id; the agent's own tools' schemas
+    (`json_schema` of the file's tools it has). The history Letta had already evicted is not
+    stored: its summary message stands where Letta put it, after the system message."""
+    agent = max(agent_file["agents"], key=lambda a: len(a.get("messages") or []))
+    by_id = {m["id"]: m for m in agent["messages"]}
+    messages: list[dict[str, Any]] = []
+    for m in (by_id[i] for i in agent["in_context_message_ids"] if i in by_id):
+        role = m["role"]
+        text = "\n".join(p["text"] for p in m.get("content") or [] if p.get("type") == "text")
+        if role in ("system", "user"):
+            messages.append({"role": role, "content": text})
+        elif role == "assistant":
+            out: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if m.get("tool_calls"):
+                out["tool_calls"] = [
+                    _call(c["id"], c["function"]["name"], json.loads(c["function"]["arguments"] or "{}"))
+                    for c in m["tool_calls"]
+                ]
+            messages.append(out)
+        elif role == "tool":
+            messages.append({"role": "tool", "content": text, "tool_call_id": m["tool_call_id"]})
+    _drop_trailing_replies(messages)
+    tools = [
+        {"type": "function", "function": t["json_schema"]} for t in agent_file["tools"] if t["id"] in agent["tool_ids"]
+    ]
+    return {"model": agent["llm_config"]["model"], "tools": tools, "messages": _scrubbed(messages)}
+
+
 def _tsx_text(value: Any) -> str:
     """A tool result as GitHub Copilot Chat's export holds it (`{"content": [{"value": ...}]}`, each
     value a string or a prompt-tsx node tree: elements with `children`, text nodes of `type` 2 with
@@ -1648,6 +1685,7 @@ def main() -> None:
             "deerflow",
             "toolathlon",
             "vscode",
+            "letta",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1789,6 +1827,8 @@ def main() -> None:
         elif args.family == "pi":  # a session file of pi's coding agent
             lines = [json.loads(line) for line in text.splitlines() if line.strip()]
             _write(args.out, f"{args.prefix}pi__{args.tag or path.stem}", pi(lines), str(path))
+        elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
+            _write(args.out, f"{args.prefix}letta__{args.tag or path.stem}", letta(json.loads(text)), str(path))
         elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
             thread = json.loads(text)
             template = prompts_from_source(args.prompts_source.read_text())["SYSTEM_PROMPT_TEMPLATE"]
