@@ -21,6 +21,5 @@ install() {  # prefix package@version binary
 install .agents/cc "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION}" claude
 install .agents/codex "@openai/codex@${CODEX_VERSION}" codex
 install .agents/opencode "opencode-ai@${OPENCODE_VERSION}" opencode
-[ -n "${GUARD_AGENTS_INSTALL_ONLY:-}" ] && exit 0  # (.ci/run installs them in the background while the suite runs)
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 exec "${GUARD_VENV:-.venv}/bin/python" -m bench.agents "$@"
