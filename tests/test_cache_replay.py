@@ -1284,6 +1284,62 @@ def test_a_letta_agent_file_is_rebuilt_in_its_context_order(tmp_path):
         assert json.load(f)["messages"] == messages
 
 
+def test_a_pi_session_on_openai_codex_is_rebuilt_as_responses_items():
+    """convert.py's `pi_responses` (session 58): a pi session on its `openai-codex` provider as
+    the Responses items it sends back: thinking as a `reasoning` item with its stored summary, text
+    as an assistant message, calls as `function_call`s whose `call|item` id is split, results as
+    `function_call_output`s; a reply that ended in a transport error goes with its calls, as does
+    a call no result answers before the next reply; the model's last reply is no request's."""
+    convert = _convert_module()
+
+    def line(role: str, *parts: dict, **rest: Any) -> dict:
+        return {"type": "message", "message": {"role": role, "content": list(parts), **rest}}
+
+    signature = json.dumps({"id": "rs_1", "type": "reasoning", "encrypted_content": "REDACTED", "summary": []})
+    thought = {"type": "thinking", "thinking": "Look first.", "thinkingSignature": signature}
+    lines = [
+        {"type": "session", "version": 3, "cwd": "/Users/soph/work"},
+        {"type": "model_change", "provider": "openai-codex", "modelId": "gpt-5.5"},
+        line("user", {"type": "text", "text": "Review /Users/soph/work"}),
+        line(
+            "assistant",
+            thought,
+            {"type": "toolCall", "id": "call_a|fc_a", "name": "read", "arguments": {"path": "a.go"}},
+            {"type": "toolCall", "id": "call_b|fc_b", "name": "read", "arguments": {"path": "b.go"}},
+            stopReason="toolUse",
+            api="openai-codex-responses",
+        ),
+        line("toolResult", {"type": "text", "text": "package a"}, toolCallId="call_a|fc_a", isError=False),
+        line("assistant", {"type": "text", "text": "half"}, stopReason="error"),
+        line("assistant", {"type": "text", "text": "Both read."}, stopReason="stop"),
+        line("user", {"type": "text", "text": "Thanks"}),
+        line("assistant", {"type": "text", "text": "Welcome."}, stopReason="stop"),
+    ]
+    body = convert.pi_responses(lines)
+    assert body["model"] == "gpt-5.5" and body["instructions"] == convert.PI_SYSTEM
+    assert [t["name"] for t in body["tools"]] == ["read", "bash", "edit", "write"]
+    items = body["input"]
+    assert [i.get("type", i.get("role")) for i in items] == [
+        "user",
+        "reasoning",
+        "function_call",
+        "function_call_output",
+        "message",
+        "user",
+    ]
+    assert items[0] == {"role": "user", "content": [{"type": "input_text", "text": "Review /Users/user/work"}]}
+    assert items[1] == {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Look first."}]}
+    assert items[2] == {
+        "type": "function_call",
+        "call_id": "call_a",
+        "id": "fc_a",
+        "name": "read",
+        "arguments": '{"path": "a.go"}',
+    }
+    assert items[3] == {"type": "function_call_output", "call_id": "call_a", "output": "package a"}
+    assert items[4]["content"][0]["text"] == "Both read."
+
+
 @pytest.mark.parametrize("name", ["openhands/ponylang__ponyc-4595", "gemini/4f17cdc6"])
 def test_under_recut_a_last_resort_cut_goes_a_turn_later_on_every_worker(name):
     """`last_resort_cuts: recut`: a cut the last resort made inside the newest turns (a result

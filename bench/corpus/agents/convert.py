@@ -32,6 +32,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py vscode samples/fix-deploy.json --prompts-source samples/X.chatreplay.json
     python bench/corpus/agents/convert.py nyuctf transcripts/baseline_gpt4/.../conversation.MODEL.N.json
     python bench/corpus/agents/convert.py letta agents/@letta-ai/NAME/NAME.af
+    python bench/corpus/agents/convert.py pi_responses XX/CHECKPOINT/0/full.jsonl --tag CHECKPOINT
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -83,6 +84,8 @@ dropped. Per family (see README.md beside this file for sources and licences):
   Chat's rounds and their results as prompt-tsx trees, not the requests).
 - letta (session 58): a Letta agent file (`.af`, an agent's exported state): its in-context
   messages, as Letta's Anthropic client sends them through chat; see its function.
+- pi_responses (session 58): a pi session on its `openai-codex` provider, as the Responses items
+  that provider sends back; see its function.
 """
 
 from __future__ import annotations
@@ -1556,15 +1559,15 @@ PI_TOOLS = [
 ]
 
 
-def _pi_kept_calls(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _pi_kept_calls(history: list[dict[str, Any]], api: str = "anthropic-messages") -> list[dict[str, Any]]:
     """pi's `transformMessages`: each assistant message but the last keeps only the tool calls
     that a result answers before the next assistant message (an aborted turn's calls go); an
-    assistant message of another API has its thinking as text."""
+    assistant message of another API than `api` has its thinking as text."""
     out = []
     for i, msg in enumerate(history):
         if msg["role"] == "assistant":
             parts = msg.get("content") or []
-            if msg.get("api") != "anthropic-messages":
+            if msg.get("api") != api:
                 parts = [
                     {"type": "text", "text": f"<thinking>\n{p['thinking']}\n</thinking>"}
                     if p.get("type") == "thinking"
@@ -1635,6 +1638,69 @@ def pi(lines: list[dict[str, Any]]) -> dict[str, Any]:
     return {"model": model, "system": PI_SYSTEM, "max_tokens": 32000, "tools": PI_TOOLS, "messages": messages}
 
 
+def pi_responses(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """A Responses API body from a session of pi's coding agent on its `openai-codex` provider
+    (session version 3, as Entire commits it): the history as that provider sends it back, stateless:
+    a user message's text as `input_text`, a reply as its items in order (its thinking as a
+    `reasoning` item with the summary pi stored, whose `encrypted_content` the committed session
+    redacts; its text as an assistant `message` of `output_text`; each tool call a `function_call`,
+    pi's id `call|item` split into its `call_id` and `id`), each result a `function_call_output`.
+    A reply that ended in a transport error goes, with its calls (the model's answer to it never
+    arrived whole), and `_pi_kept_calls` as for the Anthropic provider. pi's instructions and tools of
+    that time are not in the session: `PI_SYSTEM` and `PI_TOOLS` stand in. Home paths are
+    pseudonymised."""
+    history = [line["message"] for line in lines if line.get("type") == "message"]
+    history = [m for m in history if m.get("role") in ("user", "assistant", "toolResult")]
+    history = [m for m in history if not (m["role"] == "assistant" and m.get("stopReason") in ("error", "aborted"))]
+    items: list[dict[str, Any]] = []
+    for msg in _pi_kept_calls(history, "openai-codex-responses"):
+        role, content = msg["role"], msg.get("content")
+        parts = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+        if role == "toolResult":
+            text = "\n".join(p.get("text", "") for p in parts if p.get("type") == "text")
+            items.append({"type": "function_call_output", "call_id": msg["toolCallId"].split("|")[0], "output": text})
+        elif role == "user":
+            text = [{"type": "input_text", "text": p["text"]} for p in parts if p.get("type") == "text"]
+            items.append({"role": "user", "content": text})
+        else:
+            for p in parts:
+                kind = p.get("type")
+                if kind == "thinking":
+                    # (the stored item, as JSON; where the redaction left it unreadable, its id and
+                    # the thinking pi kept, which is its summary's text)
+                    signature = p.get("thinkingSignature") or "{}"
+                    try:
+                        stored = json.loads(signature)
+                    except ValueError:
+                        found = re.search(r'"id":"(rs_[^"]*)"', signature)
+                        stored = {"id": found.group(1) if found else ""}
+                    summary = stored.get("summary") or [{"type": "summary_text", "text": p["thinking"]}]
+                    items.append({"type": "reasoning", "id": stored.get("id", ""), "summary": summary})
+                elif kind == "text" and p["text"].strip():
+                    said = [{"type": "output_text", "text": p["text"], "annotations": []}]
+                    items.append({"type": "message", "role": "assistant", "content": said, "status": "completed"})
+                elif kind == "toolCall":
+                    call_id, _, item_id = p["id"].partition("|")
+                    arguments = json.dumps(p.get("arguments") or {})
+                    items.append(
+                        {
+                            "type": "function_call",
+                            "call_id": call_id,
+                            "id": item_id,
+                            "name": p["name"],
+                            "arguments": arguments,
+                        }
+                    )
+    while items and items[-1].get("role") != "user" and items[-1]["type"] != "function_call_output":
+        items.pop()  # (the model's last reply is no request's)
+    model = next((line["modelId"] for line in lines if line.get("type") == "model_change"), "gpt-5.5")
+    tools = [
+        {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
+        for t in PI_TOOLS
+    ]
+    return {"model": model, "instructions": PI_SYSTEM, "tools": tools, "input": _scrubbed(items), "store": False}
+
+
 def write_gz(target: Path, data: Any) -> None:
     """`data` as compact JSON, gzipped, the way every corpus file is written (mtime 0: the same
     bytes from the same input)."""
@@ -1686,6 +1752,7 @@ def main() -> None:
             "toolathlon",
             "vscode",
             "letta",
+            "pi_responses",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1827,6 +1894,9 @@ def main() -> None:
         elif args.family == "pi":  # a session file of pi's coding agent
             lines = [json.loads(line) for line in text.splitlines() if line.strip()]
             _write(args.out, f"{args.prefix}pi__{args.tag or path.stem}", pi(lines), str(path))
+        elif args.family == "pi_responses":  # XX/CHECKPOINT/0/full.jsonl (Entire, pi on openai-codex)
+            lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+            _write(args.out, f"{args.prefix}pi__{args.tag or path.parent.parent.name}", pi_responses(lines), str(path))
         elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
             _write(args.out, f"{args.prefix}letta__{args.tag or path.stem}", letta(json.loads(text)), str(path))
         elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
