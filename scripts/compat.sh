@@ -23,9 +23,7 @@ version="${GUARD_LITELLM_VERSION:-1.102.4}"
 mode="${GUARD_COMPAT:-proxy}"
 venv=".venv-compat-${version}"
 [ -x "${venv}/bin/python" ] || python3 -m venv "${venv}"
-# (--no-compile: Python compiles a module when it is first imported; compiling every file of LiteLLM
-# and its dependencies at install is most of the CPU an install takes: litellm[proxy] 32 s -> 13 s)
-pip=("${venv}/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile)
+pip=("${venv}/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --upgrade pip >/dev/null
 if [ "${mode}" = sdk ]; then
   "${pip[@]}" "litellm[mcp]==${version}"

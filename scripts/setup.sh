@@ -10,9 +10,7 @@ venv="${GUARD_VENV:-.venv}"
 if [ ! -x "${venv}/bin/python" ]; then
   "${GUARD_PYTHON:-python3}" -m venv "${venv}"  # (GUARD_PYTHON: another interpreter, e.g. python3.13)
 fi
-# (--no-compile: Python compiles a module when it is first imported; compiling every file of LiteLLM
-# and its dependencies at install is most of the CPU an install takes: litellm[proxy] 32 s -> 13 s)
-pip=("${venv}/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile)
+pip=("${venv}/bin/python" -m pip install --quiet --disable-pip-version-check)
 "${pip[@]}" --upgrade pip >/dev/null
 case ",${extras}," in
   *,local-llm,*)
