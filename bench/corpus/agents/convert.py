@@ -217,6 +217,13 @@ def _drop_trailing_replies(messages: list[dict[str, Any]]) -> None:
         messages.pop()
 
 
+def _drop_trailing_response_items(items: list[dict[str, Any]]) -> None:
+    """`_drop_trailing_replies` for Responses API items: the model's messages, reasoning and calls
+    off the end of `items`, so the loop ends where the client last sent."""
+    while items and (items[-1].get("role") == "assistant" or items[-1].get("type") in ("reasoning", "function_call")):
+        items.pop()
+
+
 def _call(call_id: str, name: str, arguments: Any, ensure_ascii: bool = True) -> dict[str, Any]:
     """An OpenAI chat tool call of `name` with `arguments` (an object, sent as its JSON text; with
     `ensure_ascii` off, non-ASCII characters as they are, as LangChain writes them)."""
@@ -545,8 +552,7 @@ def codex(text: str, model: str) -> dict[str, Any]:
     tools += [{"type": "custom", "name": name, "description": f"the agent's {name} tool"} for name in custom]
     if any(item.get("type") == "web_search_call" for item in items):
         tools.append({"type": "web_search"})
-    while items and (items[-1].get("role") == "assistant" or items[-1].get("type") in ("reasoning", "function_call")):
-        items.pop()  # the loop ends where the client last sent
+    _drop_trailing_response_items(items)
     return {
         "model": model,
         "instructions": meta["base_instructions"]["text"],
@@ -848,8 +854,7 @@ def hermes(run: dict[str, Any], model: str) -> dict[str, Any]:
             )
         elif kind == "function_call_output":
             items.append({"type": kind, "call_id": item["call_id"], "output": item["output"]})
-    while items and (items[-1].get("role") == "assistant" or items[-1]["type"] == "function_call"):
-        items.pop()
+    _drop_trailing_response_items(items)
     return {"model": model, "input": items, "tools": _responses_schemas_of_calls(items), "store": False}
 
 
@@ -1587,6 +1592,12 @@ def _pi_kept_calls(history: list[dict[str, Any]], api: str = "anthropic-messages
     return out
 
 
+def _pi_history(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A pi session's messages (its `message` lines of role `user`, `assistant` or `toolResult`), in order."""
+    history = [line["message"] for line in lines if line.get("type") == "message"]
+    return [m for m in history if m.get("role") in ("user", "assistant", "toolResult")]
+
+
 def pi(lines: list[dict[str, Any]]) -> dict[str, Any]:
     """An Anthropic /v1/messages body from a session of pi's coding agent (`~/.pi/agent/sessions`,
     JSONL: a `session` line, `message` lines of role `user`, `assistant` (parts `text`, `thinking`,
@@ -1598,8 +1609,7 @@ def pi(lines: list[dict[str, Any]]) -> dict[str, Any]:
     pi also marks the last user block of each request with `cache_control` (left out here: a
     client moving its breakpoint is `bench.clients`' `breakpoints`). The system prompt and tool
     schemas are pi's own of that time (`PI_SYSTEM`, `PI_TOOLS`). Home paths are pseudonymised."""
-    history = [line["message"] for line in lines if line.get("type") == "message"]
-    history = [m for m in history if m.get("role") in ("user", "assistant", "toolResult")]
+    history = _pi_history(lines)
     messages: list[dict[str, Any]] = []
     for msg in _pi_kept_calls(history):
         role = msg["role"]
@@ -1649,8 +1659,7 @@ def pi_responses(lines: list[dict[str, Any]]) -> dict[str, Any]:
     arrived whole), and `_pi_kept_calls` as for the Anthropic provider. pi's instructions and tools of
     that time are not in the session: `PI_SYSTEM` and `PI_TOOLS` stand in. Home paths are
     pseudonymised."""
-    history = [line["message"] for line in lines if line.get("type") == "message"]
-    history = [m for m in history if m.get("role") in ("user", "assistant", "toolResult")]
+    history = _pi_history(lines)
     history = [m for m in history if not (m["role"] == "assistant" and m.get("stopReason") in ("error", "aborted"))]
     items: list[dict[str, Any]] = []
     for msg in _pi_kept_calls(history, "openai-codex-responses"):
@@ -1691,8 +1700,7 @@ def pi_responses(lines: list[dict[str, Any]]) -> dict[str, Any]:
                             "arguments": arguments,
                         }
                     )
-    while items and items[-1].get("role") != "user" and items[-1]["type"] != "function_call_output":
-        items.pop()  # (the model's last reply is no request's)
+    _drop_trailing_response_items(items)
     model = next((line["modelId"] for line in lines if line.get("type") == "model_change"), "gpt-5.5")
     tools = [
         {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["input_schema"]}
