@@ -1773,3 +1773,27 @@ def test_a_deerflow_loop_keeps_its_cut_and_costs_what_the_best_cuts_cost(name, b
     assert len(DEERFLOW) == 1
     _meets_issue_34s_bars_at_half_size(name, body, "best_carry_bill_over")
     assert differing((name, 0.5, False, None)) == (name, 0.5, [])
+
+
+@pytest.mark.parametrize("name,body", DEERFLOW, ids=[n for n, _ in DEERFLOW])
+def test_a_cut_the_last_resort_made_within_a_marker_of_the_room_is_carried_while_it_fits(name, body):
+    """At 30% of its size (room 9,558) the thread's turn 19 ends with a `write_file` call whose
+    arguments, with the pinned prompt, leave 3 tokens of the room: no whole-turn cut fits (its
+    marker does not), so the last resort shortened the arguments. The next turn adds 289 tokens and
+    the cut plus them still fits, so it is carried byte for byte; the replay used to count that
+    prefix as one only the request could fit, and cut the next turn anew (session 59: `needless` 1)."""
+    from bench.replicas import differing
+
+    actions: list[set[str]] = []
+
+    def on_turn(request, fitted):
+        actions.append({a.kind for a in fitted.report.actions})
+
+    run = replay(name, body, window_policy(body, 0.3), on_turn=on_turn)
+    r = row(name, replay(name, body, None), run, body)
+    assert r["rejected"] == 0 and r["needless"] == 0
+    last_resort = [t for t, kinds in enumerate(actions) if "truncate_recent_call_arguments" in kinds]
+    assert last_resort, actions
+    after = last_resort[0] + 1
+    assert not run.turns[after].new_cut and run.turns[after].cached > 0.9 * run.turns[after].sent
+    assert differing((name, 0.3, False, None)) == (name, 0.3, [])

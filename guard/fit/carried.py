@@ -277,9 +277,10 @@ class _Cuts:
         # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill
         # most of a small room): then no cut lasts a band, and the prefix is cut as deep as it can
         # go; that cut is carried while the request fits, and the request is fitted whole once it
-        # does not (where they are over the room itself, only the last resort fits it: `_floor`)
+        # does not (where they are over the room itself, or leave no room for a cut's marker, only
+        # the last resort fits it: `_no_room`)
         floor = self._floor(m) + self.ghost
-        inside = floor > self.budget.room
+        inside = self._no_room(m, self.ghost)
         deepest = floor > mark and not inside
         mark = mark if inside else max(mark, floor)
         cut, part = yield from self._prefix(m, mark, query(self.dialect, self.messages[:m]), summaries)
@@ -295,10 +296,16 @@ class _Cuts:
         """Whether a cut of the first `m` messages is one the policy carries only while its newest
         turns are the newest (`last_resort_cuts: recut`, `guard.fit.replay.last_cut`), and at the
         request of the first `end` messages they no longer are: the pinned messages and newest
-        turns of the first `m` alone are over the room (`_floor`: the last resort cut inside them),
-        those of the first `end` are not. Never under the default policy (`carry`)."""
-        room = self.budget.room
-        return self.policy.last_resort_cuts == "recut" and self._floor(m) > room >= self._floor(end)
+        turns of the first `m` alone left no room for a cut (`_no_room`: the last resort cut inside
+        them), those of the first `end` do. Never under the default policy (`carry`)."""
+        return self.policy.last_resort_cuts == "recut" and self._no_room(m) and not self._no_room(end)
+
+    def _no_room(self, m: int, ghost: int = 0) -> bool:
+        """Whether the pinned messages and newest turns of the first `m` messages (`_floor`, with
+        `ghost`) alone leave the room no space for a cut's marker (`FIRST_MARK_SLACK`): only the last
+        resort, cutting inside them, fits such a prefix (a result larger than the room, or within a
+        marker of it: session 59, a DeerFlow turn whose pinned and newest turns left 3 tokens)."""
+        return self._floor(m) + ghost + FIRST_MARK_SLACK > self.budget.room
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort
@@ -358,13 +365,13 @@ def _fit_prefix(
     dialect, messages, counts, budget, ctx = cuts.dialect, cuts.messages[:m], cuts.counts[:m], cuts.budget, cuts.ctx
     band = budget.band
     # the last resort (cutting inside the newest turns) is for the request, not for its prefix,
-    # but where the prefix's newest turns alone are over the room (`_floor`): elsewhere a prefix
-    # that needs it cannot be carried, and the request is fitted whole instead
+    # but where the prefix's newest turns alone leave no room for a cut (`_no_room`): elsewhere a
+    # prefix that needs it cannot be carried, and the request is fitted whole instead
     policy = cuts.policy
     # (a prefix fitted without summaries, the summarizer's or not, reports no summarize step:
     # with a summarizer, its summary is put in afterwards, see `guard.fit.cut_summaries.summarized`)
     steps = [s for s in policy.strategies if summaries or not cuts.summarizing or s != "summarize"]
-    if cuts._floor(m) <= budget.room:
+    if not cuts._no_room(m):
         steps = [s for s in steps if BY_NAME[s].kind != "newest"]
     if steps != policy.strategies:
         policy = policy.model_copy(update={"strategies": steps})
