@@ -277,10 +277,9 @@ class _Cuts:
         # the prefix's pinned and newest turns alone may be over its mark (newest turns that fill
         # most of a small room): then no cut lasts a band, and the prefix is cut as deep as it can
         # go; that cut is carried while the request fits, and the request is fitted whole once it
-        # does not (where they are over the room itself, or leave no room for a cut's marker, only
-        # the last resort fits it: `_no_room`)
+        # does not (where they leave no room for a cut, only the last resort fits it: `_no_room`)
         floor = self._floor(m) + self.ghost
-        inside = self._no_room(m, self.ghost)
+        inside = _no_room(self, m, self.ghost)
         deepest = floor > mark and not inside
         mark = mark if inside else max(mark, floor)
         cut, part = yield from self._prefix(m, mark, query(self.dialect, self.messages[:m]), summaries)
@@ -295,17 +294,9 @@ class _Cuts:
     def aged(self, m: int, end: int) -> bool:
         """Whether a cut of the first `m` messages is one the policy carries only while its newest
         turns are the newest (`last_resort_cuts: recut`, `guard.fit.replay.last_cut`), and at the
-        request of the first `end` messages they no longer are: the pinned messages and newest
-        turns of the first `m` alone left no room for a cut (`_no_room`: the last resort cut inside
-        them), those of the first `end` do. Never under the default policy (`carry`)."""
-        return self.policy.last_resort_cuts == "recut" and self._no_room(m) and not self._no_room(end)
-
-    def _no_room(self, m: int, ghost: int = 0) -> bool:
-        """Whether the pinned messages and newest turns of the first `m` messages (`_floor`, with
-        `ghost`) alone leave the room no space for a cut's marker (`FIRST_MARK_SLACK`): only the last
-        resort, cutting inside them, fits such a prefix (a result larger than the room, or within a
-        marker of it: session 59, a DeerFlow turn whose pinned and newest turns left 3 tokens)."""
-        return self._floor(m) + ghost + FIRST_MARK_SLACK > self.budget.room
+        request of the first `end` they no longer are: those of the first `m` left no room for a cut
+        (`_no_room`: the last resort cut inside them), those of the first `end` do. Never under `carry`."""
+        return self.policy.last_resort_cuts == "recut" and _no_room(self, m) and not _no_room(self, end)
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort
@@ -353,6 +344,14 @@ class _Cuts:
         return cut, replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
 
 
+def _no_room(cuts: _Cuts, m: int, ghost: int = 0) -> bool:
+    """Whether the pinned messages and newest turns of the first `m` messages of `cuts` (`_floor`,
+    with `ghost`) leave no room for a cut's marker: only the last resort, cutting inside them, fits
+    that prefix (a result larger than the room, or within a marker of it: session 59, a DeerFlow
+    turn whose pinned and newest turns left 3 tokens)."""
+    return cuts._floor(m) + ghost + FIRST_MARK_SLACK > cuts.budget.room
+
+
 def _fit_prefix(
     cuts: _Cuts, m: int, mark: int, question: str | None, summaries: bool = False
 ) -> Generator[Any, Any, tuple[Conversation, Context]]:
@@ -371,7 +370,7 @@ def _fit_prefix(
     # (a prefix fitted without summaries, the summarizer's or not, reports no summarize step:
     # with a summarizer, its summary is put in afterwards, see `guard.fit.cut_summaries.summarized`)
     steps = [s for s in policy.strategies if summaries or not cuts.summarizing or s != "summarize"]
-    if not cuts._no_room(m):
+    if not _no_room(cuts, m):
         steps = [s for s in steps if BY_NAME[s].kind != "newest"]
     if steps != policy.strategies:
         policy = policy.model_copy(update={"strategies": steps})
