@@ -1136,14 +1136,17 @@ def test_a_goose_session_is_rebuilt_as_its_anthropic_renderer_sent_it(tmp_path):
     assert convert.goose_sessions(session, session.read_text(), None) == {"20250917_152914": lines}
 
 
-@pytest.mark.parametrize("name", ["crush/a20c5ed5", "trae/vllm_core-0007", "goose/NBK1256_0", "letta/lettabot-builder"])
+@pytest.mark.parametrize(
+    "name", ["crush/a20c5ed5", "trae/vllm_core-0007", "goose/NBK1256_0", "letta/lettabot-builder", "amp/017"]
+)
 def test_a_family_held_out_until_measured_keeps_issue_34s_bars(name):
-    """Four families of sessions 43, 44 and 58, measured before any code saw them (docs/benchmarks.md):
+    """Five families of sessions 43, 44, 58 and 59, measured before any code saw them (docs/benchmarks.md):
     a Charm Crush session of GPT-5 whose results reach 82k characters (0.695 of the untrimmed loop's
     bill at half its size, the carrying best cuts' 0.904), a trae-agent run of GPT-4o with a
     parallel call (0.732, theirs 0.748), a Goose session of Claude Sonnet 4 whose MCP result of
     100k characters is over the room (0.897, theirs 0.913) and a Letta memory agent whose every
-    turn is a transcript of up to 102k characters (0.784, theirs 0.780): cached share and bill within 0.05 of
+    turn is a transcript of up to 102k characters (0.784, theirs 0.780), and an Amp thread of Claude
+    with parallel calls in 17 replies (0.624, theirs 0.627): cached share and bill within 0.05 of
     the carrying best cuts', no needless re-cut, and the room bar on every cut turn a whole-turn
     cut could keep it on."""
     r = _replayed_row(name, 0.5)
@@ -1281,6 +1284,138 @@ def test_a_letta_agent_file_is_rebuilt_in_its_context_order(tmp_path):
     script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
     subprocess.run([sys.executable, str(script), "letta", str(path), "--out", str(tmp_path)], check=True)
     with gzip.open(tmp_path / "letta__lettabot-builder.json.gz", "rt") as f:
+        assert json.load(f)["messages"] == messages
+
+
+def test_an_amp_thread_export_is_rebuilt_as_anthropic_messages(tmp_path):
+    """convert.py's `amp` (session 59): an Amp thread's Markdown export as Anthropic messages:
+    front matter and title left out; a reply's text and its parallel calls (fenced JSON inputs) one
+    assistant message, the calls given the ids of the results after them in order; a result whose
+    output holds fenced blocks of its own kept whole (its fence closes before the next marker or
+    section, not at the first ```); a tool error and a cancelled call as error results, the
+    cancelled one's result first in the one user message the user's next words join; the export's
+    closing todo list and the model's last reply are no request's; home paths pseudonymised."""
+    convert = _convert_module()
+    fence = "```"
+    export = "\n".join(
+        [
+            "---",
+            "title: Fix the tests",
+            "threadId: T-1",
+            "agentMode: smart",
+            "---",
+            "",
+            "# Fix the tests",
+            "",
+            "## User",
+            "",
+            "Please fix the tests in /Users/alice/proj.",
+            "",
+            "## Assistant",
+            "",
+            "Reading both files.",
+            "",
+            "**Tool Use:** `Read`",
+            "",
+            fence + "json",
+            '{"path": "/Users/alice/proj/a.py"}',
+            fence,
+            "",
+            "**Tool Use:** `librarian`",
+            "",
+            fence + "json",
+            '{"query": "how are tests run?"}',
+            fence,
+            "",
+            "## User",
+            "",
+            "**Tool Result:** `toolu_1`",
+            "",
+            fence,
+            '{"content": "1: x = 1"}',
+            fence,
+            "",
+            "**Tool Result:** `toolu_2`",
+            "",
+            fence,
+            "Run them with:",
+            "",
+            fence + "bash",
+            "pytest -q",
+            fence,
+            "",
+            "then read its summary.",
+            fence,
+            "",
+            "## Assistant",
+            "",
+            "**Tool Use:** `Read`",
+            "",
+            fence + "json",
+            '{"path": "/Users/alice/proj/b.py"}',
+            fence,
+            "",
+            "## User",
+            "",
+            "**Tool Error:** `toolu_3`",
+            "",
+            '**Error:** {"message": "File not found"}',
+            "",
+            "## Assistant",
+            "",
+            "**Tool Use:** `Bash`",
+            "",
+            fence + "json",
+            '{"cmd": "pytest"}',
+            fence,
+            "",
+            "## User",
+            "",
+            "**Tool Cancelled:** `toolu_4`",
+            "",
+            "## User",
+            "",
+            "Stop, use tox.",
+            "",
+            "## Assistant",
+            "",
+            "Using tox.",
+            "",
+            "## Todos",
+            "- [x] Fix the tests",
+        ]
+    )
+    body = convert.amp(export)
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user", "assistant", "user"]
+    assert messages[0]["content"] == [{"type": "text", "text": "Please fix the tests in /Users/user/proj."}]
+    assert messages[1]["content"] == [
+        {"type": "text", "text": "Reading both files."},
+        {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "/Users/user/proj/a.py"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "librarian", "input": {"query": "how are tests run?"}},
+    ]
+    assert messages[2]["content"][1] == {
+        "type": "tool_result",
+        "tool_use_id": "toolu_2",
+        "content": "Run them with:\n\n```bash\npytest -q\n```\n\nthen read its summary.",
+    }
+    assert messages[4]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_3", "content": '{"message": "File not found"}', "is_error": True}
+    ]
+    assert messages[5]["content"][0]["id"] == "toolu_4"
+    assert messages[6]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_4", "content": "cancelled", "is_error": True},
+        {"type": "text", "text": "Stop, use tox."},
+    ]
+    assert {t["name"] for t in body["tools"]} == {"Read", "librarian", "Bash"}
+    assert body["system"] and body["model"].startswith("claude")
+
+    path = tmp_path / "_threads" / "017_Fix_the_tests.md"
+    path.parent.mkdir()
+    path.write_text(export)
+    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
+    subprocess.run([sys.executable, str(script), "amp", str(path), "--out", str(tmp_path)], check=True)
+    with gzip.open(tmp_path / "amp__017.json.gz", "rt") as f:
         assert json.load(f)["messages"] == messages
 
 

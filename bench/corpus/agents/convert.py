@@ -33,6 +33,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py nyuctf transcripts/baseline_gpt4/.../conversation.MODEL.N.json
     python bench/corpus/agents/convert.py letta agents/@letta-ai/NAME/NAME.af
     python bench/corpus/agents/convert.py pi_responses XX/CHECKPOINT/0/full.jsonl --tag CHECKPOINT
+    python bench/corpus/agents/convert.py amp _threads/NNN_TITLE.md [--tag NAME] [--model M]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -86,6 +87,7 @@ dropped. Per family (see README.md beside this file for sources and licences):
   messages, as Letta's Anthropic client sends them through chat; see its function.
 - pi_responses (session 58): a pi session on its `openai-codex` provider, as the Responses items
   that provider sends back; see its function.
+- amp (session 59): an Amp thread exported as Markdown, as Anthropic messages; see its function.
 """
 
 from __future__ import annotations
@@ -1355,6 +1357,130 @@ def letta(agent_file: dict[str, Any]) -> dict[str, Any]:
     return {"model": agent["llm_config"]["model"], "tools": tools, "messages": _scrubbed(messages)}
 
 
+_AMP_TOOL = re.compile(r"^\*\*Tool (Use|Result|Error|Cancelled):\*\* `([^`]+)`$")
+_AMP_HEADERS = ("## User", "## Assistant", "## Todos")
+
+
+def _amp_fence_end(lines: list[str], start: int) -> int:
+    """Where the fenced block opening at `lines[start]` closes: at the first ``` line after which
+    (blank lines aside) the next tool marker, section header or the end comes. A tool's output may
+    hold fenced blocks of its own (a subagent's Markdown), and the export does not escape them."""
+    closes = [j for j in range(start + 1, len(lines)) if lines[j].rstrip() == "```"]
+    for j in closes:
+        k = j + 1
+        while k < len(lines) and not lines[k].strip():
+            k += 1
+        if k == len(lines) or lines[k] in _AMP_HEADERS or _AMP_TOOL.match(lines[k]):
+            return j
+    if not closes:
+        raise ValueError(f"a fenced block at line {start} never closes")
+    return closes[0]
+
+
+def _amp_messages(text: str) -> list[dict[str, Any]]:
+    """The messages of an Amp thread export: each `## User` or `## Assistant` section one message
+    of its blocks in order (the front matter and title before the first, and the export's closing
+    `## Todos` list, the thread's todo items the model saw as `todo_write` results, left out): its
+    text, each `**Tool Use:**` line with the fenced JSON input after it (a `tool_use` block, its id
+    left for the result's), each `**Tool Result:**` line with the fenced output after it (a
+    `tool_result` block of that text); a `**Tool Error:**` line with the `**Error:**` paragraph
+    after it, and a `**Tool Cancelled:**` line, are error results (the latter's text a stand-in:
+    the export does not say what Amp sent for a call it cancelled). Consecutive sections of one
+    role are one message."""
+    lines = text.split("\n")
+    messages: list[dict[str, Any]] = []
+    text_lines: list[str] = []
+
+    def flush() -> None:
+        joined = "\n".join(text_lines).strip()
+        if joined and messages:
+            messages[-1]["content"].append({"type": "text", "text": joined})
+        text_lines.clear()
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        marker = _AMP_TOOL.match(line)
+        if line in _AMP_HEADERS:
+            flush()
+            if line == "## Todos" and messages:
+                break
+            messages.append({"role": line[3:].lower(), "content": []})
+            i += 1
+            continue
+        if marker is None or not messages:
+            text_lines.append(line)
+            i += 1
+            continue
+        flush()
+        kind, name = marker.groups()
+        i += 1
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        if kind in ("Error", "Cancelled"):  # (an error's paragraph: `**Error:** ...`, up to a blank line)
+            end = i
+            while kind == "Error" and end < len(lines) and lines[end].strip() and not _AMP_TOOL.match(lines[end]):
+                end += 1
+            error = "\n".join(lines[i:end]).removeprefix("**Error:**").strip() or "cancelled"
+            messages[-1]["content"].append(
+                {"type": "tool_result", "tool_use_id": name, "content": error, "is_error": True}
+            )
+            i = end
+            continue
+        if i == len(lines) or not lines[i].startswith("```"):
+            raise ValueError(f"no fenced block after {marker.group(0)!r}")
+        end = _amp_fence_end(lines, i)
+        body = "\n".join(lines[i + 1 : end])
+        if kind == "Use":
+            messages[-1]["content"].append({"type": "tool_use", "id": "", "name": name, "input": json.loads(body)})
+        else:
+            messages[-1]["content"].append({"type": "tool_result", "tool_use_id": name, "content": body})
+        i = end + 1
+    flush()
+    # a call the user interrupted: its cancelled result, then the user's next message, in one user
+    # message (the Messages API's results come first in the message after the calls)
+    merged: list[dict[str, Any]] = []
+    for m in (m for m in messages if m["content"]):
+        if merged and merged[-1]["role"] == m["role"]:
+            merged[-1]["content"].extend(m["content"])
+        else:
+            merged.append(m)
+    for m in merged:
+        if m["role"] == "user":
+            m["content"].sort(key=lambda b: b["type"] != "tool_result")
+    return merged
+
+
+def amp(text: str, model: str = "claude-sonnet-4-5-20250929") -> dict[str, Any]:
+    """An Anthropic /v1/messages body from an Amp thread exported as Markdown (front matter, then
+    `## User` and `## Assistant` sections): each section one message of its blocks (`_amp_messages`),
+    each reply's calls given the ids of the results the next user message holds, in order (the
+    export writes a call's id on its result only; a reply's calls and the results after it match
+    one for one, or the conversion fails). Amp sends the tool results as the next user message's
+    blocks, the user's own text after them. Neither Amp's system prompt, its tool schemas, the
+    model's thinking nor the model are exported: a one-line system prompt, object schemas of the
+    inputs used and `model` stand in. Home paths pseudonymised."""
+    messages = _amp_messages(text)
+    for reply, after in zip(messages, messages[1:] + [{"role": "user", "content": []}]):
+        calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+        if reply["role"] != "assistant" or not calls:
+            continue
+        results = [b["tool_use_id"] for b in after["content"] if b["type"] == "tool_result"]
+        if after["role"] != "user" or len(results) != len(calls):
+            if after is messages[-1] or not after["content"]:  # (the thread's last reply: never answered)
+                continue
+            raise ValueError(f"{len(calls)} calls answered by {len(results)} results")
+        for call, result_id in zip(calls, results):
+            call["id"] = result_id
+    _drop_trailing_replies(messages)
+    return {
+        "model": model,
+        "system": "You are Amp, a coding agent.",
+        "tools": _input_schemas_of_calls(messages),
+        "messages": _scrubbed(messages),
+    }
+
+
 def _tsx_text(value: Any) -> str:
     """A tool result as GitHub Copilot Chat's export holds it (`{"content": [{"value": ...}]}`, each
     value a string or a prompt-tsx node tree: elements with `children`, text nodes of `type` 2 with
@@ -1761,6 +1887,7 @@ def main() -> None:
             "vscode",
             "letta",
             "pi_responses",
+            "amp",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -1905,6 +2032,9 @@ def main() -> None:
         elif args.family == "pi_responses":  # XX/CHECKPOINT/0/full.jsonl (Entire, pi on openai-codex)
             lines = [json.loads(line) for line in text.splitlines() if line.strip()]
             _write(args.out, f"{args.prefix}pi__{args.tag or path.parent.parent.name}", pi_responses(lines), str(path))
+        elif args.family == "amp":  # _threads/<NNN>_<title>.md
+            name = f"{args.prefix}amp__{args.tag or path.stem.split('_')[0]}"
+            _write(args.out, name, amp(text, args.model or "claude-sonnet-4-5-20250929"), str(path))
         elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
             _write(args.out, f"{args.prefix}letta__{args.tag or path.stem}", letta(json.loads(text)), str(path))
         elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
