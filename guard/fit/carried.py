@@ -300,9 +300,9 @@ class _Cuts:
 
     def _floor(self, m: int) -> int:
         """The fixed tokens and those of the first `m` messages that no step but the last resort
-        cuts (pinned ones and the newest turns), worked out once per prefix. Where that is over the
-        room (a result larger than the room), the prefix is cut inside its newest turns down to its
-        mark, once, and that cut is carried byte for byte like any other."""
+        cuts (pinned ones and the newest turns), worked out once per prefix. Where that leaves no
+        room for a cut (`_no_room`: a result larger than the room), the prefix is cut inside its
+        newest turns down to its mark, once, and that cut is carried byte for byte like any other."""
         if m not in self.floors:
             key = (self.keys(m, 0), self.ctx.counter)  # (the prefix, budget, policy; `sent` is the counter's)
             floors = memo.current().floors
