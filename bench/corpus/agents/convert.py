@@ -1467,7 +1467,7 @@ def amp(text: str, model: str = "claude-sonnet-4-5-20250929") -> dict[str, Any]:
             continue
         results = [b["tool_use_id"] for b in after["content"] if b["type"] == "tool_result"]
         if after["role"] != "user" or len(results) != len(calls):
-            if after is messages[-1] or not after["content"]:  # (the thread's last reply: never answered)
+            if not after["content"]:  # (the thread's last reply: never answered)
                 continue
             raise ValueError(f"{len(calls)} calls answered by {len(results)} results")
         for call, result_id in zip(calls, results):
