@@ -195,7 +195,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
     args = parser.parse_args(argv)
     ratios = [float(r) for r in args.ratios.split(",")]
-    from bench.cache import setting
+    from bench.cache import counting_note, setting
+
+    if note := counting_note():
+        print(note)
 
     how = How(args.client, args.summarize, {k: setting(v) for k, v in (s.split("=", 1) for s in args.set)})
     if args.trace:

