@@ -70,6 +70,29 @@ def test_a_last_resort_cut_is_carried_while_it_fits_too(case):
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
+@given(long_agent_loop(dialects=("openai",)), st.integers(0, 48), st.data())
+def test_a_cut_made_where_the_newest_turns_leave_less_than_a_marker_is_carried_while_it_fits(case, slack, data):
+    """Session 59's DeerFlow turn as a property: one result in the loop's second half fills most of
+    the room, and the window is set so that at its turn the pinned messages and the newest group
+    (the call and that result) leave `slack` tokens of the room, less than a cut's marker: no
+    whole-turn cut fits there, only the last resort does. That cut too is carried byte for byte
+    while it fits (the turn after it used to cut anew)."""
+    body, settings_ = case
+    settings_ = {**settings_, "keep_recent_groups": 1}
+    msgs = [dict(m) for m in body["messages"]]
+    texts = [i for i, m in enumerate(msgs) if m["role"] == "tool" and isinstance(m["content"], str)]
+    t = data.draw(st.sampled_from([i for i in texts if i > len(msgs) // 2 and not msgs[i]["content"].startswith("{")]))
+    msgs[t]["content"] = " ".join(f"{msgs[t]['content']} line {k}" for k in range(data.draw(st.integers(4, 10))))
+    body = {**body, "messages": msgs}
+    engine = _engine("openai", 10**7, settings_)
+    counter, _ = engine.counter_for("tiny", engine.policy_for("tiny"))
+    chat = by_name("openai")
+    counts = counter.messages(chat, msgs[: t + 1])
+    floor = counter.fixed(chat, {**body, "messages": msgs[: t + 1]}) + sum(counts[i] for i in (0, 1, t - 1, t))
+    _check((body, settings_), None, window=floor + slack + settings_["max_output"])
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(long_agent_loop(giant=True))
 def test_under_recut_only_a_last_resort_cut_goes_while_it_fits(case):
     """`last_resort_cuts: recut`, on loops with results larger than the room: the same property,
@@ -157,15 +180,18 @@ def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_ser
     assert cuts or full_size <= window  # (the drawn loops overflow: some turn is cut)
 
 
-def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any) -> int:
-    """Replay the loop turn by turn, checking the property; the number of turns that cut anew."""
+def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any, window: int | None = None) -> int:
+    """Replay the loop turn by turn, checking the property; the number of turns that cut anew. The
+    window is the drawn share of the loop's size, or `window`."""
     from bench.cache import fit
 
     body, settings_ = case
     dialect = settings_["dialect"]
-    probe = _engine(dialect, 10**7, settings_)
-    full_size = probe.fit(body, dialect=dialect).report.input_tokens_before
-    engine = _engine(dialect, int(full_size * settings_["share"]) + settings_["max_output"], settings_)
+    if window is None:
+        probe = _engine(dialect, 10**7, settings_)
+        full_size = probe.fit(body, dialect=dialect).report.input_tokens_before
+        window = int(full_size * settings_["share"]) + settings_["max_output"]
+    engine = _engine(dialect, window, settings_)
     shared, _ = engine.counter_for("tiny", engine.policy_for("tiny"))
     fresh = TokenCounter(
         shared.encoding, factor=shared.factor, image_formula=shared.image_formula, tool_framing=shared.tool_framing
