@@ -457,8 +457,7 @@ def taubench(run: dict[str, Any], tools: list[dict[str, Any]], model: str) -> di
                     {"id": c["id"], "type": "function", "function": dict(c["function"])} for c in out["tool_calls"]
                 ]
         messages.append(out)
-    while messages[-1]["role"] == "assistant":  # the loop ends on what the model last answered
-        messages.pop()
+    _drop_trailing_replies(messages)  # the loop ends on what the model last answered
     return {"model": model, "tools": tools, "messages": messages}
 
 
@@ -477,8 +476,7 @@ def livemcp(task: dict[str, Any], tools: list[dict[str, Any]], model: str) -> di
         if m.get("tool_call_id"):
             out["tool_call_id"] = m["tool_call_id"]
         messages.append(out)
-    while messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     return {"model": model, "tools": tools, "messages": messages}
 
 
@@ -537,8 +535,7 @@ def spider2(run: dict[str, Any], model: str) -> dict[str, Any]:
             messages.append({"role": "assistant", "content": text.strip()})
         elif m["role"] == "tool":
             messages.append({"role": "user", "content": m["content"]})
-    while messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     return {"model": model, "tools": [], "messages": messages}
 
 
@@ -606,8 +603,7 @@ def sweagent0(traj: dict[str, Any], model: str) -> dict[str, Any]:
     """SWE-agent 0.x (text actions): its `history` is the chat it sent, demonstration included;
     each observation a user message."""
     messages = [{"role": m["role"], "content": m["content"]} for m in traj["history"]]
-    while messages[-1]["role"] == "assistant":
-        messages.pop()
+    _drop_trailing_replies(messages)
     return {"model": model, "messages": messages}
 
 
