@@ -34,6 +34,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py letta agents/@letta-ai/NAME/NAME.af
     python bench/corpus/agents/convert.py pi_responses XX/CHECKPOINT/0/full.jsonl --tag CHECKPOINT
     python bench/corpus/agents/convert.py amp _threads/NNN_TITLE.md [--tag NAME] [--model M]
+    python bench/corpus/agents/convert.py cursor .specstory/history/DATE_TITLE.md [--tag NAME] [--model M]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -88,6 +89,8 @@ dropped. Per family (see README.md beside this file for sources and licences):
 - pi_responses (session 58): a pi session on its `openai-codex` provider, as the Responses items
   that provider sends back; see its function.
 - amp (session 59): an Amp thread exported as Markdown, as Anthropic messages; see its function.
+- cursor (session 60): a Cursor agent chat as SpecStory exports it to Markdown, as chat messages;
+  see its function.
 """
 
 from __future__ import annotations
@@ -1477,6 +1480,154 @@ def amp(text: str, model: str = "claude-sonnet-4-5-20250929") -> dict[str, Any]:
     }
 
 
+_CURSOR_TURN = re.compile(r"^_\*\*(User|Assistant)\b.*\*\*_$")
+_CURSOR_TOOL = re.compile(r"^Tool use: \*\*([^*]+)\*\*")
+# the tools whose step holds what the model wrote (an edit's diff, a file's todo list): the call's
+# arguments; every other tool's step holds what came back (a command's output, a search's table)
+_CURSOR_WRITES = {"search_replace", "apply_patch", "MultiEdit", "write", "edit_file", "todo_write", "delete_file"}
+_CURSOR_THINK = re.compile(r"<think>.*?</think>", re.S)
+
+
+def _cursor_fence_closes(lines: list[str], j: int, opened: str) -> bool:
+    """Whether the ``` line `lines[j]` closes the fenced block `opened` (its first line): a
+    command's block (```` ```bash ````) at its first ``` line; any other (a command's output, a
+    diff) only where the next line that is not blank ends the step (`---`), a `<details>` block or
+    a diff's chunk, or the file ends. A command's output may hold fences of its own (a Markdown
+    file printed), and the export does not escape them."""
+    if opened.startswith("```bash"):
+        return True
+    k = j + 1
+    while k < len(lines) and not lines[k].strip():
+        k += 1
+    return k == len(lines) or lines[k] == "---" or lines[k].startswith(("</details>", "**Chunk "))
+
+
+def _cursor_steps(text: str) -> list[list[str]]:
+    """The steps of a SpecStory export of a Cursor chat: its lines between `---` lines outside
+    fenced blocks, a turn's header line starting a step of its own, the export's title before the
+    first turn left out, blank edges stripped."""
+    lines = text.split("\n")
+    steps: list[list[str]] = [[]]
+    opened = ""  # (the open fence's first line; none outside a fence)
+    for j, line in enumerate(lines):
+        if opened:
+            opened = "" if line.rstrip() == "```" and _cursor_fence_closes(lines, j, opened) else opened
+        elif line.startswith("```"):
+            opened = line
+        elif line == "---" or _CURSOR_TURN.match(line):
+            steps.append([])
+            if line == "---":
+                continue
+        steps[-1].append(line)
+    out = []
+    for step in steps:
+        joined = "\n".join(step).strip("\n")
+        if joined.strip():
+            out.append(joined.split("\n"))
+    start = next((i for i, s in enumerate(out) if _CURSOR_TURN.match(s[0])), len(out))
+    return out[start:]
+
+
+def _fences(lines: list[str]) -> list[str]:
+    """The texts of the top-level fenced blocks of `lines`, in order (see `_cursor_fence_closes`)."""
+    out: list[str] = []
+    body: list[str] = []
+    opened = ""
+    for j, line in enumerate(lines):
+        if opened and line.rstrip() == "```" and _cursor_fence_closes(lines, j, opened):
+            out.append("\n".join(body))
+            body, opened = [], ""
+        elif opened:
+            body.append(line)
+        elif line.startswith("```"):
+            opened = line
+    return out
+
+
+def _cursor_call(name: str, body: list[str]) -> tuple[dict[str, Any], str]:
+    """(arguments, result) of a Cursor tool step (`body`: its lines after the `Tool use:` line).
+    A terminal command is its bash block, its output the fenced blocks after it; a file read is the
+    path of its `Read file:` line (the export keeps no file's text: the result is empty); an edit,
+    a todo list or a deletion is the model's (`_CURSOR_WRITES`: the step's text the arguments, the
+    result empty, the export keeping none); a search, a listing or a lint check is its summary line,
+    its result the table under it. A call the user stopped is `Cancelled`, its result that word."""
+    text = "\n".join(body).strip()
+    if text == "Cancelled":
+        return {}, "Cancelled"
+    if name == "run_terminal_cmd":
+        blocks = _fences(body)
+        return {"command": blocks[0] if blocks else text}, "\n".join(blocks[1:])
+    read = next((line[len("Read file: ") :] for line in body if line.startswith("Read file: ")), None)
+    if read is not None:
+        return {"target_file": read}, ""
+    if name in _CURSOR_WRITES:
+        return ({"content": text} if text else {}), ""
+    summary = re.search(r"<summary>(.*?)</summary>", text, re.S)
+    if summary is None:
+        return {}, text
+    rest = (text[: summary.start()] + text[summary.end() :]).replace("<details>", "").replace("</details>", "")
+    return {"query": summary.group(1).strip()}, rest.strip()
+
+
+def cursor(text: str, model: str = "gpt-4.1") -> dict[str, Any]:
+    """A chat body from a Cursor agent chat as SpecStory exports it to Markdown (`.specstory/history/*.md`,
+    its September 2025 layout: `_**User (...)**_` and `_**Assistant (...)**_` turns, each step of a
+    turn between `---` lines, a call a `Tool use: **name**` step; `_cursor_steps`). The user's
+    steps are user messages; an assistant's text (its `<think>` blocks left out: Cursor does not
+    send past reasoning back) an assistant message, and the calls after it, up to the next text,
+    that message's tool calls, their results (`_cursor_call`) the tool messages after it. The
+    export keeps no file read's or write's result and no system prompt, tool schemas or model:
+    empty results, a one-line system prompt, object schemas of the arguments used and `model`
+    stand in. Home paths, e-mail addresses and credentials pseudonymised."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are Cursor's coding agent."}]
+    reply: dict[str, Any] | None = None
+    results: list[dict[str, Any]] = []
+    role = "user"
+
+    def close() -> None:
+        nonlocal reply
+        if reply is not None:
+            messages.append(reply)
+            messages.extend(results)
+        reply = None
+        results.clear()
+
+    for step in _cursor_steps(text):
+        turn = _CURSOR_TURN.match(step[0])
+        if turn:
+            role = turn.group(1).lower()
+            close()
+            step = "\n".join(step[1:]).strip("\n").split("\n")
+        tool = _CURSOR_TOOL.match(step[0]) if step else None
+        if role == "user":
+            said = "\n".join(step).strip()
+            if said:
+                messages.append({"role": "user", "content": said})
+        elif tool:
+            args, result = _cursor_call(tool.group(1), step[1:])
+            if reply is None:
+                reply = {"role": "assistant", "content": None, "tool_calls": []}
+            call_id = f"call_{sum(len(m.get('tool_calls') or []) for m in messages) + len(reply['tool_calls'])}"
+            reply["tool_calls"].append(_call(call_id, tool.group(1), args, ensure_ascii=False))
+            results.append({"role": "tool", "tool_call_id": call_id, "content": result})
+        else:
+            said = _CURSOR_THINK.sub("", "\n".join(step)).strip()
+            if not said:
+                continue
+            if reply is not None and reply["tool_calls"]:
+                close()
+            if reply is None:
+                reply = {"role": "assistant", "content": said, "tool_calls": []}
+            else:
+                reply["content"] = f"{reply['content']}\n\n{said}" if reply["content"] else said
+    close()
+    for m in messages:
+        if m["role"] == "assistant" and not m["tool_calls"]:
+            del m["tool_calls"]
+    _drop_trailing_replies(messages)
+    return {"model": model, "tools": _schemas_of_calls(messages), "messages": _scrubbed(messages)}
+
+
 def _tsx_text(value: Any) -> str:
     """A tool result as GitHub Copilot Chat's export holds it (`{"content": [{"value": ...}]}`, each
     value a string or a prompt-tsx node tree: elements with `children`, text nodes of `type` 2 with
@@ -1884,6 +2035,7 @@ def main() -> None:
             "letta",
             "pi_responses",
             "amp",
+            "cursor",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -2031,6 +2183,9 @@ def main() -> None:
         elif args.family == "amp":  # _threads/<NNN>_<title>.md
             name = f"{args.prefix}amp__{args.tag or path.stem.split('_')[0]}"
             _write(args.out, name, amp(text, args.model or "claude-sonnet-4-5-20250929"), str(path))
+        elif args.family == "cursor":  # .specstory/history/<date>-<title>.md
+            name = f"{args.prefix}cursor__{args.tag or path.stem[:16]}"
+            _write(args.out, name, cursor(text, args.model or "gpt-4.1"), str(path))
         elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
             _write(args.out, f"{args.prefix}letta__{args.tag or path.stem}", letta(json.loads(text)), str(path))
         elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
