@@ -98,6 +98,7 @@ from __future__ import annotations
 import argparse
 import ast
 import gzip
+import itertools
 import json
 import re
 from collections import Counter
@@ -1583,6 +1584,7 @@ def cursor(text: str, model: str = "gpt-4.1") -> dict[str, Any]:
     reply: dict[str, Any] | None = None
     results: list[dict[str, Any]] = []
     role = "user"
+    numbers = itertools.count()
 
     def close() -> None:
         nonlocal reply
@@ -1607,7 +1609,7 @@ def cursor(text: str, model: str = "gpt-4.1") -> dict[str, Any]:
             args, result = _cursor_call(tool.group(1), step[1:])
             if reply is None:
                 reply = {"role": "assistant", "content": None, "tool_calls": []}
-            call_id = f"call_{sum(len(m.get('tool_calls') or []) for m in messages) + len(reply['tool_calls'])}"
+            call_id = f"call_{next(numbers)}"
             reply["tool_calls"].append(_call(call_id, tool.group(1), args, ensure_ascii=False))
             results.append({"role": "tool", "tool_call_id": call_id, "content": result})
         else:
