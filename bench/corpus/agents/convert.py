@@ -1483,8 +1483,9 @@ def amp(text: str, model: str = "claude-sonnet-4-5-20250929") -> dict[str, Any]:
 
 _CURSOR_TURN = re.compile(r"^_\*\*(User|Assistant)\b.*\*\*_$")
 _CURSOR_TOOL = re.compile(r"^Tool use: \*\*([^*]+)\*\*")
-# the tools whose step holds what the model wrote (an edit's diff, a file's todo list): the call's
-# arguments; every other tool's step holds what came back (a command's output, a search's table)
+# the tools whose step holds what the model wrote (an edit's diff, a todo list, why a file goes):
+# the call's arguments; every other tool's step holds what came back (a command's output, a
+# search's table)
 _CURSOR_WRITES = {"search_replace", "apply_patch", "MultiEdit", "write", "edit_file", "todo_write", "delete_file"}
 _CURSOR_THINK = re.compile(r"<think>.*?</think>", re.S)
 
@@ -2185,7 +2186,7 @@ def main() -> None:
         elif args.family == "amp":  # _threads/<NNN>_<title>.md
             name = f"{args.prefix}amp__{args.tag or path.stem.split('_')[0]}"
             _write(args.out, name, amp(text, args.model or "claude-sonnet-4-5-20250929"), str(path))
-        elif args.family == "cursor":  # .specstory/history/<date>-<title>.md
+        elif args.family == "cursor":  # .specstory/history/<date>_<time>Z-<title>.md
             name = f"{args.prefix}cursor__{args.tag or path.stem[:16]}"
             _write(args.out, name, cursor(text, args.model or "gpt-4.1"), str(path))
         elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
