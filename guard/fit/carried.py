@@ -11,17 +11,18 @@ from typing import Any
 from guard.core import memo
 from guard.core.budget import Budget, quantized_stop
 from guard.core.report import Skipped
-from guard.core.steps import of_kind
+from guard.core.steps import BY_NAME, of_kind
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.cut_summaries import CutSummaries, Made
 from guard.fit.edited import LastCut
+from guard.fit.marks import Marks
 from guard.fit.notes import Notes
-from guard.fit.prefix_fit import fit_prefix
 from guard.fit.prefix_forms import PrefixKeys, SentForms
-from guard.fit.questions import query
+from guard.fit.questions import history_of, query
 from guard.fit.replay import FIRST_MARK_SLACK, Past, last_cut, new_cut, room_bar
 from guard.fit.request import Counted
+from guard.fit.rounds import fit
 from guard.fit.temperature import Anchor, Temperature
 
 
@@ -316,13 +317,13 @@ class _Cuts:
     def _prefix(
         self, m: int, mark: int, question: str | None, summaries: bool = False
     ) -> Generator[Any, Any, tuple[Conversation, Context]]:
-        """`fit_prefix`, made once per engine while the prefix, mark, budget, policy, question and
+        """`_fit_prefix`, made once per engine while the prefix, mark, budget, policy, question and
         counter stay the same (a carried cut's later turns cost the replay and the messages added
         since), and once per request whatever the engine keeps (a past request's cut is sized, then
         carried); summarized, each time. A hit is taken for these very messages only (the key holds
         their hashes: a collision never sends another conversation's text)."""
         if summaries:
-            return (yield from fit_prefix(self, m, mark, question, summaries, no_room=_no_room(self, m)))
+            return (yield from _fit_prefix(self, m, mark, question, summaries))
         # (the counter itself: an engine keeps one per encoding, factor and image formula)
         key = (
             self.keys(m, mark),
@@ -336,7 +337,7 @@ class _Cuts:
         prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
         made = self.fitted.get(key) or prefixes.get(key)
         if made is None or made[0] != prefix:
-            made = (prefix, *(yield from fit_prefix(self, m, mark, question, no_room=_no_room(self, m))))
+            made = (prefix, *(yield from _fit_prefix(self, m, mark, question)))
             prefixes.put(key, made, 4 * sum(self.counts[:m]))
         self.fitted[key] = made
         _, cut, part = made
@@ -349,3 +350,51 @@ def _no_room(cuts: _Cuts, m: int, ghost: int = 0) -> bool:
     that prefix (a result larger than the room, or within a marker of it: session 59, a DeerFlow
     turn whose pinned and newest turns left 3 tokens)."""
     return cuts._floor(m) + ghost + FIRST_MARK_SLACK > cuts.budget.room
+
+
+def _fit_prefix(
+    cuts: _Cuts, m: int, mark: int, question: str | None, summaries: bool = False
+) -> Generator[Any, Any, tuple[Conversation, Context]]:
+    """The first `m` messages of `cuts`' history fitted to `mark`, their lossy steps ranking by
+    `question`; with `summaries`, summarized as any request is (its spans, and so its cached summary, stay the
+    same all band). The summaries earlier prefixes of this request got (`known`, by span: a
+    prefix's spans step in quarter bands from its oldest droppable turn, so span k is the same
+    for every prefix of the request that has it) are reused instead of asked for again, and
+    the request's summary calls are counted across tries."""
+    dialect, messages, counts, budget, ctx = cuts.dialect, cuts.messages[:m], cuts.counts[:m], cuts.budget, cuts.ctx
+    band = budget.band
+    # the last resort (cutting inside the newest turns) is for the request, not for its prefix,
+    # but where the prefix's newest turns alone leave no room for a cut (`_no_room`): elsewhere a
+    # prefix that needs it cannot be carried, and the request is fitted whole instead
+    policy = cuts.policy
+    # (a prefix fitted without summaries, the summarizer's or not, reports no summarize step:
+    # with a summarizer, its summary is put in afterwards, see `guard.fit.cut_summaries.summarized`)
+    steps = [s for s in policy.strategies if summaries or not cuts.summarizing or s != "summarize"]
+    if not _no_room(cuts, m):
+        steps = [s for s in steps if BY_NAME[s].kind != "newest"]
+    if steps != policy.strategies:
+        policy = policy.model_copy(update={"strategies": steps})
+    marks = Marks(
+        stop_at=mark,
+        floor=mark - band,
+        target=budget.target,
+        room=min(budget.room, mark),
+        band=band,
+        ceiling=mark,
+        every_overflow=mark >= budget.room,
+        least=room_bar(budget),
+    )
+    part = Context(counter=ctx.counter, policy=policy, marks=marks)
+    part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
+    if cuts.dropped:
+        part.history = replace(part.history, dropped=cuts.dropped, dropped_ghost=cuts.dropped_ghost)
+    for action in ctx.actions:  # the output clamp of this request
+        part.record(action.kind, action.tokens_saved, action.items)
+    part.summarized.known = cuts.known
+    part.summarized.calls = ctx.summarized.calls
+    fixed = cuts.fixed + cuts.ghost + cuts.dropped_ghost
+    prefix = Conversation.build(dialect, messages, counts, fixed, Keeping.of(policy, budget))
+    cut, part = yield from fit(prefix, part, policy, can_summarize=summaries)
+    ctx.summarized.calls = part.summarized.calls
+    cuts.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
+    return cut, part
