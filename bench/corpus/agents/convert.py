@@ -1504,19 +1504,30 @@ def _cursor_fence_closes(lines: list[str], j: int, opened: str) -> bool:
     return k == len(lines) or lines[k] == "---" or lines[k].startswith(("</details>", "**Chunk "))
 
 
+def _fence_spans(lines: list[str]) -> list[tuple[int, int | None]]:
+    """The top-level fenced blocks of `lines`: the index of each one's opening line and of its
+    closing line (None: it never closes; see `_cursor_fence_closes`)."""
+    spans: list[tuple[int, int | None]] = []
+    opened: int | None = None
+    for j, line in enumerate(lines):
+        if opened is None:
+            if line.startswith("```"):
+                opened = j
+        elif line.rstrip() == "```" and _cursor_fence_closes(lines, j, lines[opened]):
+            spans.append((opened, j))
+            opened = None
+    return spans if opened is None else [*spans, (opened, None)]
+
+
 def _cursor_steps(text: str) -> list[list[str]]:
     """The steps of a SpecStory export of a Cursor chat: its lines between `---` lines outside
     fenced blocks, a turn's header line starting a step of its own, the export's title before the
     first turn left out, blank edges stripped."""
     lines = text.split("\n")
+    fenced = {k for a, b in _fence_spans(lines) for k in range(a, len(lines) if b is None else b + 1)}
     steps: list[list[str]] = [[]]
-    opened = ""  # (the open fence's first line; none outside a fence)
     for j, line in enumerate(lines):
-        if opened:
-            opened = "" if line.rstrip() == "```" and _cursor_fence_closes(lines, j, opened) else opened
-        elif line.startswith("```"):
-            opened = line
-        elif line == "---" or _CURSOR_TURN.match(line):
+        if j not in fenced and (line == "---" or _CURSOR_TURN.match(line)):
             steps.append([])
             if line == "---":
                 continue
@@ -1531,19 +1542,8 @@ def _cursor_steps(text: str) -> list[list[str]]:
 
 
 def _fences(lines: list[str]) -> list[str]:
-    """The texts of the top-level fenced blocks of `lines`, in order (see `_cursor_fence_closes`)."""
-    out: list[str] = []
-    body: list[str] = []
-    opened = ""
-    for j, line in enumerate(lines):
-        if opened and line.rstrip() == "```" and _cursor_fence_closes(lines, j, opened):
-            out.append("\n".join(body))
-            body, opened = [], ""
-        elif opened:
-            body.append(line)
-        elif line.startswith("```"):
-            opened = line
-    return out
+    """The texts of the top-level fenced blocks of `lines` that close, in order (`_fence_spans`)."""
+    return ["\n".join(lines[a + 1 : b]) for a, b in _fence_spans(lines) if b is not None]
 
 
 def _cursor_call(name: str, body: list[str]) -> tuple[dict[str, Any], str]:
