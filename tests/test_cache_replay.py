@@ -530,6 +530,22 @@ def test_a_subagents_large_file_read_goes_whole_where_no_whole_turn_cut_keeps_th
     assert r["room_min"] < ROOM_BAR and r["room_min_bar"] is None  # (no turn a whole-turn cut keeps at the bar)
 
 
+@pytest.mark.parametrize(
+    ("name", "ratio", "cuts"), [("deerflow/3823e443", 0.5, 2), ("moatless/django__django-12284", 0.7, 2)]
+)
+def test_a_prefix_whose_truncation_overshoots_the_room_bar_drops_whole_turns_instead(name, ratio, cuts):
+    """Session 60: a carried cut's prefix fitted to a mark by truncating old results (each to a rung
+    of its ladder) landed under the room bar, so the replay went up to a mark whose truncation kept
+    the bar, near the room, and re-cut sooner. Fitted again without truncation, the whole-turn drop
+    lands between the bar and the mark and lasts: DeerFlow `3823e443` at half its size makes 2 cuts
+    (3 before; bill 0.829 -> 0.711), Moatless `django-12284` at 70% pays 0.929 of the untrimmed
+    loop's bill over its overflowing turns (1.068 before: more than an infinite window)."""
+    r = _replayed_row(name, ratio)
+    assert r["rejected"] == 0 and r["unmarked"] == 0 and r["needless"] == 0 and r["new_cuts"] == cuts
+    assert r["bill_over"] <= 1.0 and r["bill_over"] <= r["best_carry_bill_over"]
+    assert r["room_min_bar"] >= ROOM_BAR
+
+
 def test_a_whole_turn_cut_at_the_room_does_not_hold_a_large_result_truncated():
     """A Gemini CLI session of another user (session 36, held out until it showed this) at half its
     size: a search result of 24k tokens, 96% of the room, arrives at turn 20. Three turns later the

@@ -11,18 +11,17 @@ from typing import Any
 from guard.core import memo
 from guard.core.budget import Budget, quantized_stop
 from guard.core.report import Skipped
-from guard.core.steps import BY_NAME, of_kind
+from guard.core.steps import of_kind
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.cut_summaries import CutSummaries, Made
 from guard.fit.edited import LastCut
-from guard.fit.marks import Marks
 from guard.fit.notes import Notes
+from guard.fit.prefix_fit import fit_prefix
 from guard.fit.prefix_forms import PrefixKeys, SentForms
-from guard.fit.questions import history_of, query
+from guard.fit.questions import query
 from guard.fit.replay import FIRST_MARK_SLACK, Past, last_cut, new_cut, room_bar
 from guard.fit.request import Counted
-from guard.fit.rounds import fit
 from guard.fit.temperature import Anchor, Temperature
 
 
@@ -355,46 +354,6 @@ def _no_room(cuts: _Cuts, m: int, ghost: int = 0) -> bool:
 def _fit_prefix(
     cuts: _Cuts, m: int, mark: int, question: str | None, summaries: bool = False
 ) -> Generator[Any, Any, tuple[Conversation, Context]]:
-    """The first `m` messages of `cuts`' history fitted to `mark`, their lossy steps ranking by
-    `question`; with `summaries`, summarized as any request is (its spans, and so its cached summary, stay the
-    same all band). The summaries earlier prefixes of this request got (`known`, by span: a
-    prefix's spans step in quarter bands from its oldest droppable turn, so span k is the same
-    for every prefix of the request that has it) are reused instead of asked for again, and
-    the request's summary calls are counted across tries."""
-    dialect, messages, counts, budget, ctx = cuts.dialect, cuts.messages[:m], cuts.counts[:m], cuts.budget, cuts.ctx
-    band = budget.band
-    # the last resort (cutting inside the newest turns) is for the request, not for its prefix,
-    # but where the prefix's newest turns alone leave no room for a cut (`_no_room`): elsewhere a
-    # prefix that needs it cannot be carried, and the request is fitted whole instead
-    policy = cuts.policy
-    # (a prefix fitted without summaries, the summarizer's or not, reports no summarize step:
-    # with a summarizer, its summary is put in afterwards, see `guard.fit.cut_summaries.summarized`)
-    steps = [s for s in policy.strategies if summaries or not cuts.summarizing or s != "summarize"]
-    if not _no_room(cuts, m):
-        steps = [s for s in steps if BY_NAME[s].kind != "newest"]
-    if steps != policy.strategies:
-        policy = policy.model_copy(update={"strategies": steps})
-    marks = Marks(
-        stop_at=mark,
-        floor=mark - band,
-        target=budget.target,
-        room=min(budget.room, mark),
-        band=band,
-        ceiling=mark,
-        every_overflow=mark >= budget.room,
-        least=room_bar(budget),
-    )
-    part = Context(counter=ctx.counter, policy=policy, marks=marks)
-    part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
-    if cuts.dropped:
-        part.history = replace(part.history, dropped=cuts.dropped, dropped_ghost=cuts.dropped_ghost)
-    for action in ctx.actions:  # the output clamp of this request
-        part.record(action.kind, action.tokens_saved, action.items)
-    part.summarized.known = cuts.known
-    part.summarized.calls = ctx.summarized.calls
-    fixed = cuts.fixed + cuts.ghost + cuts.dropped_ghost
-    prefix = Conversation.build(dialect, messages, counts, fixed, Keeping.of(policy, budget))
-    cut, part = yield from fit(prefix, part, policy, can_summarize=summaries)
-    ctx.summarized.calls = part.summarized.calls
-    cuts.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
-    return cut, part
+    """`guard.fit.prefix_fit.fit_prefix` for the first `m` messages of `cuts`' history (the one
+    place a carried cut's prefix is fitted: tests count the fits here)."""
+    return (yield from fit_prefix(cuts, m, mark, question, summaries, no_room=_no_room(cuts, m)))
