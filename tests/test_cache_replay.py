@@ -1617,6 +1617,132 @@ def test_a_cursor_chat_exported_by_specstory_is_rebuilt_as_chat_messages(tmp_pat
         assert json.load(f)["messages"] == messages
 
 
+def test_a_zed_thread_exported_as_markdown_is_rebuilt_as_anthropic_messages(tmp_path):
+    """convert.py's `zed` (session 61): a thread of Zed's agent as Zed exports it to Markdown. A
+    turn's header may say `(checkpoint)`; a call is its `**Tool Call: label**` line with its
+    `Status:` line (such a line alone is text), its input rebuilt from the label (a file read's lines, a command, a search's
+    regex, an edit's path, a thinking step's text), its result the text under it; a search result
+    that quotes an earlier thread (a call's line, a fence line of its own) stays one result; the
+    calls after a text, up to the next text, are one assistant message's, their results the next
+    user message's blocks, before the user's own text; the model's last reply is no request's;
+    home paths are pseudonymised."""
+    convert = _convert_module()
+    fence = "```"
+    export = "\n".join(
+        [
+            "## User (checkpoint)",
+            "",
+            "Why do the tests fail?",
+            "**Tool Call: `npm test`**",
+            "prints FAIL.",
+            "",
+            "## Assistant",
+            "",
+            "Let me look.",
+            "",
+            "**Tool Call: Read file `src/a.ts` (lines 1-30)**",
+            "Status: Completed",
+            "",
+            f"{fence}app/src/a.ts",
+            "export const a = 1;",
+            fence,
+            "",
+            "**Tool Call: Search files for regex `npm test`**",
+            "Status: Completed",
+            "",
+            "Found 1 matches:",
+            "",
+            "## Matches in app/llm_history/chat_001.md",
+            "",
+            "### L4-9",
+            fence,
+            "**Tool Call: `npm test`**",
+            "Status: Completed",
+            "",
+            "## Assistant",
+            fence,
+            "",
+            fence,
+            "",
+            "### L12-13",
+            fence,
+            "done",
+            fence,
+            "",
+            "**Tool Call: `npm test -- --run`**",
+            "Status: Failed",
+            "",
+            fence,
+            "FAIL /Users/mark/app/tests/a.test.ts",
+            fence,
+            "",
+            "## Assistant",
+            "",
+            "Fixing it.",
+            "",
+            "**Tool Call: src/a.ts**",
+            "Status: Completed",
+            "",
+            "Diff: src/a.ts",
+            fence,
+            "export const a = 2;",
+            fence,
+            "",
+            "**Tool Call: Thinking**",
+            "Status: Completed",
+            "",
+            "The test wants 2.",
+            "",
+            "## User",
+            "",
+            "Thanks.",
+            "",
+            "## Assistant",
+            "",
+            "Done.",
+            "",
+        ]
+    )
+    body = convert.zed(export)
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    said = "Why do the tests fail?\n**Tool Call: `npm test`**\nprints FAIL."  # (a call's line with no status: text)
+    assert messages[0]["content"] == [{"type": "text", "text": said}]
+    first, second = messages[1]["content"], messages[3]["content"]
+    assert first[0] == {"type": "text", "text": "Let me look."}
+    assert [(b["name"], b["input"]) for b in first[1:]] == [
+        ("read_file", {"path": "src/a.ts", "start_line": "1", "end_line": "30"}),
+        ("grep", {"regex": "npm test"}),
+        ("terminal", {"command": "npm test -- --run", "cd": "."}),
+    ]
+    results = messages[2]["content"]
+    assert [r["tool_use_id"] for r in results] == [b["id"] for b in first[1:]]
+    assert results[0]["content"] == f"{fence}app/src/a.ts\nexport const a = 1;\n{fence}"
+    assert results[1]["content"].startswith("Found 1 matches:") and results[1]["content"].endswith("done\n" + fence)
+    assert "**Tool Call: `npm test`**" in results[1]["content"] and "## Assistant" in results[1]["content"]
+    assert results[2]["content"] == f"{fence}\nFAIL /Users/user/app/tests/a.test.ts\n{fence}"
+    assert second[0] == {"type": "text", "text": "Fixing it."}
+    edit, thought = second[1:]
+    assert (edit["name"], edit["input"]) == (
+        "edit_file",
+        {"path": "src/a.ts", "display_description": "", "mode": "edit"},
+    )
+    assert (thought["name"], thought["input"]) == ("thinking", {"content": "The test wants 2."})
+    last = messages[4]["content"]
+    assert [b["type"] for b in last] == ["tool_result", "tool_result", "text"]
+    assert last[0]["content"] == f"Diff: src/a.ts\n{fence}\nexport const a = 2;\n{fence}"
+    assert last[1]["content"] == "Finished thinking." and last[2]["text"] == "Thanks."
+    assert len({b["id"] for b in first[1:] + second[1:]}) == 5
+    assert {t["name"] for t in body["tools"]} == {"read_file", "grep", "terminal", "edit_file", "thinking"}
+
+    path = tmp_path / "chat_001.md"
+    path.write_text(export)
+    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
+    subprocess.run([sys.executable, str(script), "zed", str(path), "--out", str(tmp_path)], check=True)
+    with gzip.open(tmp_path / "zed__chat_001.json.gz", "rt") as f:
+        assert json.load(f)["messages"] == messages
+
+
 def test_a_pi_session_on_openai_codex_is_rebuilt_as_responses_items():
     """convert.py's `pi_responses` (session 58): a pi session on its `openai-codex` provider as
     the Responses items it sends back: thinking as a `reasoning` item with its stored summary, text

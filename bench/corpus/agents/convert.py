@@ -35,6 +35,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py pi_responses XX/CHECKPOINT/0/full.jsonl --tag CHECKPOINT
     python bench/corpus/agents/convert.py amp _threads/NNN_TITLE.md [--tag NAME] [--model M]
     python bench/corpus/agents/convert.py cursor .specstory/history/DATE_TITLE.md [--tag NAME] [--model M]
+    python bench/corpus/agents/convert.py zed THREAD.md [--tag NAME] [--model M]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -91,6 +92,8 @@ dropped. Per family (see README.md beside this file for sources and licences):
 - amp (session 59): an Amp thread exported as Markdown, as Anthropic messages; see its function.
 - cursor (session 60): a Cursor agent chat as SpecStory exports it to Markdown, as chat messages;
   see its function.
+- zed (session 61): a thread of Zed's agent exported as Markdown, as Anthropic messages; see its
+  function.
 """
 
 from __future__ import annotations
@@ -1631,6 +1634,146 @@ def cursor(text: str, model: str = "gpt-4.1") -> dict[str, Any]:
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": _scrubbed(messages)}
 
 
+_ZED_TURN = re.compile(r"^## (User|Assistant)(?: \(checkpoint\))?$")
+_ZED_CALL = re.compile(r"^\*\*Tool Call: (.*)\*\*$")
+_ZED_STATUS = re.compile(r"^Status: (\w+)$")
+# the lines a tool result's fenced block is closed before: the next turn or call, a search
+# result's next file or hit (`## Matches in ...`, `### L12-20`, `### outline › L12-20`)
+_ZED_BOUNDARY = re.compile(
+    r"^(## (User|Assistant)( \(checkpoint\))?$|\*\*Tool Call: |## Matches in |### (.* › )?L\d+(-\d+)?$)"
+)
+
+
+def _zed_steps(text: str) -> list[tuple[str, str, list[str]]]:
+    """The steps of a Zed agent thread exported as Markdown: ("User" | "Assistant", "", its lines)
+    for a turn's header and the text after it, ("call", the call's label, its result's lines) for
+    a `**Tool Call: label**` line with its `Status:` line, each outside fenced blocks. A fence in
+    the model's or the user's text closes at its next ``` line; one in a tool's result (a file
+    read, a command's output, a diff, a search hit) only where the next line that is not blank is a
+    boundary (`_ZED_BOUNDARY`) or the file ends: results quote files and earlier threads, fences
+    and all, and the export does not escape them. Text after a call's result, before the next
+    turn, goes with that result (the export does not tell them apart)."""
+    lines = text.split("\n")
+    steps: list[tuple[str, str, list[str]]] = []
+    fence: int | None = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if fence is not None:
+            if line.rstrip() == "```":
+                k = i + 1
+                while k < len(lines) and not lines[k].strip():
+                    k += 1
+                if steps[-1][0] != "call" or k == len(lines) or _ZED_BOUNDARY.match(lines[k]):
+                    fence = None
+            steps[-1][2].append(line)
+        elif turn := _ZED_TURN.match(line):
+            steps.append((turn.group(1), "", []))
+        elif (call := _ZED_CALL.match(line)) and i + 1 < len(lines) and _ZED_STATUS.match(lines[i + 1]):
+            steps.append(("call", call.group(1), []))
+            i += 1
+        elif steps:
+            fence = i if line.startswith("```") else None
+            steps[-1][2].append(line)
+        i += 1
+    if fence is not None:
+        raise ValueError(f"a fenced block opened at line {fence + 1} never closes")
+    return steps
+
+
+# a call's label as the export writes it -> the tool of Zed's agent it names and its input's keys
+_ZED_TOOLS = [
+    (re.compile(r"^Search files for regex `(.*)`$"), "grep", ("regex",)),
+    (re.compile(r"^Read file `(.*?)`(?: \(lines (\d+)-(\d+)\))?$"), "read_file", ("path", "start_line", "end_line")),
+    (re.compile(r"^List the `(.*)` directory's contents$"), "list_directory", ("path",)),
+    (re.compile(r"^Check diagnostics for `(.*)`$"), "diagnostics", ("path",)),
+    (re.compile(r"^Check project diagnostics$"), "diagnostics", ()),
+    (re.compile(r"^Create directory `(.*)`$"), "create_directory", ("path",)),
+    (re.compile(r"^Delete “`(.*)`”$"), "delete_path", ("path",)),
+    (re.compile(r"^Move `(.*)` to `(.*)`$"), "move_path", ("source_path", "destination_path")),
+    (re.compile(r"^\d+ match(?:es)?$"), "find_path", ()),
+    (re.compile(r"^`(.*)`$"), "terminal", ("command",)),
+    (re.compile(r"^([\w.][\w./-]*)$"), "edit_file", ("path",)),
+]
+
+
+def _zed_call(label: str, body: str) -> tuple[str, dict[str, Any], str]:
+    """(tool, input, result) of a Zed call from its label and the text the export shows under it:
+    the input rebuilt from the label (`_ZED_TOOLS`: a path, a regex, a command; an edit names its
+    file only, Zed's edit agent writing the text), the result that text; the `thinking` tool's text
+    is its input, its result Zed's line. A label of no known tool is an `other` call of it."""
+    if label == "Thinking":
+        return "thinking", {"content": body}, "Finished thinking."
+    for pattern, tool, keys in _ZED_TOOLS:
+        found = pattern.match(label)
+        if found:
+            args = {k: v for k, v in zip(keys, found.groups()) if v is not None}
+            if tool == "terminal":
+                args["cd"] = "."
+            if tool == "edit_file":
+                args.update(display_description="", mode="edit")
+            return tool, args, body
+    return "other", {"label": label}, body
+
+
+def zed(text: str, model: str = "claude-sonnet-4-5-20250929") -> dict[str, Any]:
+    """An Anthropic /v1/messages body from a thread of Zed's agent exported as Markdown (`## User`
+    and `## Assistant` turns, each call a `**Tool Call: label**` line, its `Status:` line and its
+    result; `_zed_steps`). A user turn is a user message; an assistant's text an assistant
+    message, and the calls after it, up to the next text, that message's `tool_use` blocks, their
+    results (`_zed_call`) the next user message's `tool_result` blocks. The export keeps no system
+    prompt, tool schemas, model or call inputs beyond the labels: a one-line system prompt, object
+    schemas of the inputs rebuilt and `model` stand in. Home paths pseudonymised."""
+    messages: list[dict[str, Any]] = []
+    reply: dict[str, Any] | None = None
+    results: list[dict[str, Any]] = []
+    numbers = itertools.count()
+
+    def close() -> None:
+        nonlocal reply
+        if reply is not None:
+            messages.append(reply)
+            if results:
+                messages.append({"role": "user", "content": list(results)})
+        reply = None
+        results.clear()
+
+    for kind, label, lines in _zed_steps(text):
+        said = "\n".join(lines).strip()
+        if kind == "call":
+            tool, args, result = _zed_call(label, said)
+            call_id = f"toolu_{next(numbers):04d}"
+            if reply is None:
+                reply = {"role": "assistant", "content": []}
+            reply["content"].append({"type": "tool_use", "id": call_id, "name": tool, "input": args})
+            results.append({"type": "tool_result", "tool_use_id": call_id, "content": result})
+            continue
+        close()
+        if not said:
+            continue
+        if kind == "User":
+            messages.append({"role": "user", "content": [{"type": "text", "text": said}]})
+        else:
+            reply = {"role": "assistant", "content": [{"type": "text", "text": said}]}
+    close()
+    merged: list[dict[str, Any]] = []
+    for m in messages:
+        if merged and merged[-1]["role"] == m["role"]:
+            merged[-1]["content"].extend(m["content"])
+        else:
+            merged.append(m)
+    for m in merged:
+        if m["role"] == "user":
+            m["content"].sort(key=lambda b: b["type"] != "tool_result")
+    _drop_trailing_replies(merged)
+    return {
+        "model": model,
+        "system": "You are Zed's agent, a coding agent in the editor.",
+        "tools": _input_schemas_of_calls(merged),
+        "messages": _scrubbed(merged),
+    }
+
+
 def _tsx_text(value: Any) -> str:
     """A tool result as GitHub Copilot Chat's export holds it (`{"content": [{"value": ...}]}`, each
     value a string or a prompt-tsx node tree: elements with `children`, text nodes of `type` 2 with
@@ -2039,6 +2182,7 @@ def main() -> None:
             "pi_responses",
             "amp",
             "cursor",
+            "zed",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -2189,6 +2333,9 @@ def main() -> None:
         elif args.family == "cursor":  # .specstory/history/<date>_<time>Z-<title>.md
             name = f"{args.prefix}cursor__{args.tag or path.stem[:16]}"
             _write(args.out, name, cursor(text, args.model or "gpt-4.1"), str(path))
+        elif args.family == "zed":  # a thread exported as Markdown
+            name = f"{args.prefix}zed__{args.tag or path.stem}"
+            _write(args.out, name, zed(text, args.model or "claude-sonnet-4-5-20250929"), str(path))
         elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
             _write(args.out, f"{args.prefix}letta__{args.tag or path.stem}", letta(json.loads(text)), str(path))
         elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
