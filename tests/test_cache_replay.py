@@ -824,6 +824,20 @@ def test_an_opencode_session_and_a_gemini_cli_recording_are_converted_as_their_a
     assert chat[2] == {"role": "tool", "tool_call_id": "g1", "content": "a.py:1"}
 
 
+def _converted(tmp_path: Path, family: str, name: str, export: str, written: str) -> dict:
+    """The body convert.py's command line writes for `export` saved as `name`: the file `written`,
+    the one it writes in a fresh folder, read back."""
+    folder = tmp_path / "converted"
+    folder.mkdir()
+    path = tmp_path / name
+    path.write_text(export)
+    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
+    subprocess.run([sys.executable, str(script), family, str(path), "--out", str(folder)], check=True)
+    assert [p.name for p in folder.iterdir()] == [written]
+    with gzip.open(folder / written, "rt") as f:
+        return json.load(f)
+
+
 def _convert_module():
     import importlib.util
     from pathlib import Path
@@ -1609,12 +1623,8 @@ def test_a_cursor_chat_exported_by_specstory_is_rebuilt_as_chat_messages(tmp_pat
     assert messages[10] == {"role": "user", "content": "Go on."}
     assert {t["function"]["name"] for t in body["tools"]} == {"read_file", "run_terminal_cmd", "grep", "search_replace"}
 
-    path = tmp_path / "2025-09-12_10-07Z-fix-the-build.md"
-    path.write_text(export)
-    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
-    subprocess.run([sys.executable, str(script), "cursor", str(path), "--out", str(tmp_path)], check=True)
-    with gzip.open(tmp_path / "cursor__2025-09-12_10-07.json.gz", "rt") as f:
-        assert json.load(f)["messages"] == messages
+    written = "cursor__2025-09-12_10-07.json.gz"
+    assert _converted(tmp_path, "cursor", "2025-09-12_10-07Z-fix-the-build.md", export, written)["messages"] == messages
 
 
 def test_a_zed_thread_exported_as_markdown_is_rebuilt_as_anthropic_messages(tmp_path):
@@ -1735,12 +1745,7 @@ def test_a_zed_thread_exported_as_markdown_is_rebuilt_as_anthropic_messages(tmp_
     assert len({b["id"] for b in first[1:] + second[1:]}) == 5
     assert {t["name"] for t in body["tools"]} == {"read_file", "grep", "terminal", "edit_file", "thinking"}
 
-    path = tmp_path / "chat_001.md"
-    path.write_text(export)
-    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
-    subprocess.run([sys.executable, str(script), "zed", str(path), "--out", str(tmp_path)], check=True)
-    with gzip.open(tmp_path / "zed__chat_001.json.gz", "rt") as f:
-        assert json.load(f)["messages"] == messages
+    assert _converted(tmp_path, "zed", "chat_001.md", export, "zed__chat_001.json.gz")["messages"] == messages
 
 
 def test_a_pi_session_on_openai_codex_is_rebuilt_as_responses_items():

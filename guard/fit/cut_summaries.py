@@ -12,16 +12,15 @@ The words: docs/glossary.md."""
 from __future__ import annotations
 
 import math
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from dataclasses import replace
 from typing import Any, Literal, Protocol, TypeAlias
 
-from guard.core.budget import Budget
-from guard.core.policy import Policy
 from guard.core.report import Skipped
-from guard.dialects import Dialect, cache_breakpoint
+from guard.dialects import cache_breakpoint
 from guard.fit import summary
 from guard.fit.conversation import Context, Conversation
+from guard.fit.prefix_fit import PrefixCuts
 from guard.fit.replay import head_length, room_bar
 from guard.fit.spans import (
     MIN_SUMMARY,
@@ -41,16 +40,9 @@ Made: TypeAlias = "tuple[Conversation, Context, int] | None"  # a cut carried to
 Summary: TypeAlias = Literal["put", "withheld", "missing"]  # what became of a cut's summary (`summarized`)
 
 
-class Cuts(Protocol):
-    """What `CutSummaries` needs of a request's cuts (`guard.fit.carried`)."""
+class Cuts(PrefixCuts, Protocol):
+    """What `CutSummaries` needs of a request's cuts (`guard.fit.carried`): a prefix fit's, and more."""
 
-    dialect: Dialect
-    messages: tuple[Mapping[str, Any], ...]
-    counts: tuple[int, ...]
-    fixed: int
-    budget: Budget
-    policy: Policy
-    ctx: Context
     sent: list[int]
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]: ...

@@ -1442,6 +1442,13 @@ def _amp_messages(text: str) -> list[dict[str, Any]]:
     flush()
     # a call the user interrupted: its cancelled result, then the user's next message, in one user
     # message (the Messages API's results come first in the message after the calls)
+    return _merged_turns(messages)
+
+
+def _merged_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Anthropic `messages` (content lists) with each run of one role's messages merged into one,
+    empty ones left out, and each user message's tool results before its other blocks (the
+    Messages API's results come first in the message after the calls)."""
     merged: list[dict[str, Any]] = []
     for m in (m for m in messages if m["content"]):
         if merged and merged[-1]["role"] == m["role"]:
@@ -1756,15 +1763,7 @@ def zed(text: str, model: str = "claude-sonnet-4-5-20250929") -> dict[str, Any]:
         else:
             reply = {"role": "assistant", "content": [{"type": "text", "text": said}]}
     close()
-    merged: list[dict[str, Any]] = []
-    for m in messages:
-        if merged and merged[-1]["role"] == m["role"]:
-            merged[-1]["content"].extend(m["content"])
-        else:
-            merged.append(m)
-    for m in merged:
-        if m["role"] == "user":
-            m["content"].sort(key=lambda b: b["type"] != "tool_result")
+    merged = _merged_turns(messages)
     _drop_trailing_replies(merged)
     return {
         "model": model,
