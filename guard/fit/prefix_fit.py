@@ -61,7 +61,7 @@ def fit_prefix(
     the prefix's tool results hold media: a screenshot truncated to a line saying it went loses
     little, and the steps around it stay (a computer-use agent's old screenshots go, not its
     steps)."""
-    budget, ctx = cuts.budget, cuts.ctx
+    budget = cuts.budget
     # (a prefix fitted without summaries, the summarizer's or not, reports no summarize step:
     # with a summarizer, its summary is put in afterwards, see `guard.fit.cut_summaries.summarized`)
     steps = [s for s in cuts.policy.strategies if summaries or not cuts.summarizing or s != "summarize"]
@@ -87,15 +87,14 @@ def fit_prefix(
         dropped, by_turns = yield from _fit_steps(cuts, m, marks, whole, question, summaries)
         if marks.least <= dropped.total <= mark:
             cut, part = dropped, by_turns
-    ctx.summarized.calls = part.summarized.calls
-    cuts.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
     return cut, part
 
 
 def _fit_steps(
     cuts: PrefixCuts, m: int, marks: Marks, steps: Sequence[StrategyName], question: str | None, summaries: bool
 ) -> Generator[Any, Any, tuple[Conversation, Context]]:
-    """The first `m` messages of `cuts`' history fitted to `marks` with the policy's `steps`."""
+    """The first `m` messages of `cuts`' history fitted to `marks` with the policy's `steps`; the
+    summaries it asked for are the request's (counted, and known to its later tries)."""
     dialect, messages, counts, ctx = cuts.dialect, cuts.messages[:m], cuts.counts[:m], cuts.ctx
     policy = cuts.policy
     if list(steps) != policy.strategies:
@@ -110,7 +109,10 @@ def _fit_steps(
     part.summarized.calls = ctx.summarized.calls
     fixed = cuts.fixed + cuts.ghost + cuts.dropped_ghost
     prefix = Conversation.build(dialect, messages, counts, fixed, Keeping.of(policy, cuts.budget))
-    return (yield from fit(prefix, part, policy, can_summarize=summaries))
+    cut, part = yield from fit(prefix, part, policy, can_summarize=summaries)
+    ctx.summarized.calls = part.summarized.calls
+    cuts.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)
+    return cut, part
 
 
 def _has_media(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> bool:
