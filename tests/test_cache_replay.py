@@ -830,6 +830,7 @@ def _converted(tmp_path: Path, family: str, name: str, export: str, written: str
     folder = tmp_path / "converted"
     folder.mkdir()
     path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(export)
     script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
     subprocess.run([sys.executable, str(script), family, str(path), "--out", str(folder)], check=True)
@@ -1334,12 +1335,10 @@ def test_a_letta_agent_file_is_rebuilt_in_its_context_order(tmp_path):
     assert body["model"] == "claude-sonnet-4-5-20250929"
     assert body["tools"] == [{"type": "function", "function": schema}]
 
-    path = tmp_path / "lettabot-builder.af"
-    path.write_text(json.dumps(agent_file))
-    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
-    subprocess.run([sys.executable, str(script), "letta", str(path), "--out", str(tmp_path)], check=True)
-    with gzip.open(tmp_path / "letta__lettabot-builder.json.gz", "rt") as f:
-        assert json.load(f)["messages"] == messages
+    written = _converted(
+        tmp_path, "letta", "lettabot-builder.af", json.dumps(agent_file), "letta__lettabot-builder.json.gz"
+    )
+    assert written["messages"] == messages
 
 
 def test_an_amp_thread_export_is_rebuilt_as_anthropic_messages(tmp_path):
@@ -1465,13 +1464,9 @@ def test_an_amp_thread_export_is_rebuilt_as_anthropic_messages(tmp_path):
     assert {t["name"] for t in body["tools"]} == {"Read", "librarian", "Bash"}
     assert body["system"] and body["model"].startswith("claude")
 
-    path = tmp_path / "_threads" / "017_Fix_the_tests.md"
-    path.parent.mkdir()
-    path.write_text(export)
-    script = Path(__file__).resolve().parents[1] / "bench" / "corpus" / "agents" / "convert.py"
-    subprocess.run([sys.executable, str(script), "amp", str(path), "--out", str(tmp_path)], check=True)
-    with gzip.open(tmp_path / "amp__017.json.gz", "rt") as f:
-        assert json.load(f)["messages"] == messages
+    assert (
+        _converted(tmp_path, "amp", "_threads/017_Fix_the_tests.md", export, "amp__017.json.gz")["messages"] == messages
+    )
 
 
 def test_a_cursor_chat_exported_by_specstory_is_rebuilt_as_chat_messages(tmp_path):

@@ -1508,10 +1508,16 @@ def _cursor_fence_closes(lines: list[str], j: int, opened: str) -> bool:
     file printed), and the export does not escape them."""
     if opened.startswith("```bash"):
         return True
+    k = _next_filled(lines, j)
+    return k == len(lines) or lines[k] == "---" or lines[k].startswith(("</details>", "**Chunk "))
+
+
+def _next_filled(lines: list[str], j: int) -> int:
+    """The index of the first line after `lines[j]` that is not blank (`len(lines)`: none is)."""
     k = j + 1
     while k < len(lines) and not lines[k].strip():
         k += 1
-    return k == len(lines) or lines[k] == "---" or lines[k].startswith(("</details>", "**Chunk "))
+    return k
 
 
 def _fence_spans(lines: list[str]) -> list[tuple[int, int | None]]:
@@ -1668,9 +1674,7 @@ def _zed_steps(text: str) -> list[tuple[str, str, list[str]]]:
         line = lines[i]
         if fence is not None:
             if line.rstrip() == "```":
-                k = i + 1
-                while k < len(lines) and not lines[k].strip():
-                    k += 1
+                k = _next_filled(lines, i)
                 if steps[-1][0] != "call" or k == len(lines) or _ZED_BOUNDARY.match(lines[k]):
                     fence = None
             steps[-1][2].append(line)
