@@ -1743,6 +1743,268 @@ def test_a_zed_thread_exported_as_markdown_is_rebuilt_as_anthropic_messages(tmp_
     assert _converted(tmp_path, "zed", "chat_001.md", export, "zed__chat_001.json.gz")["messages"] == messages
 
 
+def test_a_conversation_saved_by_amazon_q_cli_is_rebuilt_as_anthropic_messages(tmp_path):
+    """convert.py's `qcli` (session 62): a conversation Amazon Q Developer CLI saved with `/save`.
+    Each history entry is an exchange: a prompt is a user text; a `ToolUse` answer an assistant
+    message with its text (none where empty) and `tool_use` blocks; its results the next user
+    message's `tool_result` blocks (a `Json` part as its JSON text, an `Error` status with
+    `is_error`), a cancellation's prompt after them; a `Response` an assistant text; the tool
+    specifications saved are the tools; the model's last reply is no request's; e-mail addresses
+    are pseudonymised."""
+    convert = _convert_module()
+
+    def results(*parts: tuple[str, list[dict], str]) -> list[dict]:
+        return [{"tool_use_id": i, "content": c, "status": s} for i, c, s in parts]
+
+    spec = {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}
+    save = {
+        "history": [
+            {
+                "user": {"content": {"Prompt": {"prompt": "run the tests, ann@mail.org"}}, "additional_context": ""},
+                "assistant": {
+                    "ToolUse": {
+                        "content": "",
+                        "tool_uses": [{"id": "t1", "name": "execute_bash", "args": {"command": "pytest"}}],
+                    }
+                },
+                "request_metadata": {"time_to_first_chunk": [1, 2]},
+            },
+            {
+                "user": {
+                    "content": {
+                        "ToolUseResults": {
+                            "tool_use_results": results(
+                                ("t1", [{"Json": {"exit_status": "1", "stdout": "1 failed"}}], "Error")
+                            )
+                        }
+                    }
+                },
+                "assistant": {
+                    "ToolUse": {
+                        "content": "Reading it.",
+                        "tool_uses": [{"id": "t2", "name": "fs_read", "args": {"path": "a.py"}}],
+                    }
+                },
+            },
+            {
+                "user": {
+                    "content": {
+                        "CancelledToolUses": {
+                            "prompt": "The user interrupted the tool execution.",
+                            "tool_use_results": results(
+                                ("t2", [{"Text": "Tool use was cancelled by the user"}], "Error")
+                            ),
+                        }
+                    }
+                },
+                "assistant": {"Response": {"message_id": None, "content": "Tool uses were interrupted"}},
+            },
+            {
+                "user": {"content": {"Prompt": {"prompt": "go on"}}},
+                "assistant": {
+                    "ToolUse": {"content": "", "tool_uses": [{"id": "t3", "name": "fs_read", "args": {"path": "b.py"}}]}
+                },
+            },
+            {
+                "user": {
+                    "content": {"ToolUseResults": {"tool_use_results": results(("t3", [{"Text": "x = 1"}], "Success"))}}
+                },
+                "assistant": {"Response": {"content": "Done."}},
+            },
+        ],
+        "tools": {
+            "native___": [
+                {"ToolSpecification": {"name": "execute_bash", "description": "Run.", "input_schema": {"json": spec}}}
+            ]
+        },
+    }
+    body = convert.qcli(save)
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert messages[0]["content"] == [{"type": "text", "text": "run the tests, user@example.com"}]
+    assert messages[1]["content"] == [
+        {"type": "tool_use", "id": "t1", "name": "execute_bash", "input": {"command": "pytest"}}
+    ]
+    failed = messages[2]["content"]
+    assert failed == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "t1",
+            "content": '{"exit_status": "1", "stdout": "1 failed"}',
+            "is_error": True,
+        }
+    ]
+    assert messages[3]["content"][0] == {"type": "text", "text": "Reading it."}
+    assert [b["type"] for b in messages[4]["content"]] == ["tool_result", "text"]
+    assert messages[4]["content"][1]["text"] == "The user interrupted the tool execution."
+    assert messages[5]["content"] == [{"type": "text", "text": "Tool uses were interrupted"}]
+    assert messages[8]["content"] == [{"type": "tool_result", "tool_use_id": "t3", "content": "x = 1"}]
+    assert body["tools"] == [{"name": "execute_bash", "description": "Run.", "input_schema": spec}]
+
+    written = _converted(tmp_path, "qcli", "q", json.dumps(save), "qcli__q.json.gz")
+    assert written["messages"] == messages
+
+
+def test_a_qwen_code_session_exported_as_markdown_is_rebuilt_as_chat_messages(tmp_path):
+    """convert.py's `qwen` (session 62): a Qwen Code session as `/export md` writes it. The
+    assistant's texts up to a call are one message, the calls after them (up to the next text)
+    its `tool_calls`, each with the `**Input:**` JSON, their results tool messages; a fence ends
+    only at a fence of as many backticks (a file quoted whole, with fences and turn headers of
+    its own, stays one result or one argument); an edit's or a write's output is the diff the
+    terminal showed, so the tool's confirmation stands in; a failed call's output goes as an
+    error; a call with no input (the todo list) has none; the model's last reply is no request's;
+    home paths are pseudonymised."""
+    convert = _convert_module()
+    fence = "```"
+    quoted = "\n".join(["# Notes", fence + "dart", "## User", fence, "### Tool: Shell: ls"])
+    export = "\n".join(
+        [
+            "# Chat Session Export",
+            "",
+            "- **Session ID**: `s1`",
+            "",
+            "---",
+            "",
+            "## User",
+            "",
+            "read @notes.md",
+            "",
+            "> **Referenced Files:**",
+            "",
+            fence + "`",
+            "Content from /Users/ann/app/notes.md:",
+            quoted,
+            fence + "`",
+            "",
+            "## Assistant",
+            "",
+            "I should read it.",
+            "",
+            "## Assistant",
+            "",
+            "Reading the files.",
+            "",
+            "### Tool: ReadFile: notes.md",
+            "**Status**: completed",
+            "",
+            "**Input:**",
+            fence + "json",
+            '{\n  "absolute_path": "/Users/ann/app/notes.md"\n}',
+            fence,
+            "",
+            "**Output:**",
+            fence + "`",
+            quoted,
+            fence + "`",
+            "",
+            "### Tool: Shell: ls (list)",
+            "**Status**: failed",
+            "",
+            "**Input:**",
+            fence + "json",
+            '{"command": "ls"}',
+            fence,
+            "",
+            "**Output:**",
+            fence,
+            "not allowed",
+            fence,
+            "",
+            "## Assistant",
+            "",
+            "Writing the fix.",
+            "",
+            "### Tool: WriteFile: Writing to a.dart",
+            "**Status**: completed",
+            "",
+            "**Input:**",
+            fence + "`json",
+            '{"file_path": "/Users/ann/app/a.dart", "content": "' + fence + 'x"}',
+            fence + "`",
+            "",
+            "**Output:**",
+            "",
+            "*Diff for `a.dart`:*",
+            fence + "diff",
+            "+x",
+            fence,
+            "",
+            "### Tool: TodoWrite",
+            "**Status**: completed",
+            "",
+            "**Output:**",
+            fence,
+            "- [x] fix",
+            fence,
+            "",
+            "## User",
+            "",
+            "thanks",
+            "",
+            "## Assistant",
+            "",
+            "Done.",
+            "",
+        ]
+    )
+    body = convert.qwen(export)
+    messages = body["messages"]
+    assert [m["role"] for m in messages] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "tool",
+        "tool",
+        "user",
+    ]
+    assert (
+        messages[1]["content"].startswith("read @notes.md")
+        and "/Users/user/app/notes.md:\n" + quoted in messages[1]["content"]
+    )
+    first, second = messages[2], messages[5]
+    assert first["content"] == "I should read it.\n\nReading the files."
+    calls = [
+        (c["function"]["name"], json.loads(c["function"]["arguments"]))
+        for c in first["tool_calls"] + second["tool_calls"]
+    ]
+    assert calls == [
+        ("read_file", {"absolute_path": "/Users/user/app/notes.md"}),
+        ("run_shell_command", {"command": "ls"}),
+        ("write_file", {"file_path": "/Users/user/app/a.dart", "content": fence + "x"}),
+        ("todo_write", {}),
+    ]
+    assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [
+        c["id"] for c in first["tool_calls"] + second["tool_calls"]
+    ]
+    assert messages[3]["content"] == quoted
+    assert messages[4]["content"] == "Error: not allowed"
+    assert second["content"] == "Writing the fix."
+    assert messages[6]["content"] == "Successfully created and wrote to new file: /Users/user/app/a.dart."
+    assert messages[7]["content"] == "- [x] fix" and messages[8]["content"] == "thanks"
+    assert {t["function"]["name"] for t in body["tools"]} == {
+        "read_file",
+        "run_shell_command",
+        "write_file",
+        "todo_write",
+    }
+
+    written = _converted(tmp_path, "qwen", "export.md", export, "qwen__export.json.gz")
+    assert written["messages"] == messages
+
+
 def test_a_pi_session_on_openai_codex_is_rebuilt_as_responses_items():
     """convert.py's `pi_responses` (session 58): a pi session on its `openai-codex` provider as
     the Responses items it sends back: thinking as a `reasoning` item with its stored summary, text

@@ -94,6 +94,9 @@ dropped. Per family (see README.md beside this file for sources and licences):
   see its function.
 - zed (session 61): a thread of Zed's agent exported as Markdown, as Anthropic messages; see its
   function.
+- qcli (session 62): a conversation Amazon Q Developer CLI saved (`/save`), as Anthropic
+  messages; qwen (session 62): a Qwen Code session exported as Markdown (`/export md`), as chat
+  messages; see their functions.
 """
 
 from __future__ import annotations
@@ -1777,6 +1780,195 @@ def zed(text: str, model: str = "claude-sonnet-4-5-20250929") -> dict[str, Any]:
     }
 
 
+def qcli(save: dict[str, Any], model: str = "claude-sonnet-4-20250514") -> dict[str, Any]:
+    """An Anthropic /v1/messages body from a conversation Amazon Q Developer CLI saved (`/save`: its
+    `history`, one entry per exchange, a user message and the assistant's answer; its `tools`, the
+    specifications it sent). A prompt is a user text; a `ToolUse` answer an assistant message, its
+    text and its `tool_use` blocks; the results (`ToolUseResults`, or `CancelledToolUses` with the
+    prompt the CLI adds) the next user message's `tool_result` blocks, a `Json` part (a command's
+    exit status and output) as its JSON text, an `Error` status with `is_error`; a `Response` an
+    assistant text. The save keeps no system prompt (the CLI's context files, if any, went as
+    `additional_context`, kept where present): a one-line system prompt stands in."""
+    messages: list[dict[str, Any]] = []
+    for entry in save.get("history") or []:
+        user, answer = (entry.get("user"), entry.get("assistant")) if isinstance(entry, dict) else entry
+        content = user.get("content") or {}
+        blocks: list[dict[str, Any]] = []
+        if user.get("additional_context"):
+            blocks.append({"type": "text", "text": user["additional_context"]})
+        ((kind, value),) = content.items()
+        for result in value.get("tool_use_results") or [] if isinstance(value, dict) else []:
+            parts = [
+                p["Text"] if "Text" in p else json.dumps(p.get("Json"), ensure_ascii=False)
+                for p in result.get("content") or []
+            ]
+            block = {"type": "tool_result", "tool_use_id": result["tool_use_id"], "content": "\n".join(parts)}
+            if result.get("status") == "Error":
+                block["is_error"] = True
+            blocks.append(block)
+        prompt = value.get("prompt") if isinstance(value, dict) else None
+        if prompt:
+            blocks.append({"type": "text", "text": prompt})
+        if blocks:
+            messages.append({"role": "user", "content": blocks})
+        ((said, reply),) = answer.items()
+        out = [{"type": "text", "text": reply["content"]}] if reply.get("content") else []
+        out += [
+            {"type": "tool_use", "id": call["id"], "name": call["name"], "input": call.get("args") or {}}
+            for call in reply.get("tool_uses") or []
+        ]
+        if out:
+            messages.append({"role": "assistant", "content": out})
+    _drop_trailing_replies(messages)
+    tools = [
+        {"name": t["name"], "description": t.get("description", ""), "input_schema": t["input_schema"]["json"]}
+        for spec in (save.get("tools") or {}).values()
+        for t in (s.get("ToolSpecification") or {} for s in spec)
+        if t
+    ]
+    return {
+        "model": model,
+        "system": "You are Amazon Q, an AI assistant built by AWS, in the user's terminal.",
+        "max_tokens": 64000,
+        "tools": tools,
+        "messages": _scrubbed(messages),
+    }
+
+
+_QWEN_TOOLS = {
+    "ReadFile": "read_file",
+    "Shell": "run_shell_command",
+    "Edit": "edit",
+    "WriteFile": "write_file",
+    "ListFiles": "list_directory",
+    "Glob": "glob",
+    "Grep": "grep_search",
+    "TodoWrite": "todo_write",
+    "WebFetch": "web_fetch",
+    "WebSearch": "web_search",
+    "ReadManyFiles": "read_many_files",
+    "SaveMemory": "save_memory",
+}
+
+
+def _qwen_marker(line: str) -> bool:
+    """Whether `line` starts a turn or a call of a Qwen Code export."""
+    return line in ("## User", "## Assistant") or line.startswith("### Tool: ")
+
+
+def _qwen_fence_end(lines: list[str], start: int) -> int:
+    """The index of the line closing the fence opened at `lines[start]` (`len(lines)`: none
+    does): the first line of as many backticks or more and nothing else. The export opens a
+    fence with more backticks than any run inside it (a file it quotes may hold fences)."""
+    opened = len(lines[start]) - len(lines[start].lstrip("`"))
+    for j in range(start + 1, len(lines)):
+        closing = lines[j].strip()
+        if len(closing) >= opened and closing == "`" * len(closing):
+            return j
+    return len(lines)
+
+
+def _qwen_steps(text: str) -> list[tuple[str, list[str]]]:
+    """A Qwen Code export's steps in order: ("User" | "Assistant", its lines) or ("call", the
+    lines of one `### Tool:` block); a fenced block is read whole (`_qwen_fence_end`), so a
+    marker inside a file it quotes starts nothing."""
+    lines = text.split("\n")
+    steps: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(lines) and not _qwen_marker(lines[i]):
+        i += 1
+    while i < len(lines):
+        line = lines[i]
+        kind = "call" if line.startswith("### Tool: ") else line[3:]
+        body = [line] if kind == "call" else []
+        i += 1
+        while i < len(lines) and not _qwen_marker(lines[i]):
+            end = min(_qwen_fence_end(lines, i), len(lines) - 1) if lines[i].startswith("```") else i
+            body += lines[i : end + 1]
+            i = end + 1
+        steps.append((kind, body))
+    return steps
+
+
+def _qwen_call(body: list[str]) -> tuple[str, dict[str, Any], str, bool]:
+    """(tool name, arguments, result as the model got it, whether it failed) of one `### Tool:`
+    block: its `**Input:**` JSON and its `**Output:**` fence. An edit's or a write's output is the
+    diff the terminal showed, not what the model got: the tool's confirmation stands in."""
+    display = body[0][len("### Tool: ") :].split(":", 1)[0].strip()
+    name = _QWEN_TOOLS.get(display, re.sub(r"(?<!^)(?=[A-Z])", "_", display).lower())
+    failed = any(line.strip() == "**Status**: failed" for line in body[:3])
+    args: dict[str, Any] = {}
+    result = ""
+    for j, line in enumerate(body):
+        if line == "**Input:**":
+            k = next(k for k in range(j + 1, len(body)) if body[k].startswith("```"))
+            args = json.loads("\n".join(body[k + 1 : _qwen_fence_end(body, k)]))
+        elif line == "**Output:**":
+            rest = body[j + 1 :]
+            fence = next((k for k, r in enumerate(rest) if r.startswith("```")), None)
+            if any(r.startswith("*Diff for ") for r in rest[: fence or 0]):
+                path = args.get("file_path") or args.get("absolute_path") or ""
+                result = (
+                    f"Successfully created and wrote to new file: {path}."
+                    if name == "write_file"
+                    else f"Successfully modified file: {path} (1 replacements)."
+                )
+            elif fence is not None:
+                result = "\n".join(rest[fence + 1 : _qwen_fence_end(rest, fence)])
+            else:
+                result = "\n".join(rest).strip()
+            break
+    return name, args, result, failed
+
+
+def qwen(text: str, model: str = "dashscope/qwen3-coder-plus") -> dict[str, Any]:
+    """An OpenAI chat body from a Qwen Code session exported as Markdown (`/export md`: `## User`
+    and `## Assistant` turns, each call a `### Tool: Name: label` block with its `**Status**`,
+    `**Input:**` JSON and `**Output:**`; `_qwen_steps`). A user turn is a user message (the files
+    it references inlined, as sent); the assistant's texts up to a call or the next turn one
+    assistant message, the calls after it, up to the next text, its `tool_calls`, their results
+    (`_qwen_call`) tool messages. The export keeps no system prompt or tool schemas: a one-line
+    system prompt and schemas of the arguments used stand in. Home paths pseudonymised."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are Qwen Code, an interactive CLI agent."}]
+    reply: dict[str, Any] | None = None
+    results: list[dict[str, Any]] = []
+    numbers = itertools.count()
+
+    def close() -> None:
+        nonlocal reply
+        if reply is not None:
+            messages.append(reply)
+            messages.extend(results)
+        reply = None
+        results.clear()
+
+    for kind, body in _qwen_steps(text):
+        if kind == "call":
+            name, args, result, failed = _qwen_call(body)
+            call_id = f"call_{next(numbers):04d}"
+            if reply is None:
+                reply = {"role": "assistant", "content": None}
+            reply.setdefault("tool_calls", []).append(_call(call_id, name, args))
+            results.append(
+                {"role": "tool", "tool_call_id": call_id, "content": f"Error: {result}" if failed else result}
+            )
+            continue
+        said = "\n".join(body).strip()
+        if kind == "Assistant" and reply is not None and "tool_calls" not in reply:
+            reply["content"] = f"{reply['content']}\n\n{said}" if said else reply["content"]
+            continue
+        close()
+        if not said:
+            continue
+        if kind == "User":
+            messages.append({"role": "user", "content": said})
+        else:
+            reply = {"role": "assistant", "content": said}
+    close()
+    _drop_trailing_replies(messages)
+    return {"model": model, "tools": _schemas_of_calls(messages), "messages": _scrubbed(messages)}
+
+
 def _tsx_text(value: Any) -> str:
     """A tool result as GitHub Copilot Chat's export holds it (`{"content": [{"value": ...}]}`, each
     value a string or a prompt-tsx node tree: elements with `children`, text nodes of `type` 2 with
@@ -2186,6 +2378,8 @@ def main() -> None:
             "amp",
             "cursor",
             "zed",
+            "qcli",
+            "qwen",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -2339,6 +2533,12 @@ def main() -> None:
         elif args.family == "zed":  # a thread exported as Markdown
             name = f"{args.prefix}zed__{args.tag or path.stem}"
             _write(args.out, name, zed(text, args.model or "claude-sonnet-4-5-20250929"), str(path))
+        elif args.family == "qcli":  # a conversation saved by Amazon Q Developer CLI's /save
+            name = f"{args.prefix}qcli__{args.tag or path.stem}"
+            _write(args.out, name, qcli(json.loads(text), args.model or "claude-sonnet-4-20250514"), str(path))
+        elif args.family == "qwen":  # a session exported by Qwen Code's /export md
+            name = f"{args.prefix}qwen__{args.tag or path.stem}"
+            _write(args.out, name, qwen(text, args.model or "dashscope/qwen3-coder-plus"), str(path))
         elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
             _write(args.out, f"{args.prefix}letta__{args.tag or path.stem}", letta(json.loads(text)), str(path))
         elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
