@@ -1,4 +1,4 @@
-"""A scripted coding model on 127.0.0.1 for driving real agents (Claude Code, Codex, OpenCode) through the proxy.
+"""A scripted coding model on 127.0.0.1 for driving real agents (Claude Code, Codex, OpenCode, Qwen Code) through the proxy.
 
 It plays the model of a long file-reading session: every request of the agent's main loop is
 answered with a tool call that reads the next of `files` workspace files (each starts with
@@ -10,7 +10,7 @@ exceeds the window; usage reports that count, so an agent that compacts on repor
 
 Protocols: Anthropic `/v1/messages` (streamed or not) for Claude Code; the OpenAI Responses API
 `/v1/responses` (streamed) for Codex; OpenAI chat `/v1/chat/completions` (streamed or not, usage in
-the last chunk) for OpenCode. Which file comes next is server state (the highest
+the last chunk) for OpenCode and Qwen Code (which streams). Which file comes next is server state (the highest
 `FILE NN` seen in a tool result so far), so it survives the agent's compaction and the guard's cuts.
 """
 
@@ -36,6 +36,7 @@ SUMMARY_ASKS = (
     "context checkpoint compaction",
     "handoff summary",
     "prompt for continuing our conversation",
+    "produce the <state_snapshot> xml",
 )
 
 
@@ -111,20 +112,27 @@ def _decide(script: Script, body: dict[str, Any], responses: bool) -> tuple[str,
     """(kind, payload): 'summary' with its text, 'tool' with the path to read, 'final' or 'side' with a text."""
     asked = _last_user_text(body, responses).lower()
     if any(s in asked for s in SUMMARY_ASKS):
-        return "summary", (
-            f"<summary>The user asked to read f01..f{len(script.files):02d} one at a time. Files read so "
-            f"far: f01 to f{script.read:02d}; their contents were noted. Next: "
-            f"f{script.read + 1:02d}.</summary>"
+        said = (
+            f"The user asked to read f01..f{len(script.files):02d} one at a time. Files read so "
+            f"far: f01 to f{script.read:02d}; their contents were noted. Next: f{script.read + 1:02d}."
         )
+        if "<state_snapshot>" in asked:  # (Qwen Code keeps the snapshot only)
+            return "summary", f"<analysis>Files read.</analysis><state_snapshot>{said}</state_snapshot>"
+        return "summary", f"<summary>{said}</summary>"
     tools = body.get("tools") or []
-    names = {t.get("name") or (t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
-    if not names & {"Read", "read", "shell", "exec_command", "shell_command", "local_shell"} and not any(
+    names = _tool_names(body)
+    if not names & {"Read", "read", "read_file", "shell", "exec_command", "shell_command", "local_shell"} and not any(
         t.get("type") == "local_shell" for t in tools if isinstance(t, dict)
     ):
         return "side", "Reading files"
     if script.read >= len(script.files):
         return "final", f"done: read all {len(script.files)} files"
     return "tool", str(script.files[script.read])
+
+
+def _tool_names(body: dict[str, Any]) -> set[str]:
+    tools = body.get("tools") or []
+    return {t.get("name") or (t.get("function") or {}).get("name") for t in tools if isinstance(t, dict)}
 
 
 def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
@@ -191,10 +199,16 @@ def make_handler(script: Script) -> type[BaseHTTPRequestHandler]:
             cid, created = "chatcmpl-" + uuid.uuid4().hex[:12], int(time.time())
             usage = {"prompt_tokens": n, "completion_tokens": 20, "total_tokens": n + 20}
             if kind == "tool":
+                # Qwen Code's read tool, or OpenCode's
+                name, args = (
+                    ("read_file", {"file_path": payload})
+                    if "read_file" in _tool_names(body)
+                    else ("read", {"filePath": payload})
+                )
                 call = {
                     "id": "call_" + uuid.uuid4().hex[:12],
                     "type": "function",
-                    "function": {"name": "read", "arguments": json.dumps({"filePath": payload})},
+                    "function": {"name": name, "arguments": json.dumps(args)},
                 }
                 message: dict[str, Any] = {"role": "assistant", "content": None, "tool_calls": [call]}
                 stop = "tool_calls"

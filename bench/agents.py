@@ -1,9 +1,10 @@
-"""Real coding agents behind the proxy, in a long session, with and without `agent-env` (issue 25; not CI).
+"""Real coding agents behind the proxy, in a long session, with and without `agent-env` (issue 25; CI runs it).
 
     npm install --prefix .agents/cc @anthropic-ai/claude-code@2.1.331    # a ~400 MB native binary
     npm install --prefix .agents/codex @openai/codex@0.169.0
     npm install --prefix .agents/opencode opencode-ai@1.18.33
-    python -m bench.agents [--claude PATH] [--codex PATH] [--opencode PATH] [--files 30]
+    npm install --prefix .agents/qwen @qwen-code/qwen-code@0.24.4
+    python -m bench.agents [--claude PATH] [--codex PATH] [--opencode PATH] [--qwen PATH] [--files 30]
 
 Each agent is asked to read `--files` workspace files (~3.4k tokens each) one at a time through the
 proxy, whose guarded model `gw-coder` has a 64k window and an 8,192-token output cap: the session
@@ -181,6 +182,49 @@ def run_opencode(
     return _run([opencode, "run", prompt], env, work)
 
 
+def qwen_settings(printed: list[str], told: bool) -> dict[str, Any]:
+    """The settings.json `agent-env qwen-code` printed (without the window, the output cap, the
+    compaction point and the files it puts back when the agent is not told: it then takes 200k for
+    a name it does not know),
+    and what keeps a bench run to the model's own calls: no usage statistics, telemetry, update
+    check or IDE, and no memory subagent (a background call after every prompt)."""
+    config: dict[str, Any] = json.loads("\n".join(printed))
+    if not told:
+        for key in ("generationConfig", "chatCompression"):
+            config["model"].pop(key, None)
+        config.pop("context")
+    quiet = {
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "general": {"enableAutoUpdate": False},
+        "ide": {"enabled": False},
+        "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+        "tools": {"webSearch": {"enabled": False}},
+    }
+    return {**config, **quiet}
+
+
+def run_qwen(
+    qwen: str, url: str, work: Path, settings: dict[str, Any], files: int, home: Path
+) -> subprocess.CompletedProcess[str]:
+    (home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (home / ".qwen" / "settings.json").write_text(json.dumps(settings))
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "QWEN_HOME": str(home / ".qwen"),
+        "TMPDIR": str(scratch(home)),
+        "OPENAI_API_KEY": "sk-master",
+        "QWEN_USAGE_STATISTICS_ENABLED": "false",
+        "QWEN_CODE_SUPPRESS_YOLO_WARNING": "1",
+    }
+    prompt = (
+        f"Read the files f01.txt to f{files:02d}.txt in this directory one at a time with the read_file tool, "
+        "then say done."
+    )
+    return _run([qwen, "--approval-mode", "yolo", prompt], env, work)
+
+
 def one_run(agent: str, binary: str, label: str, files: int, told: bool) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix=f"{agent}-work-"))
     paths = write_workspace(work, files, TOKENS_PER_FILE)
@@ -197,6 +241,11 @@ def one_run(agent: str, binary: str, label: str, files: int, told: bool) -> dict
             settings = opencode_json(printed, told)
             result = run_opencode(binary, url, work, settings, files, proxy_dir / "home")
             settings = settings["provider"]["context-guard"]["models"][MODEL].get("limit", {})
+        elif agent == "qwen-code":
+            settings = qwen_settings(printed, told)
+            result = run_qwen(binary, url, work, settings, files, proxy_dir / "home")
+            told_window = settings["model"].get("generationConfig", {})
+            settings = {**told_window, **settings["model"].get("chatCompression", {}), **settings.get("context", {})}
         else:
             settings = codex_toml(printed, told)
             result = run_codex(binary, url, work, settings, files, proxy_dir / "home")
@@ -233,11 +282,18 @@ def main() -> int:
         "--opencode",
         default=os.environ.get("OPENCODE_BIN", str(ROOT / ".agents/opencode/node_modules/.bin/opencode")),
     )
-    parser.add_argument("--only", choices=["claude-code", "codex", "opencode"])
+    parser.add_argument("--qwen", default=os.environ.get("QWEN_BIN", str(ROOT / ".agents/qwen/node_modules/.bin/qwen")))
+    parser.add_argument("--only", choices=["claude-code", "codex", "opencode", "qwen-code"])
     parser.add_argument("--files", type=int, default=30)
     args = parser.parse_args()
     rows = []
-    for agent, binary in (("claude-code", args.claude), ("codex", args.codex), ("opencode", args.opencode)):
+    agents = (
+        ("claude-code", args.claude),
+        ("codex", args.codex),
+        ("opencode", args.opencode),
+        ("qwen-code", args.qwen),
+    )
+    for agent, binary in agents:
         if args.only and agent != args.only:
             continue
         if not Path(binary).exists():

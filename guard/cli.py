@@ -3,7 +3,7 @@
     context-guard fit REQUEST.json [--config LITELLM_CONFIG.yaml] [--model NAME]
                       [--dialect openai|anthropic|responses] [--out FITTED.json|-] [--json]
     context-guard calibration --config LITELLM_CONFIG.yaml [--redis redis://HOST:PORT/0] [--json]
-    context-guard agent-env claude-code|codex|opencode --config LITELLM_CONFIG.yaml --model NAME
+    context-guard agent-env claude-code|codex|opencode|qwen-code --config LITELLM_CONFIG.yaml --model NAME
                       [--team TEAM] [--key-alias ALIAS] [--base-url URL]
 
 Exit status: 0 the result fits (changed or not), 2 rejected (context window exceeded),
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument(
         "agent",
         choices=list(AGENTS),
-        help="claude-code: shell exports; codex: config.toml lines; opencode: opencode.json",
+        help="claude-code: shell exports; codex: config.toml lines; opencode: opencode.json; qwen-code: settings.json",
     )
     env.add_argument("--config", required=True, help="the proxy's LiteLLM config (model_list, context_guard policy)")
     env.add_argument("--model", required=True, help="the model name clients send (a model_list model_name)")

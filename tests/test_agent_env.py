@@ -14,7 +14,15 @@ try:
 except ModuleNotFoundError:  # Python 3.10: pytest brings tomli, the same parser
     import tomli as tomllib
 
-from guard.core.announce import AUTO_COMPACT_SHARE, OPENCODE_OUTPUT_TOKEN_MAX, Announced, announce, lines
+from guard.core.announce import (
+    AUTO_COMPACT_SHARE,
+    OPENCODE_OUTPUT_TOKEN_MAX,
+    QWEN_CODE_COMPACT_RESERVE,
+    QWEN_CODE_COMPACT_SHARE,
+    Announced,
+    announce,
+    lines,
+)
 from guard.core.config import parse_config
 from guard.fit.engine import Engine
 from tests.cli_helpers import run_cli
@@ -145,6 +153,33 @@ def test_opencode_gets_an_opencode_json_that_compacts_at_the_announced_point():
     assert limit["context"] - OPENCODE_OUTPUT_TOKEN_MAX == big.auto_compact == int(134_000 / 1.25 * AUTO_COMPACT_SHARE)
 
 
+def _qwen_trigger(settings: dict) -> float:
+    """Where Qwen Code (0.24) compacts: the smaller of its threshold's share of the window and the
+    window less its reserve for the summary request."""
+    window = settings["model"]["generationConfig"]["contextWindowSize"]
+    return min(settings["context"]["autoCompactThreshold"] * window, window - QWEN_CODE_COMPACT_RESERVE)
+
+
+def test_qwen_code_gets_a_settings_json_that_compacts_at_its_share_of_the_input():
+    """A small window (the reserve Qwen Code keeps for its summary request would put its trigger
+    under the share): the window it is told is raised so that the trigger lands there; every request
+    reserves the guard's output cap; the files it puts back after compacting are kept to a quarter of
+    the input. A large window: the agent's own window, and the files left at Qwen Code's default."""
+    _, _, a = _announced("gw-coder", "team-small")
+    settings = json.loads("\n".join(lines(a, "qwen-code", base_url="http://gw:4000/")))
+    assert settings["security"]["auth"] == {"selectedType": "openai", "baseUrl": "http://gw:4000/v1"}
+    model = settings["model"]
+    assert model["name"] == "gw-coder" and model["generationConfig"]["samplingParams"]["max_tokens"] == a.max_output
+    assert model["generationConfig"]["contextWindowSize"] > a.agent_window
+    assert abs(_qwen_trigger(settings) - a.agent_input * QWEN_CODE_COMPACT_SHARE) <= 1
+    assert model["chatCompression"]["maxRecentFilesToRetain"] * 5_000 <= a.agent_input / 4
+    big = Announced("big", window=200_000, max_output=64_000, margin=2_000, input_limit=134_000, factor=1.25)
+    settings = json.loads("\n".join(lines(big, "qwen-code")))
+    assert settings["model"]["generationConfig"]["contextWindowSize"] == big.agent_window
+    assert abs(_qwen_trigger(settings) - big.agent_input * QWEN_CODE_COMPACT_SHARE) <= 1
+    assert "chatCompression" not in settings["model"] and settings["security"]["auth"]["baseUrl"].endswith(":4000/v1")
+
+
 def test_codex_lines_are_valid_config_toml(tmp_path):
     _, _, a = _announced("gw-coder", "team-small")
     parsed = tomllib.loads("\n".join(lines(a, "codex", base_url="http://gw:4000/")))
@@ -175,5 +210,7 @@ def test_the_cli_prints_them_and_refuses_what_it_cannot_resolve(tmp_path):
     assert status == 0 and f"export CLAUDE_CODE_MAX_CONTEXT_TOKENS={a.agent_window}\n" in out
     status, _, err, _ = run_cli("agent-env", "codex", "--config", str(cfg), "--model", "nobody-knows-this-model")
     assert status == 1 and "nobody-knows-this-model" in err
+    status, out, _, _ = run_cli("agent-env", "qwen-code", "--config", str(cfg), "--model", "gw-coder")
+    assert status == 0 and json.loads(out)["model"]["name"] == "gw-coder"
     status, _, err, _ = run_cli("agent-env", "cursor", "--config", str(cfg), "--model", "gw-coder")
     assert status == 1 and "invalid choice" in err

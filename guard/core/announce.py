@@ -22,8 +22,8 @@ must cut. The numbers are the guard's after policy (defaults < model < team < ke
 - `auto_compact`: where to make an agent compact, 15% below `agent_input`, so one turn's new
   results do not push the request past it.
 
-`lines(announced, agent, ...)` renders them for Claude Code (shell exports), Codex (config.toml)
-or OpenCode (opencode.json).
+`lines(announced, agent, ...)` renders them for Claude Code (shell exports), Codex (config.toml),
+OpenCode (opencode.json) or Qwen Code (its settings.json).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from guard.core.budget import make_budget
 from guard.core.limits import ModelLimits
 from guard.core.policy import Policy
 
-AGENTS = ("claude-code", "codex", "opencode")
+AGENTS = ("claude-code", "codex", "opencode", "qwen-code")
 # Claude Code's CLAUDE_CODE_AUTO_COMPACT_WINDOW is read as at least this many tokens (2.1.331)
 CLAUDE_CODE_MIN_AUTO_COMPACT_WINDOW = 100_000
 # where an agent is made to compact, as a share of the input it may send: the rest must hold the
@@ -46,6 +46,20 @@ AUTO_COMPACT_SHARE = 0.85
 # OUTPUT_TOKEN_MAX, 1.18), and compacts once a turn's reported tokens reach its context limit less
 # that request's output: `limit.context` is set so that this happens at `auto_compact`
 OPENCODE_OUTPUT_TOKEN_MAX = 32_000
+# Qwen Code (0.24) compacts once its estimate of the next request (the last reported prompt and
+# output tokens, plus the new message's characters / 4) reaches the smaller of
+# `context.autoCompactThreshold` times its window and the window less this reserve (the 20,000
+# output of its summary request and a 13,000 buffer)
+QWEN_CODE_COMPACT_RESERVE = 33_000
+# where Qwen Code is made to compact, as a share of the input it may send: its compaction request
+# carries the newest result on top of a history its estimate put under the trigger (a numbered file
+# read counts more tokens than its characters / 4), so it lands up to two results past the trigger
+# (bench.agents: at 85% of a 64k window's input its compaction requests went out 1.03x over it)
+QWEN_CODE_COMPACT_SHARE = 0.75
+# after compacting, Qwen Code puts back the files it read last (up to 5, ~20 KB each, about this
+# many tokens): in a small window they are kept to a quarter of the input, or it compacts again at once
+QWEN_CODE_RESTORED_FILE_TOKENS = 5_000
+QWEN_CODE_RESTORED_FILES = 5
 
 
 @dataclass(frozen=True)
@@ -134,6 +148,8 @@ def lines(announced: Announced, agent: str, *, base_url: str | None = None) -> l
         return out
     if agent == "opencode":
         return _opencode(a, head, base_url).splitlines()
+    if agent == "qwen-code":
+        return _qwen_code(a, head, base_url).splitlines()
     raise ValueError(f"unknown agent {agent!r}: one of {', '.join(AGENTS)}")
 
 
@@ -159,5 +175,35 @@ def _opencode(a: Announced, head: str, base_url: str | None) -> str:
                 "models": {a.model: model},
             }
         },
+    }
+    return json.dumps(config, indent=2)
+
+
+def _qwen_code(a: Announced, head: str, base_url: str | None) -> str:
+    """A Qwen Code settings.json (`~/.qwen/settings.json`, or `$QWEN_HOME`'s) whose provider is the
+    proxy (the key from `OPENAI_API_KEY`): every request reserves the guard's output cap, and it
+    compacts at `QWEN_CODE_COMPACT_SHARE` of the input. Its trigger is the smaller of the
+    threshold's share of the window and the window less `QWEN_CODE_COMPACT_RESERVE`, so where the
+    agent's window leaves less than that reserve above the trigger, the window it is told is the
+    trigger plus the reserve (its summary request asks for 20,000 output tokens and goes out with
+    the guard's output cap instead). The files it puts back after compacting are kept to a quarter
+    of the input (`QWEN_CODE_RESTORED_FILES` at most)."""
+    trigger = int(a.agent_input * QWEN_CODE_COMPACT_SHARE)
+    window = max(a.agent_window, trigger + QWEN_CODE_COMPACT_RESERVE)
+    model: dict[str, object] = {
+        "name": a.model,
+        "generationConfig": {"contextWindowSize": window, "samplingParams": {"max_tokens": a.max_output}},
+    }
+    files = a.agent_input // 4 // QWEN_CODE_RESTORED_FILE_TOKENS
+    if files < QWEN_CODE_RESTORED_FILES:
+        model["chatCompression"] = {"maxRecentFilesToRetain": files}
+    config = {
+        "$version": 4,
+        "_comment": f"context-guard: {a.model}: {head}",
+        "security": {
+            "auth": {"selectedType": "openai", "baseUrl": f"{(base_url or 'http://127.0.0.1:4000').rstrip('/')}/v1"}
+        },
+        "model": model,
+        "context": {"autoCompactThreshold": round(trigger / window, 6)},
     }
     return json.dumps(config, indent=2)
