@@ -185,9 +185,9 @@ def run_opencode(
 def qwen_settings(printed: list[str], told: bool) -> dict[str, Any]:
     """The settings.json `agent-env qwen-code` printed (without the window, the output cap, the
     compaction point and the files it puts back when the agent is not told: it then takes 200k for
-    a name it does not know),
-    and what keeps a bench run to the model's own calls: no usage statistics, telemetry, update
-    check or IDE, and no memory subagent (a background call after every prompt)."""
+    a name it does not know), and what keeps a bench run to the model's own calls: no usage
+    statistics, telemetry, update check or IDE, and no memory subagent (a background call after
+    every prompt)."""
     config: dict[str, Any] = json.loads("\n".join(printed))
     if not told:
         for key in ("generationConfig", "chatCompression"):
