@@ -42,8 +42,9 @@ premium; best_bill_over: `best_cut`'s bill there (free to re-cut on any turn), b
 the same for a cutter that, like the guard, keeps a cut on every turn it still fits; the two
 `_compact_` columns: both again with every request over the room JSON compacted, as the guard sends it;
 best_rules_bill_over: the carrying one keeping the newest turns the guard keeps (its recent
-groups, the assistant message the newest user message answers), the yardstick under the guard's
-own rules. gap_bill and gap_bill_temp (`--gaps`, a
+groups, the assistant message the newest user message answers) and, where no whole-turn cut keeps
+them, the last user message with the newest turns after it that fit (the guard's last resort), the
+yardstick under the guard's own rules. gap_bill and gap_bill_temp (`--gaps`, a
 10-minute pause every 15 turns by default, past the provider's 5-minute cache TTL): the Anthropic
 bill of the same loop with those pauses, against the untrimmed loop with them, without and with
 cache temperature (guard.fit.temperature); gap_room_median: the room used with it.
@@ -510,7 +511,10 @@ def best_cut(
     one only up to its first compacted message). With `newest_as_guard`, the newest turns kept are
     the guard's own (the default policy's `keep_recent_groups` within `keep_recent_share`, the newest
     group with content always, so an assistant message the newest user message answers stays, and
-    the last user message): a yardstick under the guard's rules for the newest turns."""
+    the last user message): a yardstick under the guard's rules for the newest turns. Where no
+    whole-turn cut keeps them, it cuts as the guard's last resort does: the last user message kept,
+    the messages after it dropped up to the newest that fit (a turn that keeps the same last user
+    message re-reads the cache up to it)."""
     if room is None:
         return None
     read, write, _ = PRICES[prices]
@@ -534,32 +538,54 @@ def best_cut(
     pinned = fixed + whole[first]
     boundaries = [g for g in turn_starts(dialect, messages) if g > first]
     starts = sorted({first} | {e for e in ends if e > first} | set(boundaries))
-    # first kept message -> (bill, cached, sent over the loop, sent last turn) of the cheapest way there
-    states: dict[int | None, tuple[float, float, float, int]] = {None: (0.0, 0.0, 0.0, 0)}
+    users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
+
+    def kept(cut: Any, end: int) -> int:
+        """The tokens a request up to `end` sends with `cut`: a first kept message, or ("last",
+        u, s), the guard's last resort (the last user message `u` kept, the messages between it and
+        `s` dropped)."""
+        if isinstance(cut, tuple):
+            return pinned + whole[cut[1] + 1] - whole[cut[1]] + cumulative[end] - cumulative[cut[2]]
+        return pinned + cumulative[end] - cumulative[cut]
+
+    # a cut (see `kept`) -> (bill, cached, sent over the loop, sent last turn) of the cheapest way there
+    states: dict[Any, tuple[float, float, float, int]] = {None: (0.0, 0.0, 0.0, 0)}
     # the first request over the room re-reads the previous one only up to its first compacted message
     changed = next((i for i, (n, w) in enumerate(zip(squeezed, raw)) if n < w), len(messages))
     over = False
     for end in ends:
         full = fixed + whole[end]
         onset, over = full > room and not over, over or full > room
-        options = [first]
+        options: list[Any] = [first]
         if full > room:
             newest = max([first, *(g for g in boundaries if g < end)])  # where the request's last turn group starts
-            fitting = [s for s in starts if s <= newest and pinned + cumulative[end] - cumulative[s] <= room]
+            fitting: list[Any] = [s for s in starts if s <= newest and kept(s, end) <= room]
             if newest_as_guard:
-                # (where no whole-turn cut that keeps the guard's newest turns fits, the guard cuts
-                # inside them, its last resort: the cuts above stand in for that)
+                # where no whole-turn cut that keeps the guard's newest turns fits, the guard cuts
+                # inside them, its last resort: it keeps the last user message and drops what
+                # follows it up to the newest turns that fit (where none fit, the cuts above stand in)
                 ours = _guard_newest(dialect, messages[:end], squeezed[:end], fixed, room, first)
-                fitting = [s for s in fitting if s <= ours] or fitting
+                u = max((i for i in users if first <= i < end), default=None)
+                inside = [
+                    ("last", u, s)
+                    for s in starts
+                    if u is not None and u < s <= newest and kept(("last", u, s), end) <= room
+                ]
+                fitting = [s for s in fitting if s <= ours] or inside or fitting
             # at or above the bar; where no whole-turn cut is, the one closest to it (the most kept)
-            options = [s for s in fitting if pinned + cumulative[end] - cumulative[s] >= ROOM_BAR * room] or fitting[:1]
+            options = [s for s in fitting if kept(s, end) >= ROOM_BAR * room] or fitting[:1]
             options = options or [newest]
-        new: dict[int | None, tuple[float, float, float, int]] = {}
+        new: dict[Any, tuple[float, float, float, int]] = {}
         for previous, (bill, cached, total, last) in states.items():
-            fits = previous is not None and pinned + cumulative[end] - cumulative[previous] <= room
+            fits = previous is not None and kept(previous, end) <= room
             for s in [previous] if carry and full > room and fits else options:
-                sent = min(room, pinned + cumulative[end] - cumulative[s]) if full > room else full
+                sent = min(room, kept(s, end)) if full > room else full
                 hit = 0 if previous is None else last if previous == s else pinned
+                if isinstance(s, tuple) and previous != s:
+                    # (a last resort that keeps the same last user message re-reads up to it)
+                    u = s[1]
+                    if previous == u or isinstance(previous, tuple) and previous[1] == u:
+                        hit = kept(("last", u, u + 1), u + 1)
                 hit = min(hit, sent, fixed + whole[changed] if onset else sent)
                 candidate = (bill + hit * read + (sent - hit) * write, cached + hit, total + sent, sent)
                 if s not in new or candidate[0] < new[s][0]:

@@ -157,10 +157,11 @@ def summary(rows: list[dict[str, Any]]) -> str:
             if r in low_hit:
                 flags.append("hit")
             if flags:
-                best_carry = r["best_carry_bill_over"]
+                best_carry, rules = r["best_carry_bill_over"], r.get("best_rules_bill_over")
                 lines.append(
                     f"      {r['loop']:<58} bill {r['bill_over']:.3f} best "
-                    f"{'-' if best_carry is None else f'{best_carry:.3f}'} new_cuts {r['new_cuts']} "
+                    f"{'-' if best_carry is None else f'{best_carry:.3f}'} "
+                    f"rules {'-' if rules is None else f'{rules:.3f}'} new_cuts {r['new_cuts']} "
                     f"room_min {r['room_min'] if r['room_min'] is None else round(r['room_min'], 3)} " + " ".join(flags)
                 )
     return "\n".join(lines)

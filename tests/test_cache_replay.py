@@ -405,6 +405,57 @@ def test_rewrites_that_leave_less_than_a_band_free_are_not_a_conversations_first
     assert r["bill_over"] <= r["best_bill_over"] + 0.05
 
 
+def _pasted_log_loop(steps_before: int = 6, log_lines: int = 800, steps_after: int = 30) -> dict[str, Any]:
+    """A chat loop whose user pastes a long build log halfway (more than half the room at 60%),
+    then the agent works on it, one read at a time."""
+
+    def step(k: int) -> list[dict[str, Any]]:
+        call = {"id": f"c{k}", "type": "function", "function": {"name": "read", "arguments": json.dumps({"i": k})}}
+        result = "\n".join(f"line {j} of part {k}: value_{k}_{j} = compute({j}, {k})" for j in range(30))
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": result},
+        ]
+
+    log = "\n".join(
+        f"[{i:05d}] E/flutter: sync failed for issue {i} at offset {i * 7} (retry {i % 5})" for i in range(log_lines)
+    )
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the sync."},
+    ]
+    for k in range(steps_before):
+        messages += step(k)
+    messages += [
+        {"role": "assistant", "content": "Done. Does it work now?"},
+        {"role": "user", "content": "No, here is the log:\n" + log},
+    ]
+    for k in range(steps_before, steps_before + steps_after):
+        messages += step(k)
+    tools = [
+        {
+            "type": "function",
+            "function": {"name": "read", "parameters": {"type": "object", "properties": {"i": {"type": "integer"}}}},
+        }
+    ]
+    return {"model": "gpt-4o", "messages": messages, "tools": tools}
+
+
+def test_the_rules_yardstick_keeps_the_last_user_message_where_the_guard_must_cut_inside_the_newest_turns():
+    """A pasted log as the last user message, over half the room: once the agent's steps after it no
+    longer fit beside it, the guard keeps it (it never cuts the last user message) and drops the
+    steps before the newest; so does the yardstick under the guard's rules (before session 62 it
+    fell back to any whole-turn cut that fit, the log dropped: a bill the guard could not reach)."""
+    body = _pasted_log_loop()
+    name = "synthetic/pasted_log"
+    base = replay(name, body, None)
+    run = replay(name, body, window_policy(body, 0.6))
+    r = row(name, base, run, body)
+    assert r["rejected"] == 0 and r["needless"] == 0
+    assert r["best_rules_bill_over"] > r["best_carry_bill_over"] + 0.05  # (the carrying best cuts drop the log)
+    assert r["bill_over"] <= r["best_rules_bill_over"] + 0.05
+
+
 def test_the_rules_yardstick_keeps_the_message_the_newest_user_message_answers():
     """`best_cut(newest_as_guard=True)` keeps the newest turns the guard keeps: in a tau2 telecom
     conversation whose pinned policy fills the band, the customer's newest message and the
