@@ -1590,6 +1590,53 @@ def _cursor_call(name: str, body: list[str]) -> tuple[dict[str, Any], str]:
     return {"query": summary.group(1).strip()}, rest.strip()
 
 
+class _ChatReplies:
+    """Chat messages built step by step from an exported transcript (Cursor's, Qwen Code's): the
+    model's texts up to its calls one assistant message, the calls after them (up to its next
+    text) that message's `tool_calls`, their results tool messages right after it."""
+
+    def __init__(self, system: str, ids: str = "call_{}", ensure_ascii: bool = True) -> None:
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        self.reply: dict[str, Any] | None = None
+        self.results: list[dict[str, Any]] = []
+        self.ids, self.ensure_ascii = ids, ensure_ascii
+        self.numbers = itertools.count()
+
+    def user(self, said: str) -> None:
+        self.close()
+        if said:
+            self.messages.append({"role": "user", "content": said})
+
+    def text(self, said: str) -> None:
+        """The model's words: a new reply after calls, else more of the open one."""
+        if not said:
+            return
+        if self.reply is not None and "tool_calls" in self.reply:
+            self.close()
+        if self.reply is None:
+            self.reply = {"role": "assistant", "content": said}
+        else:
+            self.reply["content"] = f"{self.reply['content']}\n\n{said}" if self.reply["content"] else said
+
+    def call(self, name: str, args: Any, result: str) -> None:
+        call_id = self.ids.format(next(self.numbers))
+        if self.reply is None:
+            self.reply = {"role": "assistant", "content": None}
+        self.reply.setdefault("tool_calls", []).append(_call(call_id, name, args, ensure_ascii=self.ensure_ascii))
+        self.results.append({"role": "tool", "tool_call_id": call_id, "content": result})
+
+    def close(self) -> None:
+        if self.reply is not None:
+            self.messages += [self.reply, *self.results]
+        self.reply, self.results = None, []
+
+    def done(self) -> list[dict[str, Any]]:
+        """The messages, ending on a request (the model's last reply was no request's)."""
+        self.close()
+        _drop_trailing_replies(self.messages)
+        return self.messages
+
+
 def cursor(text: str, model: str = "gpt-4.1") -> dict[str, Any]:
     """A chat body from a Cursor agent chat as SpecStory exports it to Markdown (`.specstory/history/*.md`,
     its September 2025 layout: `_**User (...)**_` and `_**Assistant (...)**_` turns, each step of a
@@ -1600,53 +1647,23 @@ def cursor(text: str, model: str = "gpt-4.1") -> dict[str, Any]:
     export keeps no file read's or write's result and no system prompt, tool schemas or model:
     empty results, a one-line system prompt, object schemas of the arguments used and `model`
     stand in. Home paths, e-mail addresses and credentials pseudonymised."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are Cursor's coding agent."}]
-    reply: dict[str, Any] | None = None
-    results: list[dict[str, Any]] = []
+    replies = _ChatReplies("You are Cursor's coding agent.", ensure_ascii=False)
     role = "user"
-    numbers = itertools.count()
-
-    def close() -> None:
-        nonlocal reply
-        if reply is not None:
-            messages.append(reply)
-            messages.extend(results)
-        reply = None
-        results.clear()
-
     for step in _cursor_steps(text):
         turn = _CURSOR_TURN.match(step[0])
         if turn:
             role = turn.group(1).lower()
-            close()
+            replies.close()
             step = "\n".join(step[1:]).strip("\n").split("\n")
         tool = _CURSOR_TOOL.match(step[0]) if step else None
         if role == "user":
-            said = "\n".join(step).strip()
-            if said:
-                messages.append({"role": "user", "content": said})
+            replies.user("\n".join(step).strip())
         elif tool:
             args, result = _cursor_call(tool.group(1), step[1:])
-            if reply is None:
-                reply = {"role": "assistant", "content": None, "tool_calls": []}
-            call_id = f"call_{next(numbers)}"
-            reply["tool_calls"].append(_call(call_id, tool.group(1), args, ensure_ascii=False))
-            results.append({"role": "tool", "tool_call_id": call_id, "content": result})
+            replies.call(tool.group(1), args, result)
         else:
-            said = _CURSOR_THINK.sub("", "\n".join(step)).strip()
-            if not said:
-                continue
-            if reply is not None and reply["tool_calls"]:
-                close()
-            if reply is None:
-                reply = {"role": "assistant", "content": said, "tool_calls": []}
-            else:
-                reply["content"] = f"{reply['content']}\n\n{said}" if reply["content"] else said
-    close()
-    for m in messages:
-        if m["role"] == "assistant" and not m["tool_calls"]:
-            del m["tool_calls"]
-    _drop_trailing_replies(messages)
+            replies.text(_CURSOR_THINK.sub("", "\n".join(step)).strip())
+    messages = replies.done()
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": _scrubbed(messages)}
 
 
@@ -1929,43 +1946,22 @@ def qwen(text: str, model: str = "dashscope/qwen3-coder-plus") -> dict[str, Any]
     assistant message, the calls after it, up to the next text, its `tool_calls`, their results
     (`_qwen_call`) tool messages. The export keeps no system prompt or tool schemas: a one-line
     system prompt and schemas of the arguments used stand in. Home paths pseudonymised."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are Qwen Code, an interactive CLI agent."}]
-    reply: dict[str, Any] | None = None
-    results: list[dict[str, Any]] = []
-    numbers = itertools.count()
-
-    def close() -> None:
-        nonlocal reply
-        if reply is not None:
-            messages.append(reply)
-            messages.extend(results)
-        reply = None
-        results.clear()
-
+    replies = _ChatReplies("You are Qwen Code, an interactive CLI agent.", ids="call_{:04d}")
     for kind, body in _qwen_steps(text):
         if kind == "call":
             name, args, result, failed = _qwen_call(body)
-            call_id = f"call_{next(numbers):04d}"
-            if reply is None:
-                reply = {"role": "assistant", "content": None}
-            reply.setdefault("tool_calls", []).append(_call(call_id, name, args))
-            results.append(
-                {"role": "tool", "tool_call_id": call_id, "content": f"Error: {result}" if failed else result}
-            )
+            replies.call(name, args, f"Error: {result}" if failed else result)
             continue
         said = "\n".join(body).strip()
-        if kind == "Assistant" and reply is not None and "tool_calls" not in reply:
-            reply["content"] = f"{reply['content']}\n\n{said}" if said else reply["content"]
+        if kind == "Assistant" and replies.reply is not None and "tool_calls" not in replies.reply:
+            replies.text(said)  # (the model's texts before its calls are one message)
             continue
-        close()
-        if not said:
-            continue
+        replies.close()  # (a turn's heading ends the reply before it, calls and all)
         if kind == "User":
-            messages.append({"role": "user", "content": said})
+            replies.user(said)
         else:
-            reply = {"role": "assistant", "content": said}
-    close()
-    _drop_trailing_replies(messages)
+            replies.text(said)
+    messages = replies.done()
     return {"model": model, "tools": _schemas_of_calls(messages), "messages": _scrubbed(messages)}
 
 
