@@ -581,10 +581,11 @@ def best_cut(
             for s in [previous] if carry and full > room and fits else options:
                 sent = min(room, kept(s, end)) if full > room else full
                 hit = 0 if previous is None else last if previous == s else pinned
-                if isinstance(s, tuple) and previous != s:
-                    # (a last resort that keeps the same last user message re-reads up to it)
-                    u = s[1]
-                    if previous == u or isinstance(previous, tuple) and previous[1] == u:
+                if previous != s and (isinstance(s, tuple) or isinstance(previous, tuple)):
+                    # (a last resort next to a cut that keeps the same last user message, and no
+                    # message before it, re-reads the cache up to that message)
+                    u = s[1] if isinstance(s, tuple) else previous[1]
+                    if u in (s, previous) or isinstance(s, tuple) and isinstance(previous, tuple) and previous[1] == u:
                         hit = kept(("last", u, u + 1), u + 1)
                 hit = min(hit, sent, fixed + whole[changed] if onset else sent)
                 candidate = (bill + hit * read + (sent - hit) * write, cached + hit, total + sent, sent)
