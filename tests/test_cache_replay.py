@@ -456,6 +456,20 @@ def test_the_rules_yardstick_keeps_the_last_user_message_where_the_guard_must_cu
     assert r["bill_over"] <= r["best_rules_bill_over"] + 0.05
 
 
+def test_a_pasted_log_keeps_the_words_it_answers_and_the_cache_through_it_turn_after_turn():
+    """The pasted log above at 50%: the words it answers are pinned with it while the agent works
+    after it (`keep_answered_share`), so each new cut drops the agent's steps and the provider's
+    cache holds through the log (without the pin, each dropped those words first and sent the log
+    again uncached)."""
+    body = _pasted_log_loop()
+    name = "synthetic/pasted_log"
+    base = replay(name, body, None)
+    on = row(name, base, replay(name, body, window_policy(body, 0.5)), body)
+    off = row(name, base, replay(name, body, window_policy(body, 0.5, keep_answered_share=None)), body)
+    assert on["rejected"] == off["rejected"] == 0 and on["needless"] == 0
+    assert on["new_cuts"] == off["new_cuts"] and on["bill_over"] <= off["bill_over"] - 0.05
+
+
 def test_the_rules_yardstick_keeps_the_message_the_newest_user_message_answers():
     """`best_cut(newest_as_guard=True)` keeps the newest turns the guard keeps: in a tau2 telecom
     conversation whose pinned policy fills the band, the customer's newest message and the

@@ -690,3 +690,82 @@ def test_a_strategy_returns_what_it_did_and_never_writes_to_the_context_it_reads
     ctx.take(out)
     assert ctx.ledger.entries == before.entries + out.ledger.entries
     assert ctx.marks == out.marks and isinstance(ctx.ledger, Ledger)
+
+
+def _pasted(log: int, answer: int, newest_text: int) -> dict[str, Any]:
+    """A user who answers the assistant's question with a pasted log (`log` words), then a step of
+    the agent, and its newest step: words (`newest_text`) and a call; each step's result 150 words."""
+
+    def step(i: int, text: str | None) -> list[dict[str, Any]]:
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+        return [
+            {"role": "assistant", "content": text, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{i}", "content": words(150, i)},
+        ]
+
+    return {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "sys"},
+            {"role": "user", "content": "fix the sync"},
+            *step(0, None),
+            {"role": "assistant", "content": "Done? " + words(answer, 1)},
+            {"role": "user", "content": "No, the log:\n" + words(log, 2)},
+            *step(1, None),
+            *step(2, words(newest_text, 3) if newest_text else None),
+        ],
+        "max_tokens": 100,
+    }
+
+
+def _counts(body: dict[str, Any]) -> list[int]:
+    from guard.core.encodings import get_encoding
+    from guard.core.tokens import TokenCounter
+    from guard.dialects import OPENAI
+
+    return TokenCounter(get_encoding("o200k_base")).messages(OPENAI, body["messages"])
+
+
+def _answered_pinned(body: dict[str, Any], room: int, share: float | None = 0.25, upto: int | None = None) -> bool:
+    """Whether `Conversation.build` pins the words the pasted log answers (message 4) in `room`."""
+    from guard.dialects import OPENAI
+    from guard.fit.conversation import ANSWERED_HELD, Conversation, Keeping
+
+    msgs = body["messages"][:upto]
+    answered = None if share is None else (int(share * room), int(ANSWERED_HELD * room))
+    return Conversation.build(OPENAI, msgs, _counts(body)[:upto], 0, Keeping(3, answered=answered)).pinned[4]
+
+
+def test_a_long_last_user_message_keeps_the_words_it_answers_while_the_agent_works_after_it():
+    """The assistant's words a pasted log answers are pinned with it (the log at least
+    `keep_answered_share` of the room, the agent's steps after it, the pinned messages with them
+    within 0.9 of the room), so a cut drops the agent's steps and not them: the cached prefix holds
+    through the log. Not where the log is the newest message, nor under `keep_answered_share: null`."""
+    body = _pasted(log=600, answer=40, newest_text=0)
+    msgs, counts = body["messages"], _counts(body)
+    room = int(counts[5] / 0.6)
+    assert _answered_pinned(body, room) and not _answered_pinned(body, room, share=None)
+    assert not _answered_pinned(body, room, upto=6)  # (the log is the newest message: kept with its turn anyway)
+    assert not _answered_pinned(body, int(counts[5] / 0.88))  # (with the words they would take over 0.9 of the room)
+    assert not _answered_pinned(body, counts[5] * 5)  # (a log under a quarter of the room)
+
+    total = engine(1_000_000).fit(body).report.input_tokens_before
+    room = total - counts[6] - counts[7] + 10  # (the agent's first step after the log goes)
+    assert _answered_pinned(body, room)
+    fitted = engine(room + 100, keep_recent_groups=1).fit(body).body["messages"]
+    assert msgs[4] in fitted and msgs[5] in fitted and msgs[6] not in fitted
+    plain = engine(room + 100, keep_recent_groups=1, keep_answered_share=None).fit(body).body["messages"]
+    assert msgs[4] not in plain and msgs[5] in plain
+
+
+def test_words_a_long_last_user_message_answers_go_where_the_newest_step_needs_their_room():
+    """Pinned, the words a pasted log answers would leave the agent's newest step (words no step
+    may cut) no room: the request is fitted as without the pin, never refused."""
+    body = _pasted(log=600, answer=60, newest_text=120)
+    msgs, counts = body["messages"], _counts(body)
+    total = engine(1_000_000).fit(body).report.input_tokens_before
+    room = total - sum(counts[i] for i in (2, 3, 4, 6, 7)) + 40  # (a marker's room, not the answered words')
+    assert _answered_pinned(body, room)
+    plain = engine(room + 100, keep_recent_groups=1, keep_answered_share=None).fit(body).body["messages"]
+    fitted = engine(room + 100, keep_recent_groups=1).fit(body).body["messages"]
+    assert fitted == plain and msgs[4] not in fitted and msgs[-2] in fitted

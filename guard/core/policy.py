@@ -59,6 +59,11 @@ KEEP_RECENT_SHARE = (
     "single turns or the pinned prompt are a large share of the room, fewer of them are kept whole, so a cut can "
     "go deep enough to last; unset = always keep_recent_groups"
 )
+KEEP_ANSWERED_SHARE = (
+    "a last user message of at least this share of the room (a pasted log) keeps the assistant message it "
+    "answers (words, no calls) verbatim while the agent works after it, where the request fits so: a new cut "
+    "then drops the agent's steps and keeps the cached prefix through that message; unset = off"
+)
 
 SUMMARY_ROOM_RATIO = (
     "a carried cut's summary takes at most this share of the room the pinned messages leave (and at most a "
@@ -120,6 +125,7 @@ class Policy(BaseModel):
     keep_recent_groups: int = Field(3, ge=0, description="newest turn groups kept verbatim")
     keep_recent_share: float | None = Field(0.5, gt=0.0, le=1.0, description=KEEP_RECENT_SHARE)
     keep_first_user_turn: bool = Field(True, description="keep the first user message (the task) verbatim")
+    keep_answered_share: float | None = Field(0.25, gt=0.0, le=1.0, description=KEEP_ANSWERED_SHARE)
     truncated_tool_result_tokens: int = Field(200, ge=16, description="what a truncated result keeps")
     summary_max_tokens: int = Field(1024, ge=64, description="output budget of one summary")
     summary_low_water_ratio: float = Field(

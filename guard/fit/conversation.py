@@ -2,7 +2,8 @@
 
 A `Conversation` is immutable; every edit returns a new one. Per message it keeps:
 - `pinned`: never touched (system/developer messages, the first and last user turns, the guard's
-  own markers);
+  own markers; the assistant's words a long last user message answers while the agent works after
+  it, see `Keeping.answered`);
 - `recent`: in the newest `keep_recent_groups` turn groups (as many of them as take at most
   `keep_recent_share` of the room the pinned messages leave, the newest always), kept verbatim
   except by lossless steps;
@@ -56,6 +57,15 @@ class Conversation:
         groups = group_messages(dialect, messages)
         users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
         kept = {users[-1]} | ({users[0]} if keeping.first_user_turn else set()) if users else set()
+        if users and keeping.answered is not None and 0 < users[-1] < len(messages) - 1:
+            answered, (least, most) = users[-1] - 1, keeping.answered
+            held = fixed + sum(n for i, (n, m) in enumerate(zip(counts, messages)) if i in kept or dialect.is_system(m))
+            if (
+                counts[users[-1]] >= least
+                and held + counts[answered] <= most
+                and _words_only(dialect, messages[answered])
+            ):
+                kept.add(answered)
         if users and keeping.first_user_turn:
             # what leads the task without calls or results (an agent's greeting) goes with it: dropping
             # it saves nothing a marker would not take back, and it moves the cut before the task
@@ -329,6 +339,15 @@ class Context:
         return self.ledger.actions
 
 
+# the pinned messages, with the words a long last user message answers, leave the agent's steps
+# after it at least a tenth of the room, or those words are not pinned: where they left 2% (a
+# held-out Cursor chat at 50%: a pasted error of 12k tokens in a 23k room), the newest steps did
+# not fit beside them on four turns, and each such turn's cut without them broke the cache again;
+# where they left 14% (a held-out Qwen Code session at 40%: a pasted log of 51k tokens in a 64k
+# room), the steps fitted on every turn
+ANSWERED_HELD = 0.9
+
+
 @dataclass(frozen=True)
 class Keeping:
     """What `Conversation.build` pins and keeps recent: the newest `recent_groups` turn groups
@@ -340,15 +359,33 @@ class Keeping:
     recent_groups: int
     first_user_turn: bool = True
     recent_room: tuple[int, float, int] | None = None
+    # (least, most): a last user message of at least `least` tokens, with the agent's steps after
+    # it, pins the assistant's words it answers (the message just before it) where the pinned
+    # messages with them take at most `most`: with both kept, a new cut drops the steps after them
+    # and the provider's cache holds through the long message (a pasted log of 45k tokens, re-sent
+    # uncached when a cut dropped the message before it: bench.sweep's held-out Qwen Code and
+    # Cursor chats, session 62); None: not pinned
+    answered: tuple[int, int] | None = None
 
     @classmethod
     def of(cls, policy: Policy, budget: Budget) -> Keeping:
         """What the policy keeps in this budget's room: where the pinned messages take most of it
         (a long system prompt), the groups kept whole still leave a cut room for a band of growth,
         so it lasts a band and not a turn or two (bench.cache: tau2, SWE-agent 0.x)."""
-        share = policy.keep_recent_share
+        share, answered = policy.keep_recent_share, policy.keep_answered_share
         return cls(
             policy.keep_recent_groups,
             policy.keep_first_user_turn,
             None if share is None else (budget.room, share, budget.floor),
+            None if answered is None else (int(answered * budget.room), int(ANSWERED_HELD * budget.room)),
         )
+
+
+def _words_only(dialect: Dialect, message: Message) -> bool:
+    """Whether `message` is the assistant's words alone: no system message, user turn, call or result."""
+    return not (
+        dialect.is_system(message)
+        or dialect.is_user_turn(message)
+        or dialect.tool_call_ids(message)
+        or dialect.tool_result_ids(message)
+    )

@@ -82,7 +82,17 @@ def plan(
     carry = Carry()
     if not budget.fits(req.before):
         budget = _clamp_output(budget, req.before, policy, ctx, floor)
+        start = _copied(ctx)
         conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, can_summarize, replay)
+        if conv.total > budget.room and policy.keep_answered_share is not None:
+            # the words a long last user message answers, kept with it, may leave the newest turns
+            # no room: a preference, never a refusal of a request that fits without it
+            plain = policy.model_copy(update={"keep_answered_share": None})
+            again = replace(start, policy=plain)
+            retried = yield from _over_room(req, budget, again, temperature, can_summarize, replay)
+            if retried[0].total <= budget.room:
+                retried[1].summarized.calls += ctx.summarized.calls - start.summarized.calls  # (both tries')
+                conv, ctx, carry = retried
         if budget.reserved_output != req.budget.reserved_output:
             reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
     source = "clamped_by_policy" if any(a.kind == CLAMP for a in ctx.actions) else req.source
@@ -121,7 +131,7 @@ def _over_room(
         return conv, ctx, Carry(m, anchor, last)
     full = Conversation.build(req.dialect, req.messages, req.counts, req.fixed, Keeping.of(policy, budget))
     ctx.marks = Marks.of(budget, req.before)
-    before = replace(ctx, ledger=ctx.ledger.copy(), summarized=ctx.summarized.copy()) if summarizing else ctx
+    before = _copied(ctx) if summarizing else ctx
     conv, ctx = yield from fit(full, ctx, policy, summarizing)
     if summarizing and conv.total > budget.room:
         # the summarizer's path ended over the room (a summary that took room the cuts after it
@@ -138,6 +148,11 @@ def _over_room(
             without.skipped.append(Skipped(SUMMARIZE, "summary_over_room"))
             return plain, without, Carry()
     return conv, ctx, Carry()
+
+
+def _copied(ctx: Context) -> Context:
+    """`ctx` with a ledger and summaries of its own: a fit tried from it leaves it as it was."""
+    return replace(ctx, ledger=ctx.ledger.copy(), summarized=ctx.summarized.copy())
 
 
 def _finished(
