@@ -729,7 +729,8 @@ def _counts(body: dict[str, Any]) -> list[int]:
 def _answered_pinned(body: dict[str, Any], room: int, share: float | None = 0.25, upto: int | None = None) -> bool:
     """Whether `Conversation.build` pins the words the pasted log answers (message 4) in `room`."""
     from guard.dialects import OPENAI
-    from guard.fit.conversation import ANSWERED_HELD, Conversation, Keeping
+    from guard.fit.answered import ANSWERED_HELD
+    from guard.fit.conversation import Conversation, Keeping
 
     msgs = body["messages"][:upto]
     answered = None if share is None else (int(share * room), int(ANSWERED_HELD * room))

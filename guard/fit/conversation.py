@@ -21,6 +21,7 @@ from guard.core.policy import Policy
 from guard.core.report import Action, Skipped
 from guard.core.tokens import TokenCounter
 from guard.dialects import Content, Dialect, group_messages
+from guard.fit.answered import ANSWERED_HELD, answered
 from guard.fit.history import History
 from guard.fit.ledger import Ledger
 from guard.fit.marks import Marks
@@ -57,15 +58,6 @@ class Conversation:
         groups = group_messages(dialect, messages)
         users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
         kept = {users[-1]} | ({users[0]} if keeping.first_user_turn else set()) if users else set()
-        if users and keeping.answered is not None and 0 < users[-1] < len(messages) - 1:
-            answered, (least, most) = users[-1] - 1, keeping.answered
-            held = fixed + sum(n for i, (n, m) in enumerate(zip(counts, messages)) if i in kept or dialect.is_system(m))
-            if (
-                counts[users[-1]] >= least
-                and held + counts[answered] <= most
-                and _words_only(dialect, messages[answered])
-            ):
-                kept.add(answered)
         if users and keeping.first_user_turn:
             # what leads the task without calls or results (an agent's greeting) goes with it: dropping
             # it saves nothing a marker would not take back, and it moves the cut before the task
@@ -74,7 +66,19 @@ class Conversation:
                 for i in range(users[0])
                 if not dialect.tool_call_ids(messages[i]) and not dialect.tool_result_ids(messages[i])
             )
-        pinned = tuple(dialect.is_system(m) or i in kept for i, m in enumerate(messages))
+        system = [dialect.is_system(m) for m in messages]
+        if users and keeping.answered is not None and 0 < users[-1] < len(messages) - 1:
+            before = messages[users[-1] - 1]  # (the assistant's words alone: no call, result or turn)
+            words = not (
+                system[users[-1] - 1]
+                or dialect.is_user_turn(before)
+                or dialect.tool_call_ids(before)
+                or dialect.tool_result_ids(before)
+            )
+            if words and counts[users[-1]] >= keeping.answered[0]:  # (most requests stop here)
+                pinned_now = [s or i in kept for i, s in enumerate(system)]
+                kept |= answered(counts, fixed, pinned_now, users[-1], words, keeping.answered)
+        pinned = tuple(s or i in kept for i, s in enumerate(system))
         ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
         order = list(dict.fromkeys(reversed(ordinary)))[: keeping.recent_groups]
         recent_room = keeping.recent_room
@@ -339,15 +343,6 @@ class Context:
         return self.ledger.actions
 
 
-# the pinned messages, with the words a long last user message answers, leave the agent's steps
-# after it at least a tenth of the room, or those words are not pinned: where they left 2% (a
-# held-out Cursor chat at 50%: a pasted error of 12k tokens in a 23k room), the newest steps did
-# not fit beside them on four turns, and each such turn's cut without them broke the cache again;
-# where they left 14% (a held-out Qwen Code session at 40%: a pasted log of 51k tokens in a 64k
-# room), the steps fitted on every turn
-ANSWERED_HELD = 0.9
-
-
 @dataclass(frozen=True)
 class Keeping:
     """What `Conversation.build` pins and keeps recent: the newest `recent_groups` turn groups
@@ -372,20 +367,10 @@ class Keeping:
         """What the policy keeps in this budget's room: where the pinned messages take most of it
         (a long system prompt), the groups kept whole still leave a cut room for a band of growth,
         so it lasts a band and not a turn or two (bench.cache: tau2, SWE-agent 0.x)."""
-        share, answered = policy.keep_recent_share, policy.keep_answered_share
+        share, long_user = policy.keep_recent_share, policy.keep_answered_share
         return cls(
             policy.keep_recent_groups,
             policy.keep_first_user_turn,
             None if share is None else (budget.room, share, budget.floor),
-            None if answered is None else (int(answered * budget.room), int(ANSWERED_HELD * budget.room)),
+            None if long_user is None else (int(long_user * budget.room), int(ANSWERED_HELD * budget.room)),
         )
-
-
-def _words_only(dialect: Dialect, message: Message) -> bool:
-    """Whether `message` is the assistant's words alone: no system message, user turn, call or result."""
-    return not (
-        dialect.is_system(message)
-        or dialect.is_user_turn(message)
-        or dialect.tool_call_ids(message)
-        or dialect.tool_result_ids(message)
-    )

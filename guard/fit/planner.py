@@ -82,17 +82,7 @@ def plan(
     carry = Carry()
     if not budget.fits(req.before):
         budget = _clamp_output(budget, req.before, policy, ctx, floor)
-        start = _copied(ctx)
-        conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, can_summarize, replay)
-        if conv.total > budget.room and policy.keep_answered_share is not None:
-            # the words a long last user message answers, kept with it, may leave the newest turns
-            # no room: a preference, never a refusal of a request that fits without it
-            plain = policy.model_copy(update={"keep_answered_share": None})
-            again = replace(start, policy=plain)
-            retried = yield from _over_room(req, budget, again, temperature, can_summarize, replay)
-            if retried[0].total <= budget.room:
-                retried[1].summarized.calls += ctx.summarized.calls - start.summarized.calls  # (both tries')
-                conv, ctx, carry = retried
+        conv, ctx, carry = yield from _answered_or_not(req, budget, ctx, temperature, can_summarize, replay)
         if budget.reserved_output != req.budget.reserved_output:
             reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
     source = "clamped_by_policy" if any(a.kind == CLAMP for a in ctx.actions) else req.source
@@ -111,6 +101,29 @@ def _context(req: Counted, policy: Policy, counter: TokenCounter) -> Context:
     first use) and, with BM25 relevance, what the last question is about."""
     history = history_of(req.dialect, req.messages, req.counts, policy.relevance == "bm25")
     return Context(counter=counter, policy=policy, marks=Marks(req.budget.stop_at(req.before)), history=history)
+
+
+def _answered_or_not(
+    req: Counted,
+    budget: Budget,
+    ctx: Context,
+    temperature: Temperature | None,
+    can_summarize: bool,
+    replay: bool,
+) -> Generator[Any, Any, tuple[Conversation, Context, Carry]]:
+    """`_over_room`; where its fit ends over the room with the words a long last user message
+    answers pinned (`Policy.keep_answered_share`: they may leave the newest turns no room), fitted
+    again without them: a preference, never a refusal of a request that fits without it."""
+    start = _copied(ctx)
+    conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, can_summarize, replay)
+    if conv.total <= budget.room or ctx.policy.keep_answered_share is None:
+        return conv, ctx, carry
+    plain = start.policy.model_copy(update={"keep_answered_share": None})
+    retried = yield from _over_room(req, budget, replace(start, policy=plain), temperature, can_summarize, replay)
+    if retried[0].total > budget.room:
+        return conv, ctx, carry
+    retried[1].summarized.calls += ctx.summarized.calls - start.summarized.calls  # (both tries')
+    return retried
 
 
 def _over_room(
