@@ -11,6 +11,7 @@ fits; with a summarizer, `cut_summaries`), `rounds` (the strategies in order), `
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, cast
@@ -116,9 +117,12 @@ def _answered_or_not(
     again without them: a preference, never a refusal of a request that fits without it."""
     start = _copied(ctx)
     conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, can_summarize, replay)
-    if conv.total <= budget.room or ctx.policy.keep_answered_share is None:
+    if conv.total <= budget.room or start.policy.keep_answered_share is None:
         return conv, ctx, carry
     plain = start.policy.model_copy(update={"keep_answered_share": None})
+    build = functools.partial(Conversation.build, req.dialect, req.messages, req.counts, req.fixed)
+    if build(Keeping.of(start.policy, budget)).pinned == build(Keeping.of(plain, budget)).pinned:
+        return conv, ctx, carry  # (nothing pinned for the request: a refusal either way)
     retried = yield from _over_room(req, budget, replace(start, policy=plain), temperature, can_summarize, replay)
     if retried[0].total > budget.room:
         return conv, ctx, carry
