@@ -141,7 +141,7 @@ def lines(announced: Announced, agent: str, *, base_url: str | None = None) -> l
             "",
             "[model_providers.context-guard]",
             'name = "LiteLLM proxy with context-guard"',
-            f'base_url = "{(base_url or "http://127.0.0.1:4000").rstrip("/")}/v1"',
+            f'base_url = "{_v1(base_url)}"',
             'env_key = "LITELLM_API_KEY"',
             'wire_api = "responses"',
         ]
@@ -168,7 +168,7 @@ def _opencode(a: Announced, head: str, base_url: str | None) -> str:
                 "npm": "@ai-sdk/openai-compatible",
                 "name": f"LiteLLM proxy with context-guard: {a.model}: {head}",
                 "options": {
-                    "baseURL": f"{(base_url or 'http://127.0.0.1:4000').rstrip('/')}/v1",
+                    "baseURL": _v1(base_url),
                     "apiKey": "{env:LITELLM_API_KEY}",
                     "includeUsage": True,  # (the usage it compacts on, in the stream's last chunk)
                 },
@@ -200,10 +200,13 @@ def _qwen_code(a: Announced, head: str, base_url: str | None) -> str:
     config = {
         "$version": 4,
         "_comment": f"context-guard: {a.model}: {head}",
-        "security": {
-            "auth": {"selectedType": "openai", "baseUrl": f"{(base_url or 'http://127.0.0.1:4000').rstrip('/')}/v1"}
-        },
+        "security": {"auth": {"selectedType": "openai", "baseUrl": _v1(base_url)}},
         "model": model,
         "context": {"autoCompactThreshold": round(trigger / window, 6)},
     }
     return json.dumps(config, indent=2)
+
+
+def _v1(base_url: str | None) -> str:
+    """The proxy's OpenAI-compatible base URL (`/v1` under `base_url`, by default the local proxy's)."""
+    return f"{(base_url or 'http://127.0.0.1:4000').rstrip('/')}/v1"

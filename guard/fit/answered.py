@@ -17,14 +17,14 @@ ANSWERED_HELD = 0.9
 
 
 def answered(
-    counts: Sequence[int], fixed: int, held: Sequence[bool], last_user: int, words: bool, limits: tuple[int, int]
+    counts: Sequence[int], fixed: int, system: Sequence[bool], kept: set[int], last_user: int, limits: tuple[int, int]
 ) -> set[int]:
-    """The message just before the last user message (`last_user`), where it is the assistant's
-    `words` alone, that user message is at least `limits[0]` tokens with the agent's steps after
-    it, and the fixed tokens, the messages `held` (pinned) and those words take at most
-    `limits[1]`; else none."""
+    """The message just before the last user message (`last_user`, with the agent's steps after
+    it; the caller has found that message to be the assistant's words alone), where the user
+    message is at least `limits[0]` tokens and the fixed tokens, the `system` messages, those
+    `kept` and those words take at most `limits[1]`; else none."""
     least, most = limits
-    if not words or not 0 < last_user < len(counts) - 1 or counts[last_user] < least:
+    if counts[last_user] < least:  # (most requests stop here)
         return set()
-    pinned = fixed + sum(n for n, h in zip(counts, held) if h)
+    pinned = fixed + sum(n for i, (n, s) in enumerate(zip(counts, system)) if s or i in kept)
     return {last_user - 1} if pinned + counts[last_user - 1] <= most else set()

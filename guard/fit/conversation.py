@@ -67,19 +67,18 @@ class Conversation:
                 if not dialect.tool_call_ids(messages[i]) and not dialect.tool_result_ids(messages[i])
             )
         system = [dialect.is_system(m) for m in messages]
-        if users and keeping.answered is not None and 0 < users[-1] < len(messages) - 1:
-            before = messages[users[-1] - 1]  # (the assistant's words alone: no call, result or turn)
-            words = not (
-                system[users[-1] - 1]
+        last = users[-1] if users else 0
+        if keeping.answered is not None and 0 < last < len(messages) - 1:
+            before = messages[last - 1]  # (the assistant's words alone: no call, result or turn)
+            if not (
+                system[last - 1]
                 or dialect.is_user_turn(before)
                 or dialect.tool_call_ids(before)
                 or dialect.tool_result_ids(before)
-            )
-            if words and counts[users[-1]] >= keeping.answered[0]:  # (most requests stop here)
-                pinned_now = [s or i in kept for i, s in enumerate(system)]
-                kept |= answered(counts, fixed, pinned_now, users[-1], words, keeping.answered)
+            ):
+                kept |= answered(counts, fixed, system, kept, last, keeping.answered)
         pinned = tuple(s or i in kept for i, s in enumerate(system))
-        ordinary = [g for g, m in zip(groups, messages) if not dialect.is_system(m)]
+        ordinary = [g for g, s in zip(groups, system) if not s]
         order = list(dict.fromkeys(reversed(ordinary)))[: keeping.recent_groups]
         recent_room = keeping.recent_room
         if recent_room is not None and len(order) > 1:
