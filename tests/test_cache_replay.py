@@ -470,6 +470,26 @@ def test_a_pasted_log_keeps_the_words_it_answers_and_the_cache_through_it_turn_a
     assert on["new_cuts"] == off["new_cuts"] and on["bill_over"] <= off["bill_over"] - 0.05
 
 
+def test_words_too_large_to_pin_beside_a_pasted_log_go_with_the_first_cut():
+    """The pasted log above at 45%: the task, the log and the words it answers would take over 0.9
+    of the room, so the words are not pinned; nor are they kept as the newest turn on the turn the
+    log arrives (before session 63 they were, and the next turn's cut dropped them and sent the log
+    again uncached: a held-out Cursor chat at 50%, 0.778 -> 0.686). The first cut drops them, and
+    every later cut keeps the cache through the log."""
+    body = _pasted_log_loop()
+    name = "synthetic/pasted_log"
+    base = replay(name, body, None)
+    on = replay(name, body, window_policy(body, 0.45))
+    off = replay(name, body, window_policy(body, 0.45, keep_answered_share=None))
+    first = next(i for i, t in enumerate(on.turns) if t.new_cut)
+    log_cached = on.turns[first].sent - 20  # (all but the newest step's room: the log is in it)
+    assert all(t.cached >= log_cached for t in on.turns[first + 1 :])
+    assert any(t.cached < log_cached for t in off.turns[first + 1 :])  # (the words went a turn later)
+    r_on, r_off = row(name, base, on, body), row(name, base, off, body)
+    assert r_on["rejected"] == r_off["rejected"] == 0 and r_on["needless"] == 0
+    assert r_on["bill_over"] <= r_off["bill_over"] - 0.05
+
+
 def test_the_rules_yardstick_keeps_the_message_the_newest_user_message_answers():
     """`best_cut(newest_as_guard=True)` keeps the newest turns the guard keeps: in a tau2 telecom
     conversation whose pinned policy fills the band, the customer's newest message and the

@@ -759,6 +759,28 @@ def test_a_long_last_user_message_keeps_the_words_it_answers_while_the_agent_wor
     assert msgs[4] not in plain and msgs[5] in plain
 
 
+def test_words_too_large_to_pin_beside_a_newest_long_user_message_are_not_kept_as_its_turn():
+    """The pasted log is the newest message and, with the words it answers, would take over 0.9 of
+    the room: those words are not kept as the newest turn with content, nor is an older turn kept
+    in their place, so the first cut drops them (the next one would have, breaking the cache
+    before the log). Within 0.9 of the room, or under `keep_answered_share: null`, they are kept."""
+    from guard.dialects import OPENAI
+    from guard.fit.answered import ANSWERED_HELD
+    from guard.fit.conversation import Conversation, Keeping
+
+    body = _pasted(log=600, answer=40, newest_text=0)
+    msgs, counts = body["messages"][:6], _counts(body)[:6]
+
+    def recent(room: int, share: float | None = 0.25) -> list[bool]:
+        answered = None if share is None else (int(share * room), int(ANSWERED_HELD * room))
+        keeping = Keeping(3, recent_room=(room, 0.35, room), answered=answered)
+        return list(Conversation.build(OPENAI, msgs, counts, 0, keeping).recent)
+
+    tight = int(sum(counts[i] for i in (0, 1, 4, 5)) / 0.95)  # (the pinned messages with the words: 0.95 of it)
+    assert recent(tight) == [False] * 5 + [True]
+    assert recent(tight, share=None)[4] and recent(int(sum(counts[i] for i in (0, 1, 4, 5)) / 0.85))[4]
+
+
 def test_words_a_long_last_user_message_answers_go_where_the_newest_step_needs_their_room():
     """Pinned, the words a pasted log answers would leave the agent's newest step (words no step
     may cut) no room: the request is fitted as without the pin, never refused."""

@@ -62,7 +62,8 @@ KEEP_RECENT_SHARE = (
 KEEP_ANSWERED_SHARE = (
     "a last user message of at least this share of the room (a pasted log) keeps the assistant message it "
     "answers (words, no calls) verbatim while the agent works after it, where the request fits so: a new cut "
-    "then drops the agent's steps and keeps the cached prefix through that message; unset = off"
+    "then drops the agent's steps and keeps the cached prefix through that message; where they would take over "
+    "0.9 of the room with it, the first cut drops them, not the next; unset = off"
 )
 
 SUMMARY_ROOM_RATIO = (

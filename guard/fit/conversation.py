@@ -5,8 +5,9 @@ A `Conversation` is immutable; every edit returns a new one. Per message it keep
   own markers; the assistant's words a long last user message answers while the agent works after
   it, see `Keeping.answered`);
 - `recent`: in the newest `keep_recent_groups` turn groups (as many of them as take at most
-  `keep_recent_share` of the room the pinned messages leave, the newest always), kept verbatim
-  except by lossless steps;
+  `keep_recent_share` of the room the pinned messages leave, the newest with content always; not
+  the words a newest long user message answers where they are too large to pin beside it, see
+  `Keeping.answered`), kept verbatim except by lossless steps;
 - `group`: a tool call and its results share one group, so nothing ever splits them.
 """
 
@@ -28,6 +29,13 @@ from guard.fit.marks import Marks
 from guard.fit.summary import Summaries
 
 Message = Mapping[str, Any]
+
+
+def _words_alone(dialect: Dialect, msg: Message, system: bool) -> bool:
+    """Whether `msg` is the assistant's words alone: no system message, user turn, call or result."""
+    return not (system or dialect.is_user_turn(msg) or dialect.tool_call_ids(msg) or dialect.tool_result_ids(msg))
+
+
 T = TypeVar("T")
 
 
@@ -68,17 +76,15 @@ class Conversation:
             )
         system = [dialect.is_system(m) for m in messages]
         last = users[-1] if users else 0
-        if keeping.answered is not None and 0 < last < len(messages) - 1:
-            before = messages[last - 1]  # (the assistant's words alone: no call, result or turn)
-            if not (
-                system[last - 1]
-                or dialect.is_user_turn(before)
-                or dialect.tool_call_ids(before)
-                or dialect.tool_result_ids(before)
-            ):
-                kept |= answered(counts, fixed, system, kept, last, keeping.answered)
+        outgrown = None  # the group of words too large to pin beside the long last user message
+        if keeping.answered is not None and last > 0 and _words_alone(dialect, messages[last - 1], system[last - 1]):
+            pin = answered(counts, fixed, system, kept, last, keeping.answered)
+            if last < len(messages) - 1:
+                kept |= pin
+            elif not pin and counts[last] >= keeping.answered[0]:
+                outgrown = groups[last - 1]
         pinned = tuple(s or i in kept for i, s in enumerate(system))
-        ordinary = [g for g, s in zip(groups, system) if not s]
+        ordinary = [g for g, s in zip(groups, system) if not s and g != outgrown]
         order = list(dict.fromkeys(reversed(ordinary)))[: keeping.recent_groups]
         recent_room = keeping.recent_room
         if recent_room is not None and len(order) > 1:
@@ -90,7 +96,8 @@ class Conversation:
             left = min(share * (room - held), floor - held)
             taken = 0
             for i, g in enumerate(order):
-                if taken and taken + size.get(g, 0) > left:  # (the newest group with content always stays)
+                # (the newest group with content always stays; not an older one in place of outgrown words)
+                if (taken or outgrown is not None) and taken + size.get(g, 0) > left:
                     order = order[:i]
                     break
                 taken += size.get(g, 0)
@@ -358,7 +365,10 @@ class Keeping:
     # messages with them take at most `most`: with both kept, a new cut drops the steps after them
     # and the provider's cache holds through the long message (a pasted log of 45k tokens, re-sent
     # uncached when a cut dropped the message before it: bench.sweep's held-out Qwen Code and
-    # Cursor chats, session 62); None: not pinned
+    # Cursor chats, session 62); None: not pinned. Where that message is the newest and the words
+    # would take over `most` with it, they are not kept as the newest turn either: the first cut
+    # drops them, where the next one would have and sent the long message again uncached (the
+    # held-out Cursor chat at 50%, session 63)
     answered: tuple[int, int] | None = None
 
     @classmethod
