@@ -17,14 +17,25 @@ ANSWERED_HELD = 0.9
 
 
 def answered(
-    counts: Sequence[int], fixed: int, system: Sequence[bool], kept: set[int], last_user: int, limits: tuple[int, int]
-) -> set[int]:
-    """The message just before the last user message (`last_user`, with the agent's steps after
-    it; the caller has found that message to be the assistant's words alone), where the user
-    message is at least `limits[0]` tokens and the fixed tokens, the `system` messages, those
-    `kept` and those words take at most `limits[1]`; else none."""
+    counts: Sequence[int],
+    fixed: int,
+    system: Sequence[bool],
+    kept: set[int],
+    last_user: int,
+    limits: tuple[int, int],
+) -> tuple[set[int], bool]:
+    """The message just before the last user message (`last_user`; the caller has found that
+    message to be the assistant's words alone) to pin, where the agent has gone on after the user
+    message, which is at least `limits[0]` tokens, and the fixed tokens, the `system` messages,
+    those `kept` and those words take at most `limits[1]`; else none. And whether those words are
+    *outgrown*: the user message is the newest message, at least `limits[0]` tokens, and with them
+    the pinned messages take over `limits[1]`; then they are not kept as its turn either (the first
+    cut drops them, where the next one would have, breaking the provider's cache before it)."""
     least, most = limits
     if counts[last_user] < least:  # (most requests stop here)
-        return set()
+        return set(), False
     pinned = fixed + sum(n for i, (n, s) in enumerate(zip(counts, system)) if s or i in kept)
-    return {last_user - 1} if pinned + counts[last_user - 1] <= most else set()
+    fits = pinned + counts[last_user - 1] <= most
+    if last_user == len(counts) - 1:  # (the newest message: no steps after it yet)
+        return set(), not fits
+    return ({last_user - 1} if fits else set()), False

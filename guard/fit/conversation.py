@@ -31,11 +31,6 @@ from guard.fit.summary import Summaries
 Message = Mapping[str, Any]
 
 
-def _words_alone(dialect: Dialect, msg: Message, system: bool) -> bool:
-    """Whether `msg` is the assistant's words alone: no system message, user turn, call or result."""
-    return not (system or dialect.is_user_turn(msg) or dialect.tool_call_ids(msg) or dialect.tool_result_ids(msg))
-
-
 T = TypeVar("T")
 
 
@@ -76,13 +71,13 @@ class Conversation:
             )
         system = [dialect.is_system(m) for m in messages]
         last = users[-1] if users else 0
-        outgrown = None  # the group of words too large to pin beside the long last user message
-        if keeping.answered is not None and last > 0 and _words_alone(dialect, messages[last - 1], system[last - 1]):
-            pin = answered(counts, fixed, system, kept, last, keeping.answered)
-            if last < len(messages) - 1:
-                kept |= pin
-            elif not pin and counts[last] >= keeping.answered[0]:
-                outgrown = groups[last - 1]
+        outgrown, limits = None, keeping.answered  # (outgrown: the group of words too large to pin)
+        before = messages[last - 1] if limits is not None and last > 0 else None
+        acts = before is not None and (dialect.tool_call_ids(before) or dialect.tool_result_ids(before))
+        if limits is not None and before is not None and not (acts or system[last - 1] or dialect.is_user_turn(before)):
+            pin, grown = answered(counts, fixed, system, kept, last, limits)  # (the assistant's words alone)
+            kept |= pin
+            outgrown = groups[last - 1] if grown else None
         pinned = tuple(s or i in kept for i, s in enumerate(system))
         ordinary = [g for g, s in zip(groups, system) if not s and g != outgrown]
         order = list(dict.fromkeys(reversed(ordinary)))[: keeping.recent_groups]
