@@ -29,8 +29,6 @@ from guard.fit.marks import Marks
 from guard.fit.summary import Summaries
 
 Message = Mapping[str, Any]
-
-
 T = TypeVar("T")
 
 
