@@ -490,37 +490,6 @@ def test_words_too_large_to_pin_beside_a_pasted_log_go_with_the_first_cut():
     assert r_on["bill_over"] <= r_off["bill_over"] - 0.05
 
 
-@pytest.mark.parametrize("ratio, runs", [(0.45, 1), (0.5, 2)])
-def test_with_a_summarizer_a_cut_on_both_sides_of_a_pasted_log_keeps_the_summary_before_it(ratio, runs):
-    """The pasted log above with a summarizer: the first cut summarizes the agent's steps before the
-    log; the next ones also drop steps after it, which the guard keeps (the last user message). Each
-    run of the drop gets its own summary, the one before the log the same as before (from the
-    summary cache), so every later cut reads the provider's cache through the log (before session
-    64 one summary of the whole drop went after the log and the prompt changed right after the
-    task: the second cut cached 61 tokens, bill 0.755 and 0.848). At 45% the room leaves the steps
-    after the log no summary of their own: their markers stay, the summary before the log too."""
-    from bench.cache import Scripted
-
-    body = _pasted_log_loop()
-    name = "synthetic/pasted_log"
-    base = replay(name, body, None)
-    reports: list[Any] = []
-    run = replay(
-        name, body, window_policy(body, ratio), Scripted(), on_turn=lambda _, f: reports.append(f and f.report)
-    )
-    cuts = [t for t in run.turns if t.new_cut]
-    assert len(cuts) >= 3
-    assert all(t.cached >= cuts[0].sent - 200 for t in cuts[1:])  # (through the first summary and the log)
-    split = [r for r in reports if r is not None and r.summary and r.summary.get("runs")]
-    assert split and {r.summary["runs"] for r in split} == {runs}
-    for r in split:  # (the drop's tokens moved onto the summaries add up)
-        assert sum(a.tokens_saved for a in r.actions) == r.input_tokens_before - r.input_tokens_after
-        assert all(a.tokens_saved >= 0 and a.items >= 1 for a in r.actions)
-    r_sum, r_plain = row(name, base, run, body), row(name, base, replay(name, body, window_policy(body, ratio)), body)
-    assert r_sum["rejected"] == 0 and r_sum["needless"] == 0
-    assert r_sum["bill_over"] <= r_plain["bill_over"] + 0.05  # (what the summaries cost over the markers)
-
-
 def test_the_rules_yardstick_keeps_the_message_the_newest_user_message_answers():
     """`best_cut(newest_as_guard=True)` keeps the newest turns the guard keeps: in a tau2 telecom
     conversation whose pinned policy fills the band, the customer's newest message and the

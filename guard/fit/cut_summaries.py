@@ -12,7 +12,7 @@ The words: docs/glossary.md."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Generator
 from dataclasses import replace
 from typing import Any, Literal, Protocol, TypeAlias
 
@@ -22,7 +22,6 @@ from guard.fit import summary
 from guard.fit.conversation import Context, Conversation
 from guard.fit.prefix_fit import PrefixCuts
 from guard.fit.replay import head_length, room_bar
-from guard.fit.run_summaries import by_runs, put_runs, runs_of
 from guard.fit.spans import (
     MIN_SUMMARY,
     SUMMARY_MARK,
@@ -92,7 +91,7 @@ class CutSummaries:
         if made is None:
             return None
         if room:
-            made = (yield from summarized(self.cuts, made, (m, mark), room, self.tokens, ask=True))[0]
+            made = (yield from summarized(self.cuts, made, (m, mark), room, self.tokens(room), ask=True))[0]
         elif withheld:
             made[1].skipped.append(Skipped("summarize", withheld))
         return made if made is not None and made[0].total <= self.cuts.budget.room else None
@@ -127,7 +126,7 @@ class CutSummaries:
         if base is None or not room:
             return base
         made = yield from self.cuts.at(m, plain, end=m)
-        with_it, summary = yield from summarized(self.cuts, made, (m, mark), room, self.tokens, ask=False)
+        with_it, summary = yield from summarized(self.cuts, made, (m, mark), room, self.tokens(room), ask=False)
         if summary == "put" and with_it is not None:
             return with_it[0].total
         return base if summary == "withheld" else base + room
@@ -175,23 +174,23 @@ class CutSummaries:
 
 
 def summarized(
-    cuts: Cuts, made: Made, at: tuple[int, int], room: int, budget: Callable[[int], int], ask: bool
+    cuts: Cuts, made: Made, at: tuple[int, int], room: int, tokens: int, ask: bool
 ) -> Generator[Any, Any, tuple[Made, Summary]]:
     """The cut `made` of the first m messages to a mark (`at`, of `cuts`' history) with what it
     dropped summarized in the place of the drop's markers (in at most `room` tokens more, a summary
-    of at most `budget(room)` tokens asked for; by runs where it keeps a user message inside the
-    drop: `guard.fit.run_summaries`), and what became of its summary: "put" (from the summary
-    cache, or, with `ask`, from the summarizer), "withheld" (the cut went without it, and the
-    summary cache remembers so: `WithheldSummary`) or "missing" (not in the cache, not asked for).
+    of at most `tokens` asked for), and what became of its summary: "put" (from the summary cache,
+    or, with `ask`, from the summarizer), "withheld" (the cut went without it, and the summary
+    cache remembers so: `WithheldSummary`) or "missing" (not in the cache, and not asked for).
     Without one, the cut as it is, the report saying why. A summary that `ask` finds no way in for
     (no answer, or a text over its room or not shorter) is remembered as withheld for this cut:
     every worker's replay then sizes the cut as it was sent, and the turns that carry it send it
     so without asking again."""
     if made is None:
         return made, "missing"
-    (conv, part, _), (m, mark) = made, at
+    conv, part, _ = made
+    m, mark = at
     left_out = absent(conv, m)
-    request = dropped_request(cuts, left_out, conv, part, budget(room))
+    request = dropped_request(cuts, left_out, conv, part, tokens)
     if request is None:
         return made, "missing"
     withheld = withheld_request(request, m, mark)
@@ -202,44 +201,29 @@ def summarized(
             part.skipped.append(Skipped("summarize", "summary_withheld"))
         return (conv, part, m), "withheld"
     answer = SummaryAnswer(found[0] if found else None, source="cache")
-    runs = runs_of(cuts.dialect, cuts.messages, left_out, conv)
-    split = None
-    if len(runs) > 1 and not (isinstance(answer.text, str) and answer.text.strip()):
-        # (a cut that went with one summary of its drop, found above, goes so on every turn)
-        split = yield from by_runs(cuts.dialect, (cuts.messages, cuts.counts), (conv, part), runs, room, budget)
-    asked = request if split is None or split[1] is None else split[1]  # (the whole drop's, or the last run's)
-    if split is not None and split[1] is not None:
-        answer = SummaryAnswer(split[2], source="cache")
-    last_marked = split is not None and split[1] is None  # (no room for the last run's summary: its markers)
-    if not last_marked and not (isinstance(answer.text, str) and answer.text.strip()):
+    if not (isinstance(answer.text, str) and answer.text.strip()):
         if not ask:
             return made, "missing"
-        answer = _answer((yield asked))
+        answer = _answer((yield request))
     ctx = cuts.ctx
     ctx.summarized.calls += answer.calls
     part = replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
     part.summarized.calls = ctx.summarized.calls
     text = answer.text.strip() if isinstance(answer.text, str) else ""
-    put: Conversation | str | None = None
-    if split is not None and (text or last_marked):
-        each = [*split[0], *([(asked, text)] if text else [])]
-        put = put_runs(conv, part, (runs, cuts.counts), each, room, answer.source or "cache")
-    elif text:
-        put = put_in(conv, part, request, (answer.source, text), room, left_out)
+    put = put_in(conv, part, request, (answer.source, text), room, left_out) if text else None
     if isinstance(put, Conversation):
         return (put, part, m), "put"
     part.skipped.append(Skipped("summarize", put or answer.reason or "summary_empty"))
-    part.summarized.report = _none(part, left_out, cuts.counts)
+    part.summarized.report = {
+        "source": "none",
+        "calls": part.summarized.calls,
+        "span_messages": len(request.messages),
+        "span_tokens": request.span_tokens,
+    }
     if not ask:
         return (conv, part, m), "missing"
     yield WithheldSummary((withheld,))
     return (conv, part, m), "withheld"
-
-
-def _none(part: Context, left_out: list[int], counts: Sequence[int]) -> dict[str, Any]:
-    """The report's summary where a cut's drop got none."""
-    span = sum(counts[i] for i in left_out)
-    return {"source": "none", "calls": part.summarized.calls, "span_messages": len(left_out), "span_tokens": span}
 
 
 def room_cap(cuts: Cuts) -> int:
