@@ -226,9 +226,11 @@ class Replay:
 
 
 class Scripted:
-    """A summarizer that always answers the same text (~120 tokens), with a cache keyed by the
-    span's messages; with `fill`, a text of about that share of the request's `max_tokens` (a
-    model that writes up to the length it is asked for)."""
+    """A summarizer that always answers the same text (~120 tokens), with a cache keyed as the
+    guard's summary cache keys it: by the summary's budget and the span's messages (before session
+    64 by the messages alone, so a lookup found a summary asked for with another budget, which the
+    guard's cache does not); with `fill`, a text of about that share of the request's `max_tokens`
+    (a model that writes up to the length it is asked for)."""
 
     def __init__(self, fill: float | None = None) -> None:
         self.cache: dict[str, str] = {}
@@ -242,7 +244,7 @@ class Scripted:
 
     @staticmethod
     def key(request: SummaryRequest) -> str:
-        return json.dumps(request.messages, sort_keys=True)
+        return json.dumps([request.max_tokens, request.messages], sort_keys=True)
 
     def answer(self, request: Any) -> Any:
         if isinstance(request, WithheldSummary):  # (remembered, as the shared cache does)
