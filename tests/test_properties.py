@@ -25,7 +25,7 @@ from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, WithheldSu
 from guard.fit.spans import WITHHELD
 from guard.fit.strategies.compact import compacted
 from guard.fit.strategies.drop import OMITTED_MARK
-from tests.strategies import CANARY, long_agent_loop, request_body
+from tests.strategies import CANARY, _words, long_agent_loop, request_body
 
 # the last resort's steps, the only ones that cut inside the newest turns
 LAST_RESORT = of_kind("newest")
@@ -561,6 +561,65 @@ def test_the_newest_turns_are_not_cut_while_the_request_fits_without_it(case):
     assert [compacted(dialect, t) for t in sent[len(sent) - (len(turns) - m) :]] == [
         compacted(dialect, t) for t in turns[m:]
     ]
+
+
+def _nearly_full_of_newest_turns() -> dict[str, Any]:
+    """A body the property above found at 1,000 examples (session 64): a 300-token window whose
+    newest turns (a file read and two words of the assistant's) and pinned task leave less than a
+    marker's allowance of the 204-token room, but whose older steps, dropped, leave it fitting."""
+    content = (
+        "東京 and window that yield model test window lambda server async await to yield данные line is path test 東京"
+    )
+    big = json.dumps({"path": "/out/page.html", "content": f"{content} {CANARY}", "overwrite": False})
+
+    def call(i: int, name: str = "search") -> dict[str, Any]:
+        return {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": big}}
+
+    def result(i: int, text: str) -> dict[str, Any]:
+        return {"role": "tool", "tool_call_id": f"call_{i}", "content": text}
+
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": _words(1, 0)},
+        {"role": "assistant", "content": None, "tool_calls": [call(0), call(1)]},
+        result(0, "false"),
+        result(1, "null"),
+        {"role": "assistant", "content": None, "tool_calls": [call(2)]},
+        result(2, "null"),
+        {"role": "assistant", "content": None, "tool_calls": [call(3)]},
+        result(3, "[]"),
+        {"role": "assistant", "content": None, "tool_calls": [call(4, "read_file")]},
+        result(4, _words(13, 0)),
+        {"role": "assistant", "content": _words(1, 0)},
+        {"role": "assistant", "content": _words(1, 0)},
+    ]
+    tools = [{"type": "function", "function": {"name": "search", "parameters": {"type": "object"}}}]
+    return {"model": "tiny", "messages": [{**m, "x_id": k} for k, m in enumerate(messages)], "tools": tools}
+
+
+def test_a_drop_that_fits_the_room_leaves_the_newest_turns_as_they_came():
+    """Whether a prefix's newest turns leave room for a cut is judged before the cut, with a
+    marker's allowance: where they leave less, the last resort was allowed, and the prefix was cut
+    inside them down to its mark though dropping older steps alone fitted the room (the newest
+    result truncated by a few tokens). The last resort is for a prefix that does not fit the room
+    without it; this one keeps its newest turns as they came."""
+    settings = {
+        "window": 300,
+        "max_output": 32,
+        "low_water_ratio": 0.5,
+        "keep_recent_groups": 3,
+        "min_output_tokens": None,
+        "safety_margin_tokens": 64,
+        "dialect": "openai",
+    }
+    body = _nearly_full_of_newest_turns()
+    result = _fit(body, settings)
+    assert not isinstance(result, ContextWindowExceeded)
+    report = result.report
+    assert report.input_tokens_after <= report.room < report.input_tokens_before
+    assert not LAST_RESORT & {a.kind for a in report.actions}
+    assert [a.kind for a in report.actions] == ["drop_oldest_turns"]
+    sent = [m for m in result.body["messages"] if "x_id" in m]
+    assert sent[-4:] == body["messages"][-4:]  # (byte for byte)
 
 
 def test_the_airline_case_keeps_the_newest_tool_result_whole():

@@ -77,7 +77,19 @@ def fit_prefix(
         every_overflow=mark >= budget.room,
         least=room_bar(budget),
     )
-    cut, part = yield from _fit_steps(cuts, m, marks, steps, question, summaries)
+    cut, part = None, None
+    if no_room:
+        # the last resort only where the prefix does not fit the room without it: `no_room` is
+        # judged before the cut, with a marker's allowance (`FIRST_MARK_SLACK`), and a whole-turn
+        # drop can still fit where the newest turns leave less than that (property tests: a 300-token
+        # window whose newest result was truncated by 4 tokens toward the mark, the drop alone
+        # leaving 189 of a 204-token room)
+        plain = [s for s in steps if BY_NAME[s].kind != "newest"]
+        cut, part = yield from _fit_steps(cuts, m, marks, plain, question, summaries)
+        if cut.total > budget.room:
+            cut, part = None, None
+    if cut is None or part is None:
+        cut, part = yield from _fit_steps(cuts, m, marks, steps, question, summaries)
     if (
         cut.total < marks.least
         and any(a.kind == "truncate_tool_results" for a in part.actions)
