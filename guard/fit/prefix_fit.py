@@ -47,8 +47,9 @@ def fit_prefix(
     for every prefix of the request that has it) are reused instead of asked for again, and
     the request's summary calls are counted across tries. The last resort (cutting inside the
     newest turns) is for the request, not for its prefix, but where the prefix's newest turns
-    alone leave no room for a cut (`no_room`: `guard.fit.carried._no_room`): elsewhere a prefix
-    that needs it cannot be carried, and the request is fitted whole instead.
+    alone leave no room for a cut (`no_room`: `guard.fit.carried._no_room`) and dropping older
+    turns alone does not fit the room: elsewhere a prefix that needs it cannot be carried, and
+    the request is fitted whole instead.
 
     Where truncating old results takes the prefix under the room bar (each result cut to a rung
     of its ladder, so that every turn cuts it alike, overshoots the mark by up to a rung; 24
@@ -79,11 +80,9 @@ def fit_prefix(
     )
     cut, part = None, None
     if no_room:
-        # the last resort only where the prefix does not fit the room without it: `no_room` is
-        # judged before the cut, with a marker's allowance (`FIRST_MARK_SLACK`), and a whole-turn
-        # drop can still fit where the newest turns leave less than that (property tests: a 300-token
-        # window whose newest result was truncated by 4 tokens toward the mark, the drop alone
-        # leaving 189 of a 204-token room)
+        # (`no_room` is judged before the cut, with a marker's allowance, `FIRST_MARK_SLACK`: a
+        # drop can fit where the newest turns leave less than that; session 64, a newest result
+        # truncated by 4 tokens toward the mark where the drop alone left 189 of a 204-token room)
         plain = [s for s in steps if BY_NAME[s].kind != "newest"]
         cut, part = yield from _fit_steps(cuts, m, marks, plain, question, summaries)
         if cut.total > budget.room:
