@@ -66,8 +66,6 @@ def fit_prefix(
     # (a prefix fitted without summaries, the summarizer's or not, reports no summarize step:
     # with a summarizer, its summary is put in afterwards, see `guard.fit.cut_summaries.summarized`)
     steps = [s for s in cuts.policy.strategies if summaries or not cuts.summarizing or s != "summarize"]
-    if not no_room:
-        steps = [s for s in steps if BY_NAME[s].kind != "newest"]
     marks = Marks(
         stop_at=mark,
         floor=mark - budget.band,
@@ -78,23 +76,17 @@ def fit_prefix(
         every_overflow=mark >= budget.room,
         least=room_bar(budget),
     )
-    cut, part = None, None
-    if no_room:
-        # (`no_room` is judged before the cut, with a marker's allowance, `FIRST_MARK_SLACK`: a
-        # drop can fit where the newest turns leave less than that; session 64, a newest result
-        # truncated by 4 tokens toward the mark where the drop alone left 189 of a 204-token room)
-        plain = [s for s in steps if BY_NAME[s].kind != "newest"]
-        cut, part = yield from _fit_steps(cuts, m, marks, plain, question, summaries)
-        if cut.total > budget.room:
-            cut, part = None, None
-    if cut is None or part is None:
-        cut, part = yield from _fit_steps(cuts, m, marks, steps, question, summaries)
+    used = [s for s in steps if BY_NAME[s].kind != "newest"]  # (`no_room` allows a marker: a drop may fit)
+    cut, part = yield from _fit_steps(cuts, m, marks, used, question, summaries)
+    if no_room and cut.total > budget.room:
+        used = steps
+        cut, part = yield from _fit_steps(cuts, m, marks, used, question, summaries)
     if (
         cut.total < marks.least
         and any(a.kind == "truncate_tool_results" for a in part.actions)
         and not _has_media(cuts.dialect, cuts.messages[:m])
     ):
-        whole = [s for s in steps if s != "truncate_tool_results"]
+        whole = [s for s in used if s != "truncate_tool_results"]
         dropped, by_turns = yield from _fit_steps(cuts, m, marks, whole, question, summaries)
         if marks.least <= dropped.total <= mark:
             cut, part = dropped, by_turns
