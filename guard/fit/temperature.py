@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 from guard.core.content import blocks
 from guard.dialects import Dialect
 from guard.fit.edited import LastCut, is_count
@@ -112,13 +114,15 @@ UNKNOWN = Temperature("unknown")
 
 def fingerprint(dialect: Dialect, body: Mapping[str, Any], model: str) -> str:
     """The conversation a request belongs to: its model, pinned prompt and task, hashed."""
-    messages = list(dialect.messages(body))
+    messages = dialect.messages(body)
     first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), len(messages) - 1)
     pinned = {k: body.get(k) for k in ("system", "instructions") if body.get(k) is not None}
-    text = json.dumps(
-        [model, dialect.name, pinned, messages[: first + 1]], sort_keys=True, default=str
-    )  # (ASCII: lone surrogates escaped)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    head = [model, dialect.name, pinned, messages[: first + 1]]
+    try:  # (orjson: ~5x faster than `json` on a long pinned prompt; keys sorted at every level)
+        text = orjson.dumps(head, option=orjson.OPT_SORT_KEYS, default=str)
+    except TypeError:  # what orjson cannot write (lone surrogates, integers past 64 bits, other keys)
+        text = json.dumps(head, sort_keys=True, default=str).encode()  # (ASCII: lone surrogates escaped)
+    return hashlib.sha256(text).hexdigest()[:32]
 
 
 def _long(value: Any) -> bool:
