@@ -312,6 +312,7 @@ def long_agent_loop(  # noqa: PLR0913 - a strategy's keyword flags, one per shap
     large: bool = False,
     screenshots: bool = False,
     environment: bool = False,
+    observed_as_replies: bool = False,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(body, settings): one task, then 20-40 tool turns whose results (plain text or JSON, 60-400
     words) are too many for truncation alone: squeezed to a fifth to a half of its size, the loop
@@ -322,7 +323,9 @@ def long_agent_loop(  # noqa: PLR0913 - a strategy's keyword flags, one per shap
     with `large`, a quarter to 0.6 of them: most of the room, or a little over it. With
     `screenshots`, every third result is a screenshot (an image, alone or after a line of text), as
     a computer-use agent's are. With `environment`, each result is followed by a user message of the
-    client's own in the same request (the state of its environment, as Roo Code sends it)."""
+    client's own in the same request (the state of its environment, as Roo Code sends it). With
+    `observed_as_replies` (OpenAI chat), each step is the model's action as text and the result as
+    a second assistant message, CrewAI's ReAct loop: its requests end with that result."""
     turns = draw(st.integers(20, 40))
     sizes = draw(st.lists(st.integers(60, 400), min_size=turns, max_size=turns))
     if giant or large:
@@ -352,6 +355,11 @@ def long_agent_loop(  # noqa: PLR0913 - a strategy's keyword flags, one per shap
             msgs.append({"role": "assistant", "content": "Done with that step.", "x_id": len(msgs)})
             question = f"What is the rollout key of the {asked_at[t]} cluster?"
             msgs.append({"role": "user", "content": question, "x_id": len(msgs)})
+        if observed_as_replies:
+            action = f'Thought: {draw(_text(0, 12))}\nAction: bash\nAction Input: {{"cmd": "step {t}"}}'
+            msgs.append({"role": "assistant", "content": action, "x_id": len(msgs)})
+            msgs.append({"role": "assistant", "content": f"Observation: {out}", "x_id": len(msgs)})
+            continue
         call = {
             "id": f"c{t}",
             "type": "function",

@@ -180,9 +180,29 @@ def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_ser
     assert cuts or full_size <= window  # (the drawn loops overflow: some turn is cut)
 
 
-def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any, window: int | None = None) -> int:
-    """Replay the loop turn by turn, checking the property; the number of turns that cut anew. The
-    window is the drawn share of the loop's size, or `window`."""
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(long_agent_loop(dialects=("openai",), observed_as_replies=True))
+def test_a_client_that_sends_results_in_the_models_role_has_its_cut_carried_while_it_fits(case):
+    """CrewAI's ReAct loop (held out in session 65): every step's action and its observation go as
+    two assistant messages, and every request ends with the observation. Its past requests ended
+    after a reply too, so its cut is carried byte for byte while it fits (it was cut anew on every
+    turn: no past request of a history could end with a reply)."""
+    _check(case, None, turns=_ending_with_results)
+
+
+def _ending_with_results(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The body as CrewAI sends it turn by turn: the history up to each observation."""
+    msgs = body["messages"]
+    ends = [i + 1 for i, m in enumerate(msgs) if str(m.get("content")).startswith("Observation: ")]
+    return [{**body, "messages": msgs[:i]} for i in [2, *ends]]
+
+
+def _check(
+    case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any, window: int | None = None, turns: Any = None
+) -> int:
+    """Replay the loop turn by turn (`turns`: the requests of its body, by default `_growing`'s),
+    checking the property; the number of turns that cut anew. The window is the drawn share of the
+    loop's size, or `window`."""
     from bench.cache import fit
 
     body, settings_ = case
@@ -200,7 +220,7 @@ def _check(case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any, window:
     last_resort = False  # whether the previous turn was cut inside its newest turns
     kept = replaced = new_cuts = 0
     last_cut = None
-    for turn in _growing(body):
+    for turn in (turns or _growing)(body):
         try:
             fitted = fit(engine, turn, summarizer, dialect)
         except ContextWindowExceeded:

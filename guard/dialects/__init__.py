@@ -86,16 +86,21 @@ def turn_boundaries(dialect: Dialect, messages: Sequence[Message]) -> tuple[list
     Nor did one between tool results and the client's own next message: results are sent for the
     model's next step, so had they gone alone its reply would stand between them (an agent that
     follows each batch of results with the state of its environment, as Roo Code does, sends both
-    in one request)."""
+    in one request). But a history that itself ends with a reply is sent that way: its client
+    puts its own words in the model's role (CrewAI's ReAct loop appends each observation as an
+    assistant message after the model's action and sends nothing else), so its past requests may
+    have ended between two replies as well."""
     groups = dialect.groups(messages)
     starts = [j for j in range(1, len(groups)) if groups[j] != groups[j - 1]]
-    return starts, [b for b in starts if _may_have_ended(dialect, messages[b - 1], messages[b])]
+    replies_end = bool(messages) and dialect.is_reply(messages[-1])
+    return starts, [b for b in starts if _may_have_ended(dialect, messages[b - 1], messages[b], replies_end)]
 
 
-def _may_have_ended(dialect: Dialect, before: Message, after: Message) -> bool:
-    """Whether a request may have ended with `before`, followed in the history by `after`."""
-    if dialect.is_reply(before):
-        return False  # (the client's next words came first)
+def _may_have_ended(dialect: Dialect, before: Message, after: Message, replies_end: bool = False) -> bool:
+    """Whether a request may have ended with `before`, followed in the history by `after`
+    (`replies_end`: the client's requests end with a reply)."""
+    if dialect.is_reply(before):  # (the client's next words came first, unless in the model's role)
+        return replies_end and dialect.is_reply(after)
     return dialect.is_reply(after) or not dialect.tool_result_ids(before)
 
 
