@@ -29,10 +29,9 @@ loop the bench prints:
 Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-4o, bash and python tools), a
 real Claude Code subagent session of 128 tool calls that the `vibelens` package ships (Anthropic
 messages), seven real SWE-bench runs of mini-swe-agent with one bash tool (77-165 turns,
-bench/corpus/swe; the first also as Anthropic messages and Responses items), 54 real loops of eighteen
-other agent families (bench/corpus/agents: OpenHands, SWE-agent 1.x and 0.x, Moatless Tools, tau2
-retail and telecom, tau-bench airline, an MCP client, Spider-Agent, Codex CLI, Claude Code, Cline,
-smolagents, Roo Code, Aider, Kimi CLI, Gemini CLI, Hermes Agent, Terminus-2), one-tool
+bench/corpus/swe; the first also as Anthropic messages and Responses items), the real loops of
+thirty-one other agent families in bench/corpus/agents (its README.md lists them with their
+sources and licences: OpenHands, SWE-agent, Moatless Tools, tau2, Claude Code, Cline, CrewAI...), one-tool
 coding runs of 160 turns (`bench.traces.coding_trace`: chat, Anthropic,
 Responses, and a text-based agent whose outputs are user messages) and the synthetic
 coding-agent trace of `bench.traces`, as chat and as Anthropic messages (and one as a Responses

@@ -36,6 +36,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py amp _threads/NNN_TITLE.md [--tag NAME] [--model M]
     python bench/corpus/agents/convert.py cursor .specstory/history/DATE_TITLE.md [--tag NAME] [--model M]
     python bench/corpus/agents/convert.py zed THREAD.md [--tag NAME] [--model M]
+    python bench/corpus/agents/convert.py crewai CASSETTE.yaml [--tag NAME]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -1938,6 +1939,38 @@ def _qwen_call(body: list[str]) -> tuple[str, dict[str, Any], str, bool]:
     return name, args, result, failed
 
 
+def crewai(cassette: dict[str, Any]) -> dict[str, Any]:
+    """A CrewAI agent's chat requests as a VCR cassette of its tests recorded them (each request's
+    body as POSTed to `/v1/chat/completions`, each answer's body, gzipped where the server sent it
+    so): every request as sent (`x_requests`), the last one's answer after it. CrewAI's ReAct loop
+    (tools described in the system prompt, no `tools` sent) appends each observation as an
+    assistant message after the model's action, so every request ends with the model's role."""
+    calls: list[tuple[dict[str, Any], Any]] = []
+    for interaction in cassette["interactions"]:
+        request = interaction["request"]
+        if "chat/completions" not in request.get("uri", ""):
+            continue
+        calls.append((json.loads(request["body"]), _cassette_answer(interaction.get("response") or {})))
+    last, answer = calls[-1]
+    reply = answer["choices"][0]["message"]
+    return {
+        "model": last["model"],
+        "tools": last.get("tools") or [],
+        "messages": [*last["messages"], {"role": "assistant", "content": reply.get("content")}],
+        "x_requests": _as_sent([body["messages"] for body, _ in calls]),
+    }
+
+
+def _cassette_answer(response: dict[str, Any]) -> Any:
+    """A recorded answer's JSON body (vcrpy keeps it as text, or as bytes, gzipped as sent)."""
+    body = response.get("body")
+    raw = body.get("string") if isinstance(body, dict) else body if body is not None else response.get("content")
+    if isinstance(raw, bytes):
+        raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        raw = raw.decode()
+    return json.loads(raw)
+
+
 def qwen(text: str, model: str = "dashscope/qwen3-coder-plus") -> dict[str, Any]:
     """An OpenAI chat body from a Qwen Code session exported as Markdown (`/export md`: `## User`
     and `## Assistant` turns, each call a `### Tool: Name: label` block with its `**Status**`,
@@ -2376,6 +2409,7 @@ def main() -> None:
             "zed",
             "qcli",
             "qwen",
+            "crewai",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -2535,6 +2569,11 @@ def main() -> None:
         elif args.family == "qwen":  # a session exported by Qwen Code's /export md
             name = f"{args.prefix}qwen__{args.tag or path.stem}"
             _write(args.out, name, qwen(text, args.model or "dashscope/qwen3-coder-plus"), str(path))
+        elif args.family == "crewai":  # a VCR cassette of CrewAI's tests (YAML)
+            import yaml
+
+            name = f"{args.prefix}crewai__{args.tag or path.stem.removeprefix('test_')}"
+            _write(args.out, name, crewai(yaml.safe_load(text)), str(path))
         elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
             _write(args.out, f"{args.prefix}letta__{args.tag or path.stem}", letta(json.loads(text)), str(path))
         elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
