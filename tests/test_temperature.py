@@ -73,6 +73,28 @@ def test_the_fingerprint_is_the_conversation_not_the_turn():
     assert fingerprint(chat, first, "m") != fingerprint(chat, first, "m2")
 
 
+def test_the_fingerprint_of_what_orjson_cannot_write_is_still_the_conversations():
+    """A task with a lone surrogate (which orjson refuses) or an integer past 64 bits is
+    fingerprinted by `json`: the same conversation keeps one key, another task another, and key
+    order inside a message never matters (keys are sorted at every level, either way)."""
+    chat = by_name("openai")
+    odd = [{"type": "text", "text": "task \ud800", "meta": {"b": 2**70, "a": 1}}]
+    reordered = [{"meta": {"a": 1, "b": 2**70}, "text": "task \ud800", "type": "text"}]
+    body = {"model": "m", "messages": [{"role": "user", "content": odd}]}
+    later = {"model": "m", "messages": [{"content": reordered, "role": "user"}, {"role": "assistant", "content": "a"}]}
+    other = {"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "task \ud801"}]}]}
+    plain = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "task", "meta": {"b": 1}}]}],
+    }
+    swapped = {
+        "model": "m",
+        "messages": [{"content": [{"meta": {"b": 1}, "text": "task", "type": "text"}], "role": "user"}],
+    }
+    assert fingerprint(chat, body, "m") == fingerprint(chat, later, "m") != fingerprint(chat, other, "m")
+    assert fingerprint(chat, plain, "m") == fingerprint(chat, swapped, "m")
+
+
 def test_the_log_is_bounded_and_never_goes_back_in_time():
     log = SeenLog(entries=3)
     for i in range(5):
