@@ -23,15 +23,15 @@ def blocks(msg: Message) -> list[Any]:
     return content if isinstance(content, list) else []
 
 
-def compact_json(value: Any) -> str:
-    """JSON without spaces, non-ASCII kept as is. orjson writes it ~10x faster than `json`; what it
-    cannot write (integers past 64 bits, lone surrogates, non-string keys) goes to `json`. Floats
-    that are not finite come out as null (`json` writes NaN, which is not JSON): values parsed by
-    `jsontext` never hold them."""
+def compact_json(value: Any, sort_keys: bool = False) -> str:
+    """JSON without spaces, non-ASCII kept as is (with `sort_keys`, every object's keys in order).
+    orjson writes it ~10x faster than `json`; what it cannot write (integers past 64 bits, lone
+    surrogates, non-string keys) goes to `json`. Floats that are not finite come out as null
+    (`json` writes NaN, which is not JSON): values parsed by `jsontext` never hold them."""
     try:
-        return orjson.dumps(value, default=str).decode()
+        return orjson.dumps(value, default=str, option=orjson.OPT_SORT_KEYS if sort_keys else None).decode()
     except TypeError:  # orjson.JSONEncodeError is a TypeError
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, sort_keys=sort_keys)
 
 
 def text_of(content: Content) -> str:
