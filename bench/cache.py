@@ -153,14 +153,14 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     clean = {k: v for k, v in body.items() if not k.startswith("x_")}
     client = body.get("x_client")
 
-    def request(turns: list[Any]) -> dict[str, Any]:
-        return {**clean, key: turns if client is None else client(dialect, turns), out: OUTPUT}
+    def request(turns: list[Any], i: int | None = None) -> dict[str, Any]:
+        return {**clean, **_own(body, i), key: turns if client is None else client(dialect, turns), out: OUTPUT}
 
     if body.get("x_requests"):  # the requests the run sent, as sent (`convert.py moatless_requests`)
         sent: list[Any] = []
-        for keep, added in body["x_requests"]:
+        for i, (keep, added) in enumerate(body["x_requests"]):
             sent = [*sent[:keep], *added]
-            yield request(sent)
+            yield request(sent, i)
         yield request(messages)
         return
     # a model turn is a run of its replies (`Dialect.is_reply`: on the Responses API reasoning, a
@@ -172,6 +172,21 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
         yield request(messages[:end])
 
 
+def _own(body: Mapping[str, Any], i: int | None) -> dict[str, Any]:
+    """The system prompt and tools request `i` of a loop of requests as sent went with, where they
+    changed from request to request (`x_systems`/`x_toolsets`, indexed by `x_request_system` and
+    `x_request_tools`: agents that hand the conversation to one another, each with its own prompt and
+    tools); the body's own (the last request's) otherwise."""
+    out: dict[str, Any] = {}
+    for name, table, index in (
+        ("system", "x_systems", "x_request_system"),
+        ("tools", "x_toolsets", "x_request_tools"),
+    ):
+        if i is not None and body.get(index) is not None:
+            out[name] = body[table][body[index][i]]
+    return out
+
+
 def with_client(body: Mapping[str, Any], client: Client | None) -> dict[str, Any]:
     """The loop as `client` sends it: each request's history edited before it goes (`bench.clients`)."""
     return {**body, "x_client": client} if client is not None else dict(body)
@@ -180,13 +195,14 @@ def with_client(body: Mapping[str, Any], client: Client | None) -> dict[str, Any
 @dataclass
 class Turn:
     sent: int  # input tokens of the request as sent to the provider
-    cached: int  # of which a prefix of the previous request
+    cached: int  # of which a prefix of the previous request (none where its tools or system prompt changed)
     cut: bool  # the guard changed the messages
     new_cut: bool  # its report's cut fingerprint differs from the previous turn's
     room_used: float | None  # input / room on cut turns
     broken: bool = False  # the same fingerprint, yet the previous prompt is not a prefix (a bug)
     # a carried cut dropped: the previous turn was cut, and its prompt plus what the client added
     # since (JSON compacted, as every overflow sends it) fit the room, yet this turn does not start with it
+    # (its tools and system prompt as the previous turn's: a turn that changed them is read from no cache)
     needless: bool = False
     summarized: bool = False  # the request went with a summary of what its cut dropped
 
@@ -266,6 +282,7 @@ def fit(engine: Engine, body: dict[str, Any], summarizer: Scripted | None, diale
         return stop.value  # type: ignore[no-any-return]
 
 
+HEAD = ("tools", "system", "instructions")  # what a provider's cached prefix holds before the messages
 STEP_SECONDS = 5.0  # between two turns of a loop
 PROVIDER_TTL = 300  # a cached prefix unused this long is gone (Anthropic's default)
 
@@ -290,6 +307,7 @@ def replay(
     counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
     out = Replay(name)
     previous: list[str] = []
+    last_head: str | None = None  # the previous request's tools and system prompt (`HEAD`)
     last_cut: str | None = None
     last: tuple[list[Any], list[Any]] | None = None  # the previous turn's messages as asked and as sent
     last_resort = False  # whether the previous turn's cut went inside its newest turns
@@ -316,7 +334,11 @@ def replay(
         same = 0
         while same < min(len(keys), len(previous)) and keys[same] == previous[same]:
             same += 1
-        cached = fixed + sum(counts[:same]) if previous and idle <= PROVIDER_TTL else 0
+        # a provider's cached prefix starts with the tools and the system prompt: where the agent
+        # changed either (agents that hand the conversation to one another), nothing is read from it
+        head = json.dumps([sent_body.get(k) for k in HEAD], sort_keys=False, ensure_ascii=False)
+        warm = bool(previous) and idle <= PROVIDER_TTL and head == last_head
+        cached = fixed + sum(counts[:same]) if warm else 0
         sent = fixed + sum(counts)
         cut = (
             report is not None
@@ -329,7 +351,7 @@ def replay(
         broken = bool(previous) and not new_cut and same < len(previous)
         asked = list(dialect.messages(request))
         needless = False
-        if last is not None and out.turns[-1].cut and same < len(previous) and idle <= PROVIDER_TTL and not last_resort:
+        if last is not None and out.turns[-1].cut and same < len(previous) and warm and not last_resort:
             # a broken prefix: would the previous prompt plus what was added since (JSON compacted,
             # as every overflow sends it) have fit the room? (only where the client appended)
             was_asked, was_sent = last
@@ -339,7 +361,7 @@ def replay(
                 needless = carry <= report.room
         summarized = report is not None and any(a.kind == "summarize" for a in report.actions)
         out.turns.append(Turn(sent, cached, cut, new_cut, room, broken, needless, summarized))
-        previous, last_cut, last = keys, fingerprint, (asked, messages)
+        previous, last_cut, last, last_head = keys, fingerprint, (asked, messages), head
         last_resort = (
             report is not None
             and policy is not None
@@ -662,14 +684,22 @@ def best_over_room(
     return (best[2] - before) / sum(t.cached * read + (t.sent - t.cached) * write for t in turns)
 
 
+def as_appended(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A loop of the requests a run sent (`x_requests`) as one history its yardsticks can cut, where
+    it is one: every request the history before a model turn of its last (the client only appended,
+    one request a model turn); else None."""
+    plain = {k: v for k, v in body.items() if k != "x_requests"}
+    return plain if list(requests(plain)) == list(requests(body)) else None
+
+
 def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One loop's columns. Without `body` (a client that edits its history, or a loop of the
-    requests a run sent: the yardsticks cut the history as appended), the best cuts' columns are
-    left out (`room_min_bar` is worked out on each request as asked, and kept for a loop of requests
+    requests a run sent that is not one appended history, `as_appended`: the yardsticks cut the
+    history as appended), the best cuts' columns are left out (`room_min_bar` is worked out on each request as asked, and kept for a loop of requests
     as sent)."""
     loop = body
     if body is not None and body.get("x_requests"):
-        body = None
+        body = as_appended(body)
     used = run.room_used
     best = best_cut(body, run.room) if body is not None else None
     over = over_room(base, run)

@@ -37,6 +37,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py cursor .specstory/history/DATE_TITLE.md [--tag NAME] [--model M]
     python bench/corpus/agents/convert.py zed THREAD.md [--tag NAME] [--model M]
     python bench/corpus/agents/convert.py crewai CASSETTE.yaml [--tag NAME]
+    python bench/corpus/agents/convert.py langgraph docs/cassettes/NOTEBOOK_ID.msgpack.zlib [--tag NAME]
 
 Each family keeps what its agent sent: the role, text, tool calls (id, name, arguments) and tool
 call ids of every message, in order; the run's bookkeeping (costs, timestamps, raw responses) is
@@ -1961,6 +1962,52 @@ def crewai(cassette: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def langgraph(cassette: dict[str, Any]) -> dict[str, Any]:
+    """A LangGraph graph's Anthropic requests as the VCR cassette of its docs' notebook recorded
+    them (each request's body as POSTed to `/v1/messages`, each answer's, gzipped as sent): every
+    request as sent (`x_requests`), the last one's answer after it. Agents of a graph that hand the
+    conversation to one another each send it with their own system prompt and tools: each distinct
+    one once (`x_systems`, `x_toolsets`), and which one each request went with (`x_request_system`,
+    `x_request_tools`: `bench.cache.requests` sends them so). Answers the provider refused
+    (overloaded) were sent again, as recorded."""
+    calls: list[tuple[dict[str, Any], Any]] = []
+    for interaction in cassette["interactions"]:
+        request = interaction["request"]
+        if "/v1/messages" not in request.get("uri", ""):
+            continue
+        raw = request["body"].get("string") if isinstance(request["body"], dict) else request["body"]
+        calls.append((json.loads(raw), _cassette_answer(interaction.get("response") or {})))
+    systems: list[Any] = []
+    toolsets: list[Any] = []
+    for body, _ in calls:
+        for table, value in ((systems, body.get("system")), (toolsets, body.get("tools") or [])):
+            if value not in table:
+                table.append(value)
+    last, answer = calls[-1]
+    return {
+        "model": last["model"],
+        "system": last.get("system"),
+        "tools": last.get("tools") or [],
+        "messages": [*last["messages"], {"role": "assistant", "content": answer["content"]}],
+        "x_requests": _as_sent([body["messages"] for body, _ in calls]),
+        "x_systems": systems,
+        "x_request_system": [systems.index(body.get("system")) for body, _ in calls],
+        "x_toolsets": toolsets,
+        "x_request_tools": [toolsets.index(body.get("tools") or []) for body, _ in calls],
+    }
+
+
+def langgraph_cassette(text: str) -> dict[str, Any]:
+    """A cassette of LangGraph's docs (`docs/cassettes/*.msgpack.zlib`: base64 of zlib of msgpack;
+    reading it needs `pip install msgpack`)."""
+    import base64
+    import zlib
+
+    import msgpack  # type: ignore[import-not-found]
+
+    return msgpack.unpackb(zlib.decompress(base64.b64decode(text)), raw=False, strict_map_key=False)  # type: ignore[no-any-return]
+
+
 def _cassette_answer(response: dict[str, Any]) -> Any:
     """A recorded answer's JSON body (vcrpy keeps it as text, or as bytes, gzipped as sent)."""
     body = response.get("body")
@@ -2410,6 +2457,7 @@ def main() -> None:
             "qcli",
             "qwen",
             "crewai",
+            "langgraph",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -2574,6 +2622,9 @@ def main() -> None:
 
             name = f"{args.prefix}crewai__{args.tag or path.stem.removeprefix('test_')}"
             _write(args.out, name, crewai(yaml.safe_load(text)), str(path))
+        elif args.family == "langgraph":  # docs/cassettes/<notebook>_<id>.msgpack.zlib
+            name = f"{args.prefix}langgraph__{args.tag or path.name.split('.')[0]}"
+            _write(args.out, name, langgraph(langgraph_cassette(text)), str(path))
         elif args.family == "letta":  # agents/<owner>/<name>/<name>.af
             _write(args.out, f"{args.prefix}letta__{args.tag or path.stem}", letta(json.loads(text)), str(path))
         elif args.family == "deerflow":  # frontend/public/demo/threads/<id>/thread.json
