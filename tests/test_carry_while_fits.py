@@ -181,6 +181,74 @@ def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_ser
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
+@given(st.one_of(long_agent_loop(), long_agent_loop(giant=True)))
+def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case):
+    """Several rollouts of one task (an eval harness's samples, an agent's retries): the same
+    system prompt, tools and task, so one conversation fingerprint and one record, and histories
+    that part after it. Served turn by turn through one engine, taking turns, each rollout sends the
+    bytes it sends through an engine of its own (the record of one is never taken for the other's:
+    its replies are not where and as long as the other's), or both refuse. (Rollouts whose replies
+    before a cut have the same lengths are one history to the record, which holds counts, never
+    text: docs/operations.md.)"""
+    from bench.cache import fit
+
+    body, settings_ = case
+    dialect = settings_["dialect"]
+    rollouts = [body, _another_rollout(body)]
+    full_size = max(
+        _engine(dialect, 10**7, settings_).fit(b, dialect=dialect).report.input_tokens_before for b in rollouts
+    )
+    window = int(full_size * settings_["share"]) + settings_["max_output"]
+
+    cuts = []
+
+    def sent(engine: Engine, turn: dict[str, Any]) -> str:
+        try:
+            fitted = fit(engine, turn, None, dialect)
+        except ContextWindowExceeded:
+            return "refused"
+        cuts.append(fitted.report.cut)
+        return json.dumps(fitted.body)
+
+    alone = [
+        [sent(engine, turn) for turn in _growing(b)]
+        for b in rollouts
+        for engine in [_engine(dialect, window, settings_)]
+    ]
+    shared = _engine(dialect, window, settings_)
+    streams = [_growing(b) for b in rollouts]
+    together: list[list[str]] = [[], []]
+    for t in range(max(map(len, streams))):
+        for k, stream in enumerate(streams):
+            if t < len(stream):
+                together[k].append(sent(shared, stream[t]))
+    assert together == alone
+    assert any(cuts) or full_size <= window  # (the drawn loops overflow: some turn is cut)
+
+
+def _another_rollout(body: dict[str, Any]) -> dict[str, Any]:
+    """The loop as another rollout of its task sends it: the same system prompt, tools and task (the
+    first user message), and each message after it, the model's replies too, longer by 8 to 32
+    words (by its place: the other rollout's turns are not this one's, so its cuts fall elsewhere)."""
+    key = "input" if "input" in body else "messages"
+    msgs = json.loads(json.dumps(body[key]))
+    task = next(i for i, m in enumerate(msgs) if m.get("role") == "user")
+
+    def salted(node: Any, words: str) -> Any:
+        if isinstance(node, dict):
+            return {
+                k: v + words if k in ("content", "text", "output") and isinstance(v, str) and v else salted(v, words)
+                for k, v in node.items()
+            }
+        return [salted(v, words) for v in node] if isinstance(node, list) else node
+
+    return {
+        **body,
+        key: msgs[: task + 1] + [salted(m, " again" * (8 * (1 + j % 4))) for j, m in enumerate(msgs[task + 1 :])],
+    }
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(long_agent_loop(dialects=("openai",), observed_as_replies=True))
 def test_a_client_that_sends_results_in_the_models_role_has_its_cut_carried_while_it_fits(case):
     """CrewAI's ReAct loop (held out in session 65): every step's action and its observation go as
