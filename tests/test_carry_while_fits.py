@@ -187,14 +187,14 @@ def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case
     system prompt, tools and task, so one conversation fingerprint and one record, and histories
     that part after it. Served turn by turn through one engine, taking turns, each rollout sends the
     bytes it sends through an engine of its own (the record of one is never taken for the other's:
-    its replies are not where and as long as the other's), or both refuse. (Rollouts whose replies
-    before a cut have the same lengths are one history to the record, which holds counts, never
-    text: docs/operations.md.)"""
+    its first calls have other ids, even where its replies are as long as the other's), or both
+    refuse. (Before session 66's ids, a rollout whose replies before a cut were as long as the
+    other's took the other's cut, as an edited history's.)"""
     from bench.cache import fit
 
     body, settings_ = case
     dialect = settings_["dialect"]
-    rollouts = [body, _another_rollout(body)]
+    rollouts = [body, _another_rollout(body, dialect)]
     full_size = max(
         _engine(dialect, 10**7, settings_).fit(b, dialect=dialect).report.input_tokens_before for b in rollouts
     )
@@ -226,26 +226,33 @@ def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case
     assert any(cuts) or full_size <= window  # (the drawn loops overflow: some turn is cut)
 
 
-def _another_rollout(body: dict[str, Any]) -> dict[str, Any]:
+def _another_rollout(body: dict[str, Any], dialect: str) -> dict[str, Any]:
     """The loop as another rollout of its task sends it: the same system prompt, tools and task (the
-    first user message), and each message after it, the model's replies too, longer by 8 to 32
-    words (by its place: the other rollout's turns are not this one's, so its cuts fall elsewhere)."""
+    first user message), the model's replies as long as this one's (the same actions, as at
+    temperature 0) but their calls with other ids (the provider's, made anew for each answer), and
+    every result and later user message longer by 8 to 32 words (by its place: the other rollout's
+    turns are not this one's, so its cuts fall elsewhere)."""
     key = "input" if "input" in body else "messages"
     msgs = json.loads(json.dumps(body[key]))
     task = next(i for i, m in enumerate(msgs) if m.get("role") == "user")
+    replies = by_name(dialect)
 
-    def salted(node: Any, words: str) -> Any:
+    def other(node: Any, words: str) -> Any:
         if isinstance(node, dict):
-            return {
-                k: v + words if k in ("content", "text", "output") and isinstance(v, str) and v else salted(v, words)
-                for k, v in node.items()
-            }
-        return [salted(v, words) for v in node] if isinstance(node, list) else node
+            return {k: _other_value(k, v, words) if isinstance(v, str) else other(v, words) for k, v in node.items()}
+        return [other(v, words) for v in node] if isinstance(node, list) else node
 
-    return {
-        **body,
-        key: msgs[: task + 1] + [salted(m, " again" * (8 * (1 + j % 4))) for j, m in enumerate(msgs[task + 1 :])],
-    }
+    later = [
+        other(m, "" if replies.is_reply(m) else " again" * (8 * (1 + j % 4))) for j, m in enumerate(msgs[task + 1 :])
+    ]
+    return {**body, key: msgs[: task + 1] + later}
+
+
+def _other_value(key: str, value: str, words: str) -> str:
+    """A string of another rollout's message: a call's id made anew, a text longer by `words`."""
+    if key in ("id", "tool_call_id", "tool_use_id", "call_id"):
+        return value + "b"
+    return value + words if key in ("content", "text", "output") and value else value
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

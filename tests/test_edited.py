@@ -48,6 +48,11 @@ def test_a_record_tells_an_edited_history_from_an_appended_one_and_from_another_
     assert last.of_this(CHAT, msgs, rewritten) and last.changed(rewritten)
     other = [5, 3, 11, *counts[3:]]  # another run of the same task: the model's first reply differs
     assert not last.of_this(CHAT, msgs, other)
+    # another run whose replies are as long, its first call with another id (each answer's are new)
+    again = [*msgs[:2], {**msgs[2], "tool_calls": [{**msgs[2]["tool_calls"][0], "id": "c9"}]}, *msgs[3:]]
+    assert not last.of_this(CHAT, again, counts)
+    lone = [*msgs[:2], {**msgs[2], "tool_calls": [{**msgs[2]["tool_calls"][0], "id": "c\ud800"}]}, *msgs[3:]]
+    assert spine(CHAT, lone, counts, 6) != spine(CHAT, msgs, counts, 6)  # (a lone surrogate is an id too)
     assert not last.of_this(CHAT, msgs[:6], counts[:6])  # shorter: the client's own compaction, or a cut body
     # a cut that sent the pinned two, a marker and messages 4 on: a stub of what it left out takes nothing
     dropping = LastCut.of(CHAT, msgs, counts, (6, 20), kept=[0, 1, -1, 4, 5])

@@ -37,14 +37,22 @@ def counts_digest(counts: Sequence[int]) -> str:
 
 def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int], length: int) -> str:
     """A digest of where the model's own messages are in the first `length` messages of a history
-    and their counts, but for its last reply (one message, or a run: reasoning and calls): what
-    clients that edit their history leave as it was (they stub results, reminders and breakpoints;
-    some rewrite their last exchange, Moatless Tools' retried actions), and what tells another
-    conversation with the same task apart (its replies differ)."""
+    and their counts, but for its last reply (one message, or a run: reasoning and calls), and of
+    the ids of the calls of its first reply: what clients that edit their history leave as it was
+    (they stub results, reminders and breakpoints; some rewrite their last exchange, Moatless Tools'
+    retried actions), and what tells another conversation with the same task apart (its replies
+    differ; another rollout's first calls have other ids, the provider's, even where its replies
+    are as long: an eval harness's samples, an agent's retries)."""
     replies = [i for i in range(min(length, len(messages))) if dialect.is_reply(messages[i])]
+    first = replies[: next((k for k in range(1, len(replies)) if replies[k] != replies[k - 1] + 1), len(replies))]
     while len(replies) > 1 and replies[-2] == replies[-1] - 1:
         replies.pop()
-    return counts_digest([x for i in replies[:-1] for x in (i, counts[i])])
+    digest = hashlib.blake2b(array("q", [x for i in replies[:-1] for x in (i, counts[i])]).tobytes(), digest_size=8)
+    # (no ids, as a text agent's replies have none: the digest of the counts alone, as before)
+    digest.update(
+        "\x00".join(call for i in first for call in dialect.tool_call_ids(messages[i])).encode("utf-8", "surrogatepass")
+    )
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
