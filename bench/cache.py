@@ -686,8 +686,8 @@ def best_over_room(
 
 def as_appended(body: Mapping[str, Any]) -> dict[str, Any] | None:
     """A loop of the requests a run sent (`x_requests`) as one history its yardsticks can cut, where
-    it is one: every request the history before a model turn of its last (the client only appended,
-    one request a model turn); else None."""
+    it is one: each request the history before a model turn of the last one (the client only
+    appended, one request a model turn, the same system prompt and tools); else None."""
     plain = {k: v for k, v in body.items() if k != "x_requests"}
     return plain if list(requests(plain)) == list(requests(body)) else None
 
@@ -695,8 +695,8 @@ def as_appended(body: Mapping[str, Any]) -> dict[str, Any] | None:
 def row(name: str, base: Replay, run: Replay, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One loop's columns. Without `body` (a client that edits its history, or a loop of the
     requests a run sent that is not one appended history, `as_appended`: the yardsticks cut the
-    history as appended), the best cuts' columns are left out (`room_min_bar` is worked out on each request as asked, and kept for a loop of requests
-    as sent)."""
+    history as appended), the best cuts' columns are left out (`room_min_bar` is worked out on
+    each request as asked, and kept for a loop of requests as sent)."""
     loop = body
     if body is not None and body.get("x_requests"):
         body = as_appended(body)

@@ -1968,8 +1968,8 @@ def langgraph(cassette: dict[str, Any]) -> dict[str, Any]:
     request as sent (`x_requests`), the last one's answer after it. Agents of a graph that hand the
     conversation to one another each send it with their own system prompt and tools: each distinct
     one once (`x_systems`, `x_toolsets`), and which one each request went with (`x_request_system`,
-    `x_request_tools`: `bench.cache.requests` sends them so). Answers the provider refused
-    (overloaded) were sent again, as recorded."""
+    `x_request_tools`: `bench.cache.requests` sends them so). A request the provider refused
+    (overloaded) and the client sent again is there twice, as recorded."""
     calls: list[tuple[dict[str, Any], Any]] = []
     for interaction in cassette["interactions"]:
         request = interaction["request"]
