@@ -29,10 +29,12 @@ from typing import Any, TypeGuard
 from guard.dialects import Dialect
 
 
-def counts_digest(counts: Sequence[int]) -> str:
-    """A digest of per-message counts, the same in every process (a conversation's record is
-    shared by workers and replicas)."""
-    return hashlib.blake2b(array("q", counts).tobytes(), digest_size=8).hexdigest()
+def counts_digest(counts: Sequence[int], extra: bytes = b"") -> str:
+    """A digest of per-message counts (and of `extra`), the same in every process (a
+    conversation's record is shared by workers and replicas)."""
+    digest = hashlib.blake2b(array("q", counts).tobytes(), digest_size=8)
+    digest.update(extra)
+    return digest.hexdigest()
 
 
 def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int], length: int) -> str:
@@ -47,12 +49,9 @@ def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Seque
     first = replies[: next((k for k in range(1, len(replies)) if replies[k] != replies[k - 1] + 1), len(replies))]
     while len(replies) > 1 and replies[-2] == replies[-1] - 1:
         replies.pop()
-    digest = hashlib.blake2b(array("q", [x for i in replies[:-1] for x in (i, counts[i])]).tobytes(), digest_size=8)
+    ids = "\x00".join(call for i in first for call in dialect.tool_call_ids(messages[i]))
     # (no ids, as a text agent's replies have none: the digest of the counts alone, as before)
-    digest.update(
-        "\x00".join(call for i in first for call in dialect.tool_call_ids(messages[i])).encode("utf-8", "surrogatepass")
-    )
-    return digest.hexdigest()
+    return counts_digest([x for i in replies[:-1] for x in (i, counts[i])], ids.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)
