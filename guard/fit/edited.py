@@ -45,13 +45,11 @@ def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Seque
     retried actions), and what tells another conversation with the same task apart (its replies
     differ; another rollout's first calls have other ids, the provider's, even where its replies
     are as long: an eval harness's samples, an agent's retries)."""
-    replies = [i for i in range(min(length, len(messages))) if dialect.is_reply(messages[i])]
-    first = replies[: next((k for k in range(1, len(replies)) if replies[k] != replies[k - 1] + 1), len(replies))]
-    while len(replies) > 1 and replies[-2] == replies[-1] - 1:
-        replies.pop()
-    ids = "\x00".join(call for i in first for call in dialect.tool_call_ids(messages[i]))
+    runs = _runs([i for i in range(min(length, len(messages))) if dialect.is_reply(messages[i])])
+    before_last = [i for start, end in runs[:-1] for i in range(start, end)]
+    ids = "\x00".join(call for i in range(*runs[0]) for call in dialect.tool_call_ids(messages[i])) if runs else ""
     # (no ids, as a text agent's replies have none: the digest of the counts alone, as before)
-    return counts_digest([x for i in replies[:-1] for x in (i, counts[i])], ids.encode("utf-8", "surrogatepass"))
+    return counts_digest([x for i in before_last for x in (i, counts[i])], ids.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)
