@@ -13,6 +13,13 @@ new one sent; "refused" where only the new one refused), then how many rows diff
 edit their history (Aider, Moatless Tools' requests as sent) are expected among them: for those,
 the conversation's record in the shared store is what keeps workers in step (docs/operations.md).
 `--corpus` replays a folder of converted loops instead (as `bench.sweep --corpus`: a family held out).
+
+With `--rollouts`, the question is another one: rollouts of one task side by side (an eval harness's
+samples, RL rollouts, an agent's retries) share the system prompt, tools and task, so one
+conversation fingerprint and one record. Each loop and `another_rollout` of it (its replies as long,
+their calls with other ids, its results and later user messages longer) are served taking turns
+through one engine, and each alone through an engine of its own; a row differs where either sends
+other bytes together than alone (the record of one taken for the other's).
 """
 
 from __future__ import annotations
@@ -56,6 +63,82 @@ def differing(task: tuple[str, float, bool, str | None]) -> tuple[str, float, li
     return name, ratio, out
 
 
+def rollouts_differing(task: tuple[str, float, bool, str | None]) -> tuple[str, float, list[tuple[Any, ...]]]:
+    """The turns of one loop at one ratio where it or another rollout of it, served taking turns
+    through one engine, sends other bytes than through an engine of its own: (turn, rollout, what it
+    sent alone, what it sent beside the other), in tokens or "refused"."""
+    from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, requests, window_policy
+    from bench.sweep import _loops
+    from guard.core.errors import ContextWindowExceeded
+
+    name, ratio, summarize, corpus = task
+    body = dict(dict(_loops(None, corpus))[name])
+    policy = window_policy(body, ratio)
+    mine = list(requests(body))
+    streams = [mine, [another_rollout(r) for r in mine]]
+
+    def serve(engine: Any, summarizer: Any, request: dict[str, Any]) -> tuple[str, Any]:
+        try:
+            fitted = fit(engine, request, summarizer)
+        except ContextWindowExceeded:
+            return "refused", "refused"
+        return json.dumps(fitted.body), fitted.report.input_tokens_after
+
+    now = [0.0]
+    alone: list[list[tuple[str, Any]]] = []
+    for stream in streams:
+        now[0] = 0.0
+        engine, summarizer = engine_for(body, policy, clock=lambda: now[0]), Scripted() if summarize else None
+        sent = []
+        for request in stream:
+            now[0] += STEP_SECONDS
+            sent.append(serve(engine, summarizer, request))
+        alone.append(sent)
+    now[0] = 0.0
+    shared, summarizer = engine_for(body, policy, clock=lambda: now[0]), Scripted() if summarize else None
+    out: list[tuple[Any, ...]] = []
+    for t in range(len(mine)):
+        now[0] += STEP_SECONDS
+        for k, stream in enumerate(streams):
+            together = serve(shared, summarizer, stream[t])
+            if together[0] != alone[k][t][0]:
+                out.append((t, k, alone[k][t][1], together[1]))
+    return name, ratio, out
+
+
+def another_rollout(request: dict[str, Any]) -> dict[str, Any]:
+    """The request as another rollout of its task sends it: the same system prompt, tools and task
+    (the messages up to the first user message), the model's replies as long (the same actions, as
+    at temperature 0) but their calls with other ids (a provider's, made anew for each answer), and
+    every later result and user message longer by 8 to 32 words by its place (the other rollout's
+    turns are not this one's, so its cuts fall elsewhere). A function of each message and its
+    place, so the requests of a growing history stay one growing history."""
+    from guard.dialects import detect
+
+    dialect = detect(request)
+    key = dialect.messages_key
+    messages = list(request[key])
+    task = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), len(messages))
+
+    def other(node: Any, words: str) -> Any:
+        if isinstance(node, dict):
+            return {k: _other_value(k, v, words) if isinstance(v, str) else other(v, words) for k, v in node.items()}
+        return [other(v, words) for v in node] if isinstance(node, list) else node
+
+    later = [
+        other(m, "" if dialect.is_reply(m) else " again" * (8 * (1 + j % 4)))
+        for j, m in enumerate(messages[task + 1 :])
+    ]
+    return {**request, key: messages[: task + 1] + later}
+
+
+def _other_value(key: str, value: str, words: str) -> str:
+    """A string of another rollout's message: a call's id made anew, a text longer by `words`."""
+    if key in ("id", "tool_call_id", "tool_use_id", "call_id"):
+        return value + "b"
+    return value + words if key in ("content", "text", "output") and value else value
+
+
 def main(argv: list[str] | None = None) -> None:
     from bench.sweep import _loops
 
@@ -64,17 +147,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--match")
     parser.add_argument("--corpus", default=None, help="a folder of converted agent loops instead of the bench's")
     parser.add_argument("--summarize", action="store_true", help="with bench.cache's scripted summarizer")
+    parser.add_argument("--rollouts", action="store_true", help="each loop beside another rollout of its task")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    names = [n for n, _ in _loops(args.match, args.corpus)]
-    tasks = [(n, float(r), args.summarize, args.corpus) for r in args.ratios.split(",") for n in names]
-    rows = 0
+    loops = _loops(args.match, args.corpus)
+    texts = {n for n, body in loops if not calls_by_id(body)}
+    tasks = [(n, float(r), args.summarize, args.corpus) for r in args.ratios.split(",") for n, _ in loops]
+    rows = texts_differ = 0
     with ProcessPoolExecutor(args.jobs) as pool:
-        for name, ratio, turns in pool.map(differing, tasks, chunksize=1):
+        for name, ratio, turns in pool.map(rollouts_differing if args.rollouts else differing, tasks, chunksize=1):
             if turns:
                 rows += 1
-                print(f"{ratio:<4} {name:<58} {len(turns)} turns: {turns[:4]}", flush=True)
-    print(f"rows whose bytes differ on some turn: {rows} of {len(tasks)}")
+                texts_differ += name in texts
+                text = " (no call ids)" if name in texts else ""
+                print(f"{ratio:<4} {name:<58} {len(turns)} turns{text}: {turns[:4]}", flush=True)
+    print(f"rows whose bytes differ on some turn: {rows} of {len(tasks)}", end="")
+    if args.rollouts:  # (a text agent's rollouts whose replies are the same are one history to the record)
+        tool_rows = sum(n not in texts for n, _ in (t[:2] for t in tasks))
+        print(f"; of loops whose replies call tools by id: {rows - texts_differ} of {tool_rows}", end="")
+    print()
+
+
+def calls_by_id(body: dict[str, Any]) -> bool:
+    """Whether the loop's model calls tools by id (a text agent writes its actions in its replies)."""
+    from guard.dialects import detect
+
+    dialect = detect(body)
+    return any(dialect.tool_call_ids(m) for m in dialect.messages(body) if dialect.is_reply(m))
 
 
 if __name__ == "__main__":

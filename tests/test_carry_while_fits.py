@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.cache import LAST_RESORT  # (the steps that cut inside the newest turns)
+from bench.replicas import another_rollout
 from guard.core.config import Deployment
 from guard.core.errors import ContextWindowExceeded
 from guard.core.policy import Policy, PolicySet
@@ -181,20 +182,26 @@ def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_ser
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(st.one_of(long_agent_loop(), long_agent_loop(giant=True)))
-def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case):
+@given(st.one_of(long_agent_loop(), long_agent_loop(giant=True)), st.booleans())
+def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case, greets):
     """Several rollouts of one task (an eval harness's samples, an agent's retries): the same
     system prompt, tools and task, so one conversation fingerprint and one record, and histories
     that part after it. Served turn by turn through one engine, taking turns, each rollout sends the
     bytes it sends through an engine of its own (the record of one is never taken for the other's:
     its first calls have other ids, even where its replies are as long as the other's), or both
     refuse. (Before session 66's ids, a rollout whose replies before a cut were as long as the
-    other's took the other's cut, as an edited history's.)"""
+    other's took the other's cut, as an edited history's; before session 67's, where the first
+    reply was a greeting with no call, as a customer-service agent's: `greets`.)"""
     from bench.cache import fit
 
     body, settings_ = case
     dialect = settings_["dialect"]
-    rollouts = [body, _another_rollout(body, dialect)]
+    if greets:  # the model's first reply greets, and the user answers it with the task's details
+        key = "input" if "input" in body else "messages"
+        task = next(i for i, m in enumerate(body[key]) if m.get("role") == "user") + 1
+        hello = [{"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "Go on."}]
+        body = {**body, key: [*body[key][:task], *hello, *body[key][task:]]}
+    rollouts = [body, another_rollout(body)]
     full_size = max(
         _engine(dialect, 10**7, settings_).fit(b, dialect=dialect).report.input_tokens_before for b in rollouts
     )
@@ -224,35 +231,6 @@ def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case
                 together[k].append(sent(shared, stream[t]))
     assert together == alone
     assert any(cuts) or full_size <= window  # (the drawn loops overflow: some turn is cut)
-
-
-def _another_rollout(body: dict[str, Any], dialect: str) -> dict[str, Any]:
-    """The loop as another rollout of its task sends it: the same system prompt, tools and task (the
-    first user message), the model's replies as long as this one's (the same actions, as at
-    temperature 0) but their calls with other ids (the provider's, made anew for each answer), and
-    every result and later user message longer by 8 to 32 words (by its place: the other rollout's
-    turns are not this one's, so its cuts fall elsewhere)."""
-    key = "input" if "input" in body else "messages"
-    msgs = json.loads(json.dumps(body[key]))
-    task = next(i for i, m in enumerate(msgs) if m.get("role") == "user")
-    replies = by_name(dialect)
-
-    def other(node: Any, words: str) -> Any:
-        if isinstance(node, dict):
-            return {k: _other_value(k, v, words) if isinstance(v, str) else other(v, words) for k, v in node.items()}
-        return [other(v, words) for v in node] if isinstance(node, list) else node
-
-    later = [
-        other(m, "" if replies.is_reply(m) else " again" * (8 * (1 + j % 4))) for j, m in enumerate(msgs[task + 1 :])
-    ]
-    return {**body, key: msgs[: task + 1] + later}
-
-
-def _other_value(key: str, value: str, words: str) -> str:
-    """A string of another rollout's message: a call's id made anew, a text longer by `words`."""
-    if key in ("id", "tool_call_id", "tool_use_id", "call_id"):
-        return value + "b"
-    return value + words if key in ("content", "text", "output") and value else value
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

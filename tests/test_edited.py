@@ -53,6 +53,13 @@ def test_a_record_tells_an_edited_history_from_an_appended_one_and_from_another_
     assert not last.of_this(CHAT, again, counts)
     lone = [*msgs[:2], {**msgs[2], "tool_calls": [{**msgs[2]["tool_calls"][0], "id": "c\ud800"}]}, *msgs[3:]]
     assert spine(CHAT, lone, counts, 6) != spine(CHAT, msgs, counts, 6)  # (a lone surrogate is an id too)
+    # an agent that greets first (a customer-service agent; or acknowledges a summary): the ids of
+    # its first reply that calls a tool tell another run apart
+    hello = [{"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "my order"}]
+    greeted, greeted_again = [*msgs[:2], *hello, *msgs[2:]], [*msgs[:2], *hello, *again[2:]]
+    counts_greeted = [*counts[:2], 7, 3, *counts[2:]]
+    first = LastCut.of(CHAT, greeted, counts_greeted, (8, 20))
+    assert first.of_this(CHAT, greeted, counts_greeted) and not first.of_this(CHAT, greeted_again, counts_greeted)
     assert not last.of_this(CHAT, msgs[:6], counts[:6])  # shorter: the client's own compaction, or a cut body
     # a cut that sent the pinned two, a marker and messages 4 on: a stub of what it left out takes nothing
     dropping = LastCut.of(CHAT, msgs, counts, (6, 20), kept=[0, 1, -1, 4, 5])

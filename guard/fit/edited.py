@@ -40,14 +40,18 @@ def counts_digest(counts: Sequence[int], extra: bytes = b"") -> str:
 def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int], length: int) -> str:
     """A digest of where the model's own messages are in the first `length` messages of a history
     and their counts, but for its last reply (one message, or a run: reasoning and calls), and of
-    the ids of the calls of its first reply: what clients that edit their history leave as it was
-    (they stub results, reminders and breakpoints; some rewrite their last exchange, Moatless Tools'
-    retried actions), and what tells another conversation with the same task apart (its replies
-    differ; another rollout's first calls have other ids, the provider's, even where its replies
-    are as long: an eval harness's samples, an agent's retries)."""
+    the ids of the calls of its first reply that calls a tool: what clients that edit their history
+    leave as it was (they stub results, reminders and breakpoints; some rewrite their last exchange,
+    Moatless Tools' retried actions), and what tells another conversation with the same task apart
+    (its replies differ; another rollout's first calls have other ids, the provider's, even where
+    its replies are as long: an eval harness's samples, an agent's retries; the first reply may be a
+    greeting with no call, as a customer-service agent's, or an acknowledgement of a summary)."""
     runs = _runs([i for i in range(min(length, len(messages))) if dialect.is_reply(messages[i])])
     before_last = [i for start, end in runs[:-1] for i in range(start, end)]
-    ids = "\x00".join(call for i in range(*runs[0]) for call in dialect.tool_call_ids(messages[i])) if runs else ""
+    ids = next(
+        filter(None, ("\x00".join(c for i in range(*run) for c in dialect.tool_call_ids(messages[i])) for run in runs)),
+        "",
+    )
     # (no ids, as a text agent's replies have none: the digest of the counts alone, as before)
     return counts_digest([x for i in before_last for x in (i, counts[i])], ids.encode("utf-8", "surrogatepass"))
 
