@@ -1095,6 +1095,16 @@ def test_the_replicas_bench_finds_the_turns_a_worker_without_the_record_sends_ot
     assert [t for t, _, _ in turns] == sorted({t for t, _, _ in turns})  # (turn, tokens sent by each)
 
 
+def test_rollouts_of_a_real_loop_whose_agent_greets_first_send_beside_each_other_what_they_send_alone():
+    """`bench.replicas --rollouts`: tau2's retail agent greets the customer before its first call,
+    so the ids that tell two rollouts of its task apart are those of its first reply that calls a
+    tool. Served taking turns through one engine, each sends what it sends alone (before session 67
+    the first rollout took the other's record on turn 18, and sent 4,016 tokens for 3,667)."""
+    from bench.replicas import rollouts_differing
+
+    assert rollouts_differing(("tau2/retail_32", 0.3, False, None)) == ("tau2/retail_32", 0.3, [])
+
+
 def test_a_trae_trajectory_is_rebuilt_as_the_requests_it_sent():
     """bench/corpus/agents/convert.py's `trae` family: each call of a trae-agent trajectory stores
     only its new messages, so the history is rebuilt as first messages, then per call its reply
