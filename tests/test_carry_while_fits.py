@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.cache import LAST_RESORT  # (the steps that cut inside the newest turns)
+from bench.clients import last_n_observations
 from bench.replicas import another_rollout
 from guard.core.config import Deployment
 from guard.core.errors import ContextWindowExceeded
@@ -182,8 +183,8 @@ def test_a_worker_with_no_record_of_the_conversation_sends_what_the_one_that_ser
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(st.one_of(long_agent_loop(), long_agent_loop(giant=True)), st.booleans())
-def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case, greets):
+@given(st.one_of(long_agent_loop(), long_agent_loop(giant=True)), st.booleans(), st.sampled_from([None, 2, 4]))
+def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case, greets, keep):
     """Several rollouts of one task (an eval harness's samples, an agent's retries): the same
     system prompt, tools and task, so one conversation fingerprint and one record, and histories
     that part after it. Served turn by turn through one engine, taking turns, each rollout sends the
@@ -191,7 +192,10 @@ def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case
     its first calls have other ids, even where its replies are as long as the other's), or both
     refuse. (Before session 66's ids, a rollout whose replies before a cut were as long as the
     other's took the other's cut, as an edited history's; before session 67's, where the first
-    reply was a greeting with no call, as a customer-service agent's: `greets`.)"""
+    reply was a greeting with no call, as a customer-service agent's: `greets`.) A client that
+    stubs all but its newest `keep` results (SWE-agent's `last_n_observations`) has its cuts kept by
+    the record alone: the record keeps one per rollout (before session 67 it kept the last turn's,
+    and the other rollout's turn was decided by the replay, as on a worker without the record)."""
     from bench.cache import fit
 
     body, settings_ = case
@@ -202,8 +206,16 @@ def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case
         hello = [{"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "Go on."}]
         body = {**body, key: [*body[key][:task], *hello, *body[key][task:]]}
     rollouts = [body, another_rollout(body)]
+    d = by_name(dialect)
+    key = "input" if "input" in body else "messages"
+
+    def turns(b: dict[str, Any]) -> list[dict[str, Any]]:
+        grown = _growing(b)
+        return grown if keep is None else [{**t, key: last_n_observations(keep)(d, _turns(t))} for t in grown]
+
     full_size = max(
-        _engine(dialect, 10**7, settings_).fit(b, dialect=dialect).report.input_tokens_before for b in rollouts
+        _engine(dialect, 10**7, settings_).fit(turns(b)[-1], dialect=dialect).report.input_tokens_before
+        for b in rollouts
     )
     window = int(full_size * settings_["share"]) + settings_["max_output"]
 
@@ -218,12 +230,10 @@ def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case
         return json.dumps(fitted.body)
 
     alone = [
-        [sent(engine, turn) for turn in _growing(b)]
-        for b in rollouts
-        for engine in [_engine(dialect, window, settings_)]
+        [sent(engine, turn) for turn in turns(b)] for b in rollouts for engine in [_engine(dialect, window, settings_)]
     ]
     shared = _engine(dialect, window, settings_)
-    streams = [_growing(b) for b in rollouts]
+    streams = [turns(b) for b in rollouts]
     together: list[list[str]] = [[], []]
     for t in range(max(map(len, streams))):
         for k, stream in enumerate(streams):

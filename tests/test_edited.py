@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from bench.cache import loops, replay, row, window_policy, with_client
 from bench.clients import breakpoints, last_n_observations
 from guard.dialects import by_name, detect
-from guard.fit.edited import LastCut, counts_digest, spine
+from guard.fit.edited import LastCut, counts_digest, rollout, spine
 from guard.fit.engine import Engine, FitRequest, Judged
 from guard.fit.planner import run
-from guard.fit.temperature import Seen, Temperature
+from guard.fit.temperature import ROLLOUTS, Seen, Temperature, judge
 from tests.strategies import long_agent_loop
 from tests.test_properties import _engine, _growing, _turns, sized
 
@@ -79,6 +79,37 @@ def test_the_record_goes_through_the_shared_log_and_rejects_what_is_not_one():
     for bad in ({"length": -1}, {"mark": "9"}, {"spine": None}, {"dropped": [[1]]}, {"dropped_tokens": -2}, [1, 2]):
         data = bad if not isinstance(bad, dict) or "digest" in bad else {**last.to_dict(), **bad}
         assert LastCut.from_dict(data) is None
+
+
+def test_the_record_keeps_the_cut_of_each_rollout_of_the_task():
+    """Rollouts of one task share the conversation's record: it keeps the cut each carried (the
+    newest turn's, then the others', one per rollout, at most `ROLLOUTS`), told apart by the ids of
+    their first calls; a text agent's rollouts, with no ids, keep one cut between them, as before."""
+    counts = [5, 3, 9, 12, 9, 7]
+
+    def run(k: int) -> list[dict[str, Any]]:  # rollout k: its calls with ids of its own
+        return [
+            {**m, "tool_calls": [{**c, "id": f"r{k}{c['id']}"} for c in m["tool_calls"]]} if "tool_calls" in m else m
+            for m in _history(["one", "two"])
+        ]
+
+    cuts = [LastCut.of(CHAT, run(k), counts, (4, 20 + k)) for k in range(6)]
+    assert len({c.rollout for c in cuts}) == 6 and all(cuts[k].rollout == rollout(CHAT, run(k)) for k in range(6))
+    seen = Seen.kept(1.0, None, cuts[0], Temperature("warm"), cuts[0].rollout)
+    for k in range(1, 6):  # each rollout's turn in turn: its cut first, the others after it
+        seen = Seen.kept(float(k + 1), None, cuts[k], judge(seen, k + 1.5, 300), cuts[k].rollout)
+    assert seen.last == cuts[5] and seen.others == (cuts[4], cuts[3], cuts[2]) and ROLLOUTS == 4
+    assert Seen.from_json(seen.to_json()) == seen
+    again = Seen.kept(7.0, None, cuts[3], judge(seen, 7.0, 300), cuts[3].rollout)  # rollout 3's next turn
+    assert again.last == cuts[3] and again.others == (cuts[5], cuts[4], cuts[2])
+    uncut = Seen.kept(8.0, None, None, judge(again, 8.0, 300), cuts[5].rollout)  # rollout 5's, not cut
+    assert uncut.last is None and uncut.others == (cuts[3], cuts[4], cuts[2])
+    text = [{k: v for k, v in m.items() if k != "tool_calls"} for m in _history(["one", "two"])]
+    mute = LastCut.of(CHAT, text, counts, (4, 30))  # a text agent: no ids, one cut for all its rollouts
+    assert mute.rollout == "" and Seen.kept(9.0, None, mute, judge(uncut, 9.0, 300), "").others == ()
+    bad = {**json.loads(seen.to_json()), "others": [cuts[1].to_dict(), {"length": -1}]}
+    assert Seen.from_json(json.dumps(bad)) == Seen(seen.at, None, cuts[5], (cuts[1],))
+    assert Seen.from_json(json.dumps({**bad, "others": "x"})) == Seen(seen.at, None, cuts[5])
 
 
 SWE = [(name, body) for name, body in loops() if name.startswith("swe/django__django-11848/")]

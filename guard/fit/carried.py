@@ -78,17 +78,19 @@ def carried(
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
-    last = temperature.last if temperature is not None else None
-    return (yield from _warm(req, budget, cuts, notes, last, replay))
+    records = (temperature.last, *temperature.others) if temperature is not None else ()
+    return (yield from _warm(req, budget, cuts, notes, records, replay))
 
 
 def _warm(
-    req: Counted, budget: Budget, cuts: _Cuts, notes: Notes, last: LastCut | None, replay: bool
+    req: Counted, budget: Budget, cuts: _Cuts, notes: Notes, records: Sequence[LastCut | None], replay: bool
 ) -> Generator[Any, Any, Carried | None]:
-    """The cut a warm conversation carries: the one its last turn sent (`last`) while it fits, its
-    prefix as it went less what the client took out since; else the one the replay finds; a new
-    one where the client edited the history (its past is not what was sent) or none fits."""
+    """The cut a warm conversation carries: the one its last turn sent (of the conversation's
+    `records`, one per rollout of its task, the one of this history) while it fits, its prefix as
+    it went less what the client took out since; else the one the replay finds; a new one where the
+    client edited the history (its past is not what was sent) or none fits."""
     dialect, messages, counts, n = req.dialect, req.messages, req.counts, len(req.messages)
+    last = next((r for r in records if r is not None and r.of_this(dialect, messages, counts)), None)
     past = Past(dialect, messages, counts, cuts.sent, req.fixed)
     summaries = CutSummaries(cuts) if cuts.summarizing else None
     size_of, carry_of = (summaries.size, summaries.carry_size) if summaries else (cuts.size, None)
@@ -101,7 +103,7 @@ def _warm(
     recent = last is not None and last.history in (n, *past.requests[-1:])
     if last is not None and cuts.aged(last.length, n):
         last = None  # a cut made inside turns that are no longer the newest: cut anew (`last_cut`)
-    if last is not None and (recent or _older(last, past, counts)) and last.of_this(dialect, messages, counts):
+    if last is not None and (recent or _older(last, past, counts)):
         cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
         if edited:  # (the same messages go again: `History.dropped`)
             cuts.dropped = last.dropped_messages

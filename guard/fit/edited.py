@@ -48,12 +48,32 @@ def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Seque
     greeting with no call, as a customer-service agent's, or an acknowledgement of a summary)."""
     runs = _runs([i for i in range(min(length, len(messages))) if dialect.is_reply(messages[i])])
     before_last = [i for start, end in runs[:-1] for i in range(start, end)]
-    ids = next(
-        filter(None, ("\x00".join(c for i in range(*run) for c in dialect.tool_call_ids(messages[i])) for run in runs)),
-        "",
-    )
     # (no ids, as a text agent's replies have none: the digest of the counts alone, as before)
-    return counts_digest([x for i in before_last for x in (i, counts[i])], ids.encode("utf-8", "surrogatepass"))
+    return counts_digest([x for i in before_last for x in (i, counts[i])], _first_calls(dialect, messages, runs))
+
+
+def rollout(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> str:
+    """A digest of the ids of the calls of the first reply of a history that calls a tool: the same
+    on every turn of one rollout of a task, another for another rollout (a provider makes the ids
+    anew for every answer); "" where the model has called no tool by id (a text agent: rollouts of
+    its task are not told apart)."""
+    for i, message in enumerate(messages):  # (from the start: the first call is seldom far)
+        if dialect.is_reply(message) and dialect.tool_call_ids(message):
+            end = next((j for j in range(i, len(messages)) if not dialect.is_reply(messages[j])), len(messages))
+            ids = _first_calls(dialect, messages, [(i, end)])
+            return hashlib.blake2b(ids, digest_size=8).hexdigest()
+    return ""
+
+
+def _first_calls(dialect: Dialect, messages: Sequence[Mapping[str, Any]], runs: Sequence[tuple[int, int]]) -> bytes:
+    """The ids of the calls of the first of these runs of replies that calls a tool (the first reply
+    may be a greeting with no call, as a customer-service agent's, or an acknowledgement of a
+    summary), as bytes."""
+    for run in runs:
+        ids = "\x00".join(c for i in range(*run) for c in dialect.tool_call_ids(messages[i]))
+        if ids:
+            return ids.encode("utf-8", "surrogatepass")
+    return b""
 
 
 @dataclass(frozen=True)
@@ -64,7 +84,9 @@ class LastCut:
     of this history since the cut was made (the replay of its past is then not what was sent);
     `under_bar`: the cut left less than the room bar when it was made (whole turns allowed no
     more), so carrying it under the bar is no loss of the client's edits; `dropped`: the runs of
-    messages of the prefix the cut left out (`[start, end)`), then `dropped_tokens` tokens."""
+    messages of the prefix the cut left out (`[start, end)`), then `dropped_tokens` tokens;
+    `rollout`: which rollout of the conversation's task the history is (`rollout`: the record keeps
+    one cut per rollout, `guard.fit.temperature.Seen`)."""
 
     length: int
     mark: int
@@ -76,6 +98,7 @@ class LastCut:
     under_bar: bool = False
     dropped: tuple[tuple[int, int], ...] = ()
     dropped_tokens: int = 0
+    rollout: str = ""
 
     @classmethod
     def of(
@@ -93,7 +116,19 @@ class LastCut:
         digest, spine_ = counts_digest(counts), spine(dialect, messages, counts, length)
         dropped = _runs(sorted(set(range(length)) - set(kept))) if kept else ()
         tokens = sum(sum(counts[a:b]) for a, b in dropped)
-        return cls(length, mark, sum(counts[:length]), len(counts), digest, spine_, False, under_bar, dropped, tokens)
+        return cls(
+            length,
+            mark,
+            sum(counts[:length]),
+            len(counts),
+            digest,
+            spine_,
+            False,
+            under_bar,
+            dropped,
+            tokens,
+            rollout(dialect, messages),
+        )
 
     def of_this(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> bool:
         """Whether this record is of this history: of a history it grew from, the replies its cut
@@ -140,6 +175,7 @@ class LastCut:
             "under_bar": self.under_bar,
             "dropped": [list(r) for r in self.dropped],
             "dropped_tokens": self.dropped_tokens,
+            "rollout": self.rollout,
         }
 
     @classmethod
@@ -148,11 +184,13 @@ class LastCut:
             return None
         ints = [data.get(k) for k in ("length", "mark", "prefix_tokens", "history")]
         ints.append(data.get("dropped_tokens", 0))
-        digest, spine_ = data.get("digest"), data.get("spine")
+        digest, spine_, rollout_ = data.get("digest"), data.get("spine"), data.get("rollout", "")
         flags = [data.get("edited", False), data.get("under_bar", False)]
         runs = data.get("dropped", [])
         counts = [v for v in ints if is_count(v)]
         if len(counts) != 5 or not isinstance(digest, str) or not isinstance(spine_, str):
+            return None
+        if not isinstance(rollout_, str):
             return None
         if not all(isinstance(f, bool) for f in flags) or not isinstance(runs, list):
             return None
@@ -163,7 +201,12 @@ class LastCut:
             return None
         length, mark, prefix_tokens, history, tokens = counts
         edited, under_bar = (bool(f) for f in flags)
-        return cls(length, mark, prefix_tokens, history, digest, spine_, edited, under_bar, dropped, tokens)
+        return cls(length, mark, prefix_tokens, history, digest, spine_, edited, under_bar, dropped, tokens, rollout_)
+
+    def of_rollout(self, rollout_: str) -> bool:
+        """Whether this may be a record of the rollout `rollout_` (`rollout`: the same ids, or ids
+        unknown to either, a text agent's or a record made before its model called a tool)."""
+        return not self.rollout or not rollout_ or self.rollout == rollout_
 
 
 def is_count(value: Any) -> TypeGuard[int]:

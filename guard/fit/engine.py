@@ -30,7 +30,7 @@ from guard.core.models import profile
 from guard.core.policy import Policy, PolicySet
 from guard.core.tokens import Encoding, TokenCounter
 from guard.dialects import Dialect, by_name, detect
-from guard.fit.edited import LastCut
+from guard.fit.edited import LastCut, rollout
 from guard.fit.planner import Fitted, Plan, SummaryRequest, plan, run
 from guard.fit.request import Resolved
 from guard.fit.temperature import Anchor, Seen, SeenLog, Temperature, fingerprint, judge, ttl_seconds
@@ -221,7 +221,9 @@ class Engine(_Resolving):
             body, resolved, can_summarize=request.can_summarize, temperature=temperature, replay=request.replay
         )
         inner = _owned(planned, self.memos)
-        return inner if conversation is None else _recorded(inner, self.conversations, conversation, now, temperature)
+        if conversation is None:
+            return inner
+        return _recorded(inner, self.conversations, conversation, now, temperature, (d, body))
 
     def conversation_key(self, body: Mapping[str, Any], model: str, dialect: Dialect | str | None = None) -> str:
         """The fingerprint `conversations` knows a request's conversation by (model, pinned prompt, task)."""
@@ -360,13 +362,28 @@ def _owned(inner: Plan, memos: Memos) -> Plan:
         answer = yield request
 
 
-def _recorded(inner: Plan, log: SeenLog, conversation: str, now: float, temperature: Temperature) -> Plan:
+def _recorded(
+    inner: Plan,
+    log: SeenLog,
+    conversation: str,
+    now: float,
+    temperature: Temperature,
+    request: tuple[Dialect, Mapping[str, Any]],
+) -> Plan:
     """`inner`, and the conversation recorded in `log` as sent now when it fits: with the anchor
-    its cut was carried from (an uncut request keeps the one it had)."""
+    its cut was carried from (an uncut request keeps the one it had), and the cut it carried beside
+    those of other rollouts of its task (`Seen.kept`; the rollout is `request`'s, a dialect and body)."""
     fitted = yield from inner
     report = fitted.report
     anchor = Anchor.from_dict(report.anchor) if report.anchor else None
     if anchor is None and report.cut is None:
         anchor = temperature.anchor
-    log.put(conversation, Seen(now, anchor, LastCut.from_dict(report.carried)))
+    last = LastCut.from_dict(report.carried)
+    if last is not None:
+        of = last.rollout
+    elif temperature.last is not None or temperature.others:
+        of = rollout(request[0], request[0].messages(request[1]))
+    else:
+        of = ""
+    log.put(conversation, Seen.kept(now, anchor, last, temperature, of))
     return fitted

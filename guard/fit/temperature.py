@@ -39,6 +39,7 @@ DEFAULT_TTL_SECONDS = {"anthropic": 300, "openai": 300}
 FALLBACK_TTL_SECONDS = 300
 LONG_TTL_SECONDS = 3600  # Anthropic's `cache_control: {"ttl": "1h"}`
 LOG_ENTRIES = 10_000
+ROLLOUTS = 4  # rollouts of one task whose cuts a conversation's record keeps (`Seen.others`)
 
 
 @dataclass(frozen=True)
@@ -67,11 +68,14 @@ class Anchor:
 @dataclass(frozen=True)
 class Seen:
     """When a conversation was last sent (seconds since the epoch), the anchor it was sent with and
-    the cut its last turn carried (`guard.fit.edited`)."""
+    the cut its last turn carried (`guard.fit.edited`); `others`: the cuts the last turns of other
+    rollouts of its task carried (an eval harness's samples, RL rollouts, an agent's retries share a
+    fingerprint), the most recent first, at most `ROLLOUTS` - 1 (`kept`)."""
 
     at: float
     anchor: Anchor | None = None
     last: LastCut | None = None
+    others: tuple[LastCut, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(
@@ -79,8 +83,18 @@ class Seen:
                 "at": self.at,
                 "anchor": self.anchor.to_dict() if self.anchor else None,
                 "last": self.last.to_dict() if self.last else None,
+                "others": [o.to_dict() for o in self.others],
             }
         )
+
+    @classmethod
+    def kept(cls, at: float, anchor: Anchor | None, last: LastCut | None, before: Temperature, rollout: str) -> Seen:
+        """The record of a turn of rollout `rollout` (`guard.fit.edited.rollout`) sent at `at` that
+        carried `last` (None: no cut), with the cuts of the other rollouts the conversation's
+        record held `before` it (its own older one is dropped)."""
+        known = (before.last, *before.others)
+        others = tuple(c for c in known if c is not None and not c.of_rollout(rollout))
+        return cls(at, anchor, last, others[: ROLLOUTS - 1])
 
     @classmethod
     def from_json(cls, text: str | bytes | None) -> Seen | None:
@@ -94,7 +108,10 @@ class Seen:
             or isinstance(data.get("at"), bool)
         ):
             return None
-        return cls(float(data["at"]), Anchor.from_dict(data.get("anchor")), LastCut.from_dict(data.get("last")))
+        others = data.get("others")
+        kept = [LastCut.from_dict(o) for o in others[:ROLLOUTS]] if isinstance(others, list) else []
+        last, anchor = LastCut.from_dict(data.get("last")), Anchor.from_dict(data.get("anchor"))
+        return cls(float(data["at"]), anchor, last, tuple(o for o in kept if o is not None))
 
 
 @dataclass(frozen=True)
@@ -105,6 +122,7 @@ class Temperature:
     idle_seconds: float | None = None  # since the conversation was last sent (None: never seen)
     anchor: Anchor | None = None
     last: LastCut | None = None  # the cut the conversation's last turn carried
+    others: tuple[LastCut, ...] = ()  # those other rollouts of its task carried (`Seen.others`)
 
 
 UNKNOWN = Temperature("unknown")
@@ -164,7 +182,7 @@ def judge(seen: Seen | None, now: float, ttl: int) -> Temperature:
         return Temperature("warm")
     idle = max(0.0, now - seen.at)
     cold = ttl > 0 and idle > ttl
-    return Temperature("cold" if cold else "warm", idle, seen.anchor, seen.last)
+    return Temperature("cold" if cold else "warm", idle, seen.anchor, seen.last, seen.others)
 
 
 class SeenLog:
