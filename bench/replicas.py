@@ -120,7 +120,7 @@ def _task(task: Task) -> tuple[str, float, bool, dict[str, Any]]:
 
 def another_rollout(request: dict[str, Any]) -> dict[str, Any]:
     """The request as another rollout of its task sends it: the same system prompt, tools and task
-    (the messages up to the first user message), the model's replies as long (the same actions, as
+    (the messages up to its first user turn), the model's replies as long (the same actions, as
     at temperature 0) but their calls with other ids (a provider's, made anew for each answer), and
     every later result and user message longer by 8 to 32 words by its place (the other rollout's
     turns are not this one's, so its cuts fall elsewhere). A function of each message and its
@@ -129,6 +129,8 @@ def another_rollout(request: dict[str, Any]) -> dict[str, Any]:
 
     dialect = detect(request)
     key = dialect.messages_key
+    if not isinstance(request.get(key), list):  # (a Responses input of one string: no later turn)
+        return request
     messages = list(request[key])
     task = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), len(messages))
 

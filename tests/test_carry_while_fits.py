@@ -200,14 +200,12 @@ def test_rollouts_of_one_task_through_one_engine_send_what_each_sends_alone(case
 
     body, settings_ = case
     dialect = settings_["dialect"]
+    d, key = by_name(dialect), "input" if "input" in body else "messages"
     if greets:  # the model's first reply greets, and the user answers it with the task's details
-        key = "input" if "input" in body else "messages"
         task = next(i for i, m in enumerate(body[key]) if m.get("role") == "user") + 1
         hello = [{"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "Go on."}]
         body = {**body, key: [*body[key][:task], *hello, *body[key][task:]]}
     rollouts = [body, another_rollout(body)]
-    d = by_name(dialect)
-    key = "input" if "input" in body else "messages"
 
     def turns(b: dict[str, Any]) -> list[dict[str, Any]]:
         grown = _growing(b)
