@@ -1099,10 +1099,15 @@ def test_rollouts_of_a_real_loop_whose_agent_greets_first_send_beside_each_other
     """`bench.replicas --rollouts`: tau2's retail agent greets the customer before its first call,
     so the ids that tell two rollouts of its task apart are those of its first reply that calls a
     tool. Served taking turns through one engine, each sends what it sends alone (before session 67
-    the first rollout took the other's record on turn 18, and sent 4,016 tokens for 3,667)."""
+    the first rollout took the other's record on turn 18, and sent 4,016 tokens for 3,667); also
+    where the client stubs old results (SWE-agent's `last_n_observations: 5`), whose cuts only the
+    record keeps: it keeps each rollout's (before, one: the second rollout's turns 14-16 went by
+    the replay, and sent 4,140 tokens for 4,034 on turn 14)."""
     from bench.replicas import rollouts_differing
 
     assert rollouts_differing(("tau2/retail_32", 0.3, False, None)) == ("tau2/retail_32", 0.3, [])
+    stubbing = ("tau2/retail_32", 0.3, False, None, "last_n_observations:5")
+    assert rollouts_differing(stubbing) == ("tau2/retail_32", 0.3, [])
 
 
 def test_a_trae_trajectory_is_rebuilt_as_the_requests_it_sent():
