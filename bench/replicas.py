@@ -2,7 +2,7 @@
 the one that served every turn sends?
 
     .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--corpus DIR] [--summarize]
-        [--client NAME:N] [--rollouts] [--jobs 2]
+        [--client NAME:N] [--rollouts [--replies WORDS]] [--jobs 2]
 
 Each (ratio, loop) pair is replayed turn by turn (`bench.cache.requests`, default policy at that
 share of the loop's size, no idle gaps) through one engine that serves every turn and, on every
@@ -21,7 +21,11 @@ samples, RL rollouts, an agent's retries) share the system prompt, tools and tas
 conversation fingerprint and one record. Each loop and `another_rollout` of it (its replies as long,
 their calls with other ids, its results and later user messages longer) are served taking turns
 through one engine, and each alone through an engine of its own; a row differs where either sends
-other bytes together than alone (the record of one taken for the other's).
+other bytes together than alone (the record of one taken for the other's). The record tells
+rollouts apart by their replies and by the ids of their first calls, a text agent's (no call ids)
+by the words of its first reply: where its rollouts reply the same words they are one history to
+it (docs/operations.md), so its rows are marked and counted apart. `--replies " ok"`: the other
+rollout's replies say a word more each (as a sampled model's differ).
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-Task = tuple[Any, ...]  # (loop, ratio, summarize, corpus[, client NAME:N])
+Task = tuple[Any, ...]  # (loop, ratio, summarize, corpus[, client NAME:N[, words the rollout's replies add]])
 
 
 def differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
@@ -76,7 +80,7 @@ def rollouts_differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
     name, ratio, summarize, body = _task(task)
     policy = window_policy(body, ratio)
     mine = list(requests(body))
-    streams = [mine, [another_rollout(r) for r in mine]]
+    streams = [mine, [another_rollout(r, *task[5:]) for r in mine]]
 
     def serve(engine: Any, summarizer: Any, request: dict[str, Any]) -> tuple[str, Any]:
         try:
@@ -118,13 +122,14 @@ def _task(task: Task) -> tuple[str, float, bool, dict[str, Any]]:
     return name, ratio, summarize, with_client(body, named(client[0]) if client and client[0] else None)
 
 
-def another_rollout(request: dict[str, Any]) -> dict[str, Any]:
+def another_rollout(request: dict[str, Any], replies: str = "") -> dict[str, Any]:
     """The request as another rollout of its task sends it: the same system prompt, tools and task
-    (the messages up to its first user turn), the model's replies as long (the same actions, as
-    at temperature 0) but their calls with other ids (a provider's, made anew for each answer), and
-    every later result and user message longer by 8 to 32 words by its place (the other rollout's
-    turns are not this one's, so its cuts fall elsewhere). A function of each message and its
-    place, so the requests of a growing history stay one growing history."""
+    (the messages up to its first user turn), the model's replies as long (the same actions, as at
+    temperature 0; with `replies`, each reply's words followed by those) but their calls with other
+    ids (a provider's, made anew for each answer), and every later result and user message longer by
+    8 to 32 words by its place (the other rollout's turns are not this one's, so its cuts fall
+    elsewhere). A function of each message and its place, so the requests of a growing history stay
+    one growing history."""
     from guard.dialects import detect
 
     dialect = detect(request)
@@ -140,7 +145,7 @@ def another_rollout(request: dict[str, Any]) -> dict[str, Any]:
         return [other(v, words) for v in node] if isinstance(node, list) else node
 
     later = [
-        other(m, "" if dialect.is_reply(m) else " again" * (8 * (1 + j % 4)))
+        other(m, replies if dialect.is_reply(m) else " again" * (8 * (1 + j % 4)))
         for j, m in enumerate(messages[task + 1 :])
     ]
     return {**request, key: messages[: task + 1] + later}
@@ -163,11 +168,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--summarize", action="store_true", help="with bench.cache's scripted summarizer")
     parser.add_argument("--rollouts", action="store_true", help="each loop beside another rollout of its task")
     parser.add_argument("--client", default=None, help="NAME:N (bench.clients): a client that edits its history")
+    parser.add_argument(
+        "--replies", default="", help="with --rollouts: words the other rollout's replies add (default: none)"
+    )
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     loops = _loops(args.match, args.corpus)
     texts = {n for n, body in loops if not calls_by_id(body)}
-    tasks = [(n, float(r), args.summarize, args.corpus, args.client) for r in args.ratios.split(",") for n, _ in loops]
+    ratios = [float(r) for r in args.ratios.split(",")]
+    tasks = [(n, r, args.summarize, args.corpus, args.client, args.replies) for r in ratios for n, _ in loops]
     rows = texts_differ = 0
     with ProcessPoolExecutor(args.jobs) as pool:
         for name, ratio, turns in pool.map(rollouts_differing if args.rollouts else differing, tasks, chunksize=1):

@@ -1110,6 +1110,19 @@ def test_rollouts_of_a_real_loop_whose_agent_greets_first_send_beside_each_other
     assert rollouts_differing(stubbing) == ("tau2/retail_32", 0.3, [])
 
 
+def test_rollouts_of_a_real_text_agent_that_edits_its_requests_keep_their_own_cuts():
+    """CrewAI's ReAct agent writes its actions in its replies (no call ids), and every request as
+    sent is not the one before plus a turn: the record alone keeps its cut. Two rollouts whose
+    replies differ (a word more each, as a sampled model's do), served taking turns through one
+    engine, each send what they send alone: the record knows a text agent's rollout by the words of
+    its first reply (before session 67 they shared one cut, and the second sent other bytes on 14
+    turns at half the loop's size)."""
+    from bench.replicas import rollouts_differing
+
+    task = ("crewai/tools_emits_error_events", 0.5, False, None, None, " ok")
+    assert rollouts_differing(task) == (task[0], 0.5, [])
+
+
 def test_a_trae_trajectory_is_rebuilt_as_the_requests_it_sent():
     """bench/corpus/agents/convert.py's `trae` family: each call of a trae-agent trajectory stores
     only its new messages, so the history is rebuilt as first messages, then per call its reply

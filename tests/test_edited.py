@@ -84,7 +84,7 @@ def test_the_record_goes_through_the_shared_log_and_rejects_what_is_not_one():
 def test_the_record_keeps_the_cut_of_each_rollout_of_the_task():
     """Rollouts of one task share the conversation's record: it keeps the cut each carried (the
     newest turn's, then the others', one per rollout, at most `ROLLOUTS`), told apart by the ids of
-    their first calls; a text agent's rollouts, with no ids, keep one cut between them, as before."""
+    their first calls (a text agent's by its first words)."""
     counts = [5, 3, 9, 12, 9, 7]
 
     def run(k: int) -> list[dict[str, Any]]:  # rollout k: its calls with ids of its own
@@ -104,9 +104,17 @@ def test_the_record_keeps_the_cut_of_each_rollout_of_the_task():
     assert again.last == cuts[3] and again.others == (cuts[5], cuts[4], cuts[2])
     uncut = Seen.kept(8.0, None, None, judge(again, 8.0, 300), cuts[5].rollout)  # rollout 5's, not cut
     assert uncut.last is None and uncut.others == (cuts[3], cuts[4], cuts[2])
-    text = [{k: v for k, v in m.items() if k != "tool_calls"} for m in _history(["one", "two"])]
-    mute = LastCut.of(CHAT, text, counts, (4, 30))  # a text agent: no ids, one cut for all its rollouts
-    assert mute.rollout == "" and Seen.kept(9.0, None, mute, judge(uncut, 9.0, 300), "").others == ()
+
+    # a text agent (no ids): its rollouts are known by their first words, so ones that answered
+    # alike keep one cut between them
+    def said(words: str) -> list[dict[str, Any]]:
+        return [m if m["role"] != "assistant" else {"role": "assistant", "content": words} for m in run(0)]
+
+    alike, other = LastCut.of(CHAT, said("ls"), counts, (4, 30)), LastCut.of(CHAT, said("pwd"), counts, (4, 30))
+    assert alike.rollout and alike.rollout != other.rollout and alike.spine != other.spine
+    assert Seen.kept(9.0, None, other, Temperature("warm", 0.0, None, alike), other.rollout).others == (alike,)
+    assert Seen.kept(9.0, None, alike, Temperature("warm", 0.0, None, alike), alike.rollout).others == ()
+    assert rollout(CHAT, _history([])) == ""  # (no reply yet: known by nothing)
     bad = {**json.loads(seen.to_json()), "others": [cuts[1].to_dict(), {"length": -1}]}
     assert Seen.from_json(json.dumps(bad)) == Seen(seen.at, None, cuts[5], (cuts[1],))
     assert Seen.from_json(json.dumps({**bad, "others": "x"})) == Seen(seen.at, None, cuts[5])

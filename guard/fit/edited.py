@@ -40,40 +40,36 @@ def counts_digest(counts: Sequence[int], extra: bytes = b"") -> str:
 def spine(dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int], length: int) -> str:
     """A digest of where the model's own messages are in the first `length` messages of a history
     and their counts, but for its last reply (one message, or a run: reasoning and calls), and of
-    the ids of the calls of its first reply that calls a tool: what clients that edit their history
-    leave as it was (they stub results, reminders and breakpoints; some rewrite their last exchange,
-    Moatless Tools' retried actions), and what tells another conversation with the same task apart
-    (its replies differ; another rollout's first calls have other ids, the provider's, even where
-    its replies are as long: an eval harness's samples, an agent's retries; the first reply may be a
-    greeting with no call, as a customer-service agent's, or an acknowledgement of a summary)."""
+    what its rollout is known by there (`_identity`): what clients that edit their history leave as
+    it was (they stub results, reminders and breakpoints; some rewrite their last exchange, Moatless
+    Tools' retried actions), and what tells another conversation with the same task apart (its
+    replies differ; another rollout's first calls have other ids, the provider's, even where its
+    replies are as long: an eval harness's samples, an agent's retries)."""
     runs = _runs([i for i in range(min(length, len(messages))) if dialect.is_reply(messages[i])])
     before_last = [i for start, end in runs[:-1] for i in range(start, end)]
-    # (no ids, as a text agent's replies have none: the digest of the counts alone, as before)
-    return counts_digest([x for i in before_last for x in (i, counts[i])], _first_calls(dialect, messages, runs))
+    return counts_digest([x for i in before_last for x in (i, counts[i])], _identity(dialect, messages, runs))
 
 
 def rollout(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> str:
-    """A digest of the ids of the calls of the first reply of a history that calls a tool: the same
-    on every turn of one rollout of a task, another for another rollout (a provider makes the ids
-    anew for every answer); "" where the model has called no tool by id (a text agent: rollouts of
-    its task are not told apart)."""
-    for i, message in enumerate(messages):  # (from the start: the first call is seldom far)
-        if dialect.is_reply(message) and dialect.tool_call_ids(message):
-            end = next((j for j in range(i, len(messages)) if not dialect.is_reply(messages[j])), len(messages))
-            ids = _first_calls(dialect, messages, [(i, end)])
-            return hashlib.blake2b(ids, digest_size=8).hexdigest()
-    return ""
+    """A digest of what a history's rollout of its task is known by (`_identity`): the same on
+    every turn of one rollout, another for another rollout; "" before the model's first reply."""
+    identity = _identity(dialect, messages, _runs([i for i, m in enumerate(messages) if dialect.is_reply(m)]))
+    return hashlib.blake2b(identity, digest_size=8).hexdigest() if identity else ""
 
 
-def _first_calls(dialect: Dialect, messages: Sequence[Mapping[str, Any]], runs: Sequence[tuple[int, int]]) -> bytes:
-    """The ids of the calls of the first of these runs of replies that calls a tool (the first reply
-    may be a greeting with no call, as a customer-service agent's, or an acknowledgement of a
-    summary), as bytes."""
+def _identity(dialect: Dialect, messages: Sequence[Mapping[str, Any]], runs: Sequence[tuple[int, int]]) -> bytes:
+    """What a rollout is known by in these runs of the model's replies: the ids of the calls of the
+    first run that calls a tool (a provider makes them anew for every answer, so another rollout's
+    differ even where its replies are word for word the same; the first reply may be a greeting with
+    no call, as a customer-service agent's, or an acknowledgement of a summary); where none calls a
+    tool by id (a text agent), the words of the first run (another rollout's differ, unless its
+    model answered word for word the same)."""
     for run in runs:
         ids = "\x00".join(c for i in range(*run) for c in dialect.tool_call_ids(messages[i]))
         if ids:
             return ids.encode("utf-8", "surrogatepass")
-    return b""
+    first = "\n".join(dialect.line(messages[i]) for i in range(*runs[0])) if runs else ""
+    return first.encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True)
