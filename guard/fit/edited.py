@@ -6,17 +6,17 @@ others drop a reminder or move their cache breakpoints. The replay then sees a p
 never sent (smaller: the old results already stubbed), finds that earlier turns fitted, and cuts
 anew on every turn while the cut the last turn sent still fits.
 
-So the conversation's record keeps the cut its last turn carried (`LastCut`: counts and digests of
-the per-message counts, never text), and the next turn of the same conversation (its replies where
-they were: `LastCut.of_this`) carries that cut first, while it fits: its prefix is cut to the same
-mark as if what the client took out of it were still there (`LastCut.taken`), so the same oldest
-turns go and the kept ones are sent as the client sends them now (the cached prefix holds up to the
-first message the client changed). For a history that only grew, that is the cut the replay finds;
-for one the client changed (`LastCut.changed`), a new cut, once it no longer fits, is made on the
-history as it is. Edits that leave every count as it was (a moved breakpoint) change nothing the
-replay reads. Without the record of the turn just before (a worker that did not serve
-it, without a shared store; a shared store down) the replay decides, as for any history, so
-workers that alternate still send the same cut."""
+So the conversation's record keeps the cut its last turn carried, one per rollout of its task
+(`LastCut`: counts, and digests of the per-message counts and of what the rollout is known by, never
+text), and the next turn of the same conversation (its replies where they were: `LastCut.of_this`)
+carries that cut first, while it fits: its prefix is cut to the same mark as if what the client took
+out of it were still there (`LastCut.taken`), so the same oldest turns go and the kept ones are sent
+as the client sends them now (the cached prefix holds up to the first message the client changed).
+For a history that only grew, that is the cut the replay finds; for one the client changed
+(`LastCut.changed`), a new cut, once it no longer fits, is made on the history as it is. Edits that
+leave every count as it was (a moved breakpoint) change nothing the replay reads. Without the record
+of the turn just before (a worker that did not serve it, without a shared store; a shared store
+down) the replay decides, as for any history, so workers that alternate still send the same cut."""
 
 from __future__ import annotations
 
@@ -200,8 +200,8 @@ class LastCut:
         return cls(length, mark, prefix_tokens, history, digest, spine_, edited, under_bar, dropped, tokens, rollout_)
 
     def of_rollout(self, rollout_: str) -> bool:
-        """Whether this may be a record of the rollout `rollout_` (`rollout`: the same ids, or ids
-        unknown to either, a text agent's or a record made before its model called a tool)."""
+        """Whether this may be a record of the rollout `rollout_` (`rollout`: the same digest, or
+        one unknown to either, a record made before the model's first reply)."""
         return not self.rollout or not rollout_ or self.rollout == rollout_
 
 
