@@ -109,7 +109,7 @@ class Seen:
         ):
             return None
         others = data.get("others")
-        kept = [LastCut.from_dict(o) for o in others[:ROLLOUTS]] if isinstance(others, list) else []
+        kept = [LastCut.from_dict(o) for o in others[: ROLLOUTS - 1]] if isinstance(others, list) else []
         last, anchor = LastCut.from_dict(data.get("last")), Anchor.from_dict(data.get("anchor"))
         return cls(float(data["at"]), anchor, last, tuple(o for o in kept if o is not None))
 
