@@ -30,6 +30,17 @@ def test_separate_rule_does_not_subtract_the_output():
     assert budget.reserved_output == 100_000
 
 
+def test_a_budget_for_another_room_of_the_same_conversation_moves_only_its_reserved_output():
+    """A cut made for a turn whose `max_tokens` was another is made again for that turn's room."""
+    now, _ = make_budget(SHARED, Policy(), 8_000)
+    then = now.with_room(now.room - 3_000)
+    assert (then.room, then.reserved_output, then.margin) == (now.room - 3_000, 11_000, now.margin)
+    assert then.band < now.band and then.target < now.target  # (its geometry is that room's)
+    assert now.with_room(now.room) is now and now.with_room(now.room + 8_000) is now  # (no output would leave it)
+    separate, _ = make_budget(SEPARATE, Policy(), 100_000)
+    assert separate.with_room(separate.room - 3_000) is separate  # (its room does not depend on the output)
+
+
 def test_output_default_and_clamping():
     assert make_budget(SHARED, Policy(), None)[0].reserved_output == 4096
     assert make_budget(SHARED, Policy(default_max_tokens=100_000), None) == (

@@ -251,6 +251,30 @@ def test_a_client_that_sends_results_in_the_models_role_has_its_cut_carried_whil
     _check(case, None, turns=_ending_with_results)
 
 
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.one_of(long_agent_loop(), long_agent_loop(questions=True)),
+    st.lists(st.integers(64, 256), min_size=2, max_size=5),
+    st.booleans(),
+)
+def test_a_client_that_sets_max_tokens_turn_by_turn_has_its_cut_carried_while_it_fits(case, outputs, summarizing):
+    """A client whose output limit changes from turn to turn (`outputs`, in turn): the room
+    changes with it, and a prefix fit to the same mark stops elsewhere under another room (its
+    band, its room bar, its notes' room). A carried cut is made again for the room it was made
+    for, so it goes byte for byte while it fits the turn's room (it was cut anew on most turns:
+    bench.cache's loops with `max_tokens` drawn from 2,048-2,303 each turn, 363 needless breaks at
+    50%). A turn that fits whole goes unchanged (invariant 2): a larger room may take a cut
+    history whole again. With a summarizer (`summarizing`), its summary goes with the cut. Half the
+    loops ask about cut facts (their notes are made for the cut's room too)."""
+    from bench.cache import Scripted
+
+    def turns(body: dict[str, Any]) -> list[dict[str, Any]]:
+        key = "max_output_tokens" if "input" in body else "max_tokens"
+        return [{**turn, key: outputs[t % len(outputs)]} for t, turn in enumerate(_growing(body))]
+
+    _check(case, Scripted() if summarizing else None, turns=turns, whole=True)
+
+
 def _ending_with_results(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The body as CrewAI sends it turn by turn: the history up to each observation."""
     msgs = body["messages"]
@@ -259,11 +283,20 @@ def _ending_with_results(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _check(
-    case: tuple[dict[str, Any], dict[str, Any]], summarizer: Any, window: int | None = None, turns: Any = None
+    case: tuple[dict[str, Any], dict[str, Any]],
+    summarizer: Any,
+    window: int | None = None,
+    turns: Any = None,
+    whole: bool = False,
 ) -> int:
     """Replay the loop turn by turn (`turns`: the requests of its body, by default `_growing`'s),
     checking the property; the number of turns that cut anew. The window is the drawn share of the
-    loop's size, or `window`."""
+    loop's size, or `window`. `whole` (rooms that change from turn to turn): a turn may fit whole
+    after a cut one and then goes unchanged; and the turn a question gets a note, where its room is
+    smaller than the turn's before: the note is made for the room of the cut it follows (so that
+    it is the same on every turn that carries it) and this room may not take it, and then the cut
+    is made anew, for this room (a cut that fits with a note fitted as it was made, for a smaller room,
+    fits every larger room, note and all)."""
     from bench.cache import fit
 
     body, settings_ = case
@@ -281,6 +314,8 @@ def _check(
     last_resort = False  # whether the previous turn was cut inside its newest turns
     kept = replaced = new_cuts = 0
     last_cut = None
+    noted: dict[str, int] | None = None  # the previous turn's note (`whole`) and room
+    room = 0
     for turn in (turns or _growing)(body):
         try:
             fitted = fit(engine, turn, summarizer, dialect)
@@ -293,11 +328,16 @@ def _check(
             carried = {**sent, ("input" if "input" in sent else "messages"): _turns(sent) + added}
             size = fresh.body(by_name(dialect), carried)
             starts = json.dumps(_turns(fitted.body)[: len(_turns(sent))]) == json.dumps(_turns(sent))
-            if size <= fitted.report.room and not last_resort:
+            if whole and fitted.report.outcome == "unchanged":
+                replaced += 1  # (a request that fits goes unchanged: invariant 2)
+            elif whole and fitted.report.note is not None and noted is None and fitted.report.room < room:
+                replaced += 1  # (a note made for the cut's room, which this smaller room cannot take)
+            elif size <= fitted.report.room and not last_resort:
                 assert starts, (size, fitted.report.room, fitted.report.cut_from, fitted.report.input_tokens_after)
                 kept += fitted.report.cut is not None
             else:
                 replaced += 1
+        noted, room = fitted.report.note, fitted.report.room
         new_cuts += fitted.report.cut is not None and fitted.report.cut != last_cut
         last_cut = fitted.report.cut
         previous = (turn, fitted.body)

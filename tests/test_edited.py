@@ -76,7 +76,19 @@ def test_the_record_goes_through_the_shared_log_and_rejects_what_is_not_one():
     seen = Seen(5.0, None, last)
     assert Seen.from_json(seen.to_json()) == seen
     assert Seen.from_json(json.dumps({"at": 5.0})) == Seen(5.0)  # a record written before there was one
-    for bad in ({"length": -1}, {"mark": "9"}, {"spine": None}, {"dropped": [[1]]}, {"dropped_tokens": -2}, [1, 2]):
+    made_for = last.made_for(9_000)  # the room of the request it was made for
+    assert made_for.room == 9_000 and LastCut.from_dict(made_for.to_dict()) == made_for
+    written_before = {k: v for k, v in made_for.to_dict().items() if k != "room"}  # (before session 68)
+    assert LastCut.from_dict(written_before) == last and last.room == 0
+    for bad in (
+        {"length": -1},
+        {"mark": "9"},
+        {"spine": None},
+        {"dropped": [[1]]},
+        {"dropped_tokens": -2},
+        {"room": -1},
+        [1, 2],
+    ):
         data = bad if not isinstance(bad, dict) or "digest" in bad else {**last.to_dict(), **bad}
         assert LastCut.from_dict(data) is None
 

@@ -103,6 +103,9 @@ def test_the_log_is_bounded_and_never_goes_back_in_time():
     log.put("c4", Seen(1.0))  # an older record (another worker's, read late) does not win
     assert log.get("c4") == Seen(4.0)
     assert Seen.from_json(Seen(5.0, Anchor(1, 2, 3)).to_json()) == Seen(5.0, Anchor(1, 2, 3))
+    assert Seen.from_json(Seen(5.0, Anchor(1, 2, 3, 900)).to_json()) == Seen(5.0, Anchor(1, 2, 3, 900))
+    assert Anchor.from_dict({"length": 1, "mark": 2, "prefix_tokens": 3}) == Anchor(1, 2, 3, 0)  # (written before)
+    assert Anchor.from_dict({"length": 1, "mark": 2, "prefix_tokens": 3, "room": True}) is None
     assert Seen.from_json("not json") is None and Seen.from_json('{"at": true}') is None
 
 

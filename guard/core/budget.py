@@ -65,6 +65,16 @@ class Budget:
     def with_output(self, reserved_output: int) -> Budget:
         return replace(self, reserved_output=reserved_output)
 
+    def with_room(self, room: int) -> Budget:
+        """This budget as it was for a request of this conversation whose room was `room` (its
+        reserved output another: clients that set `max_tokens` turn by turn), to make a cut made
+        for that request again as it was; itself where the room is the same or no reserved output
+        leaves that room (a separate window's room does not depend on it)."""
+        output = self.reserved_output + self.room - room
+        if room == self.room or self.limits.rule != "shared" or output < 1:
+            return self
+        return replace(self, reserved_output=output)
+
 
 def band_of(room: int, quantum_ratio: float) -> int:
     """The band cuts move in: `quantum_ratio` (`cut_quantum_ratio`) of the room, at least a token."""

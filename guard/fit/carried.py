@@ -69,12 +69,15 @@ def carried(
     # anchor goes as one that no longer fits does
     stale = anchor is not None and cuts.aged(anchor.length, n)
     if temperature is not None and temperature.state == "warm" and anchor is not None and not stale:
-        # the anchor's cut, carried while it fits the room (the cached prefix holds)
-        held = yield from cuts.at(anchor.length, anchor.mark)
-        held = yield from notes.noted(held, anchor.length, anchor.mark)
+        # the anchor's cut, carried while it fits the room (the cached prefix holds), made for the
+        # room it was made for
+        as_made, its_notes = _made_for(req, budget, anchor.room, cuts, notes)
+        held = yield from as_made.at(anchor.length, anchor.mark)
+        held = yield from its_notes.noted(held, anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.room:
-            under, cut = held[0].total < room_bar(budget), (anchor.length, anchor.mark)
-            return (*held, anchor, LastCut.of(req.dialect, messages, counts, cut, under, held[0].origin))
+            under, cut = held[0].total < room_bar(as_made.budget), (anchor.length, anchor.mark)
+            record = LastCut.of(req.dialect, messages, counts, cut, under, held[0].origin)
+            return (*held, anchor, record.made_for(as_made.budget.room))
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
@@ -104,14 +107,21 @@ def _warm(
     if last is not None and cuts.aged(last.length, n):
         last = None  # a cut made inside turns that are no longer the newest: cut anew (`last_cut`)
     if last is not None and (recent or _older(last, past, counts)):
-        cuts.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
+        # (made as it was for the room of the turn it was made for)
+        as_made, its_notes = _made_for(req, budget, last.room, cuts, notes)
+        as_made.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
         if edited:  # (the same messages go again: `History.dropped`)
-            cuts.dropped = last.dropped_messages
-            cuts.dropped_ghost = max(last.taken_from_dropped(counts), -cuts.ghost)
-        made = yield from made_at(last.length, last.mark)
-        made = yield from notes.noted(made, last.length, last.mark)
+            as_made.dropped = last.dropped_messages
+            as_made.dropped_ghost = max(last.taken_from_dropped(counts), -as_made.ghost)
+        if as_made is not cuts:
+            its_summaries = CutSummaries(as_made) if as_made.summarizing else None
+            its_notes.prefix_size = its_summaries.carry_size if its_summaries else as_made.size
+            made = yield from (its_summaries.made if its_summaries else as_made.made)(last.length, last.mark)
+        else:
+            made = yield from made_at(last.length, last.mark)
+        made = yield from its_notes.noted(made, last.length, last.mark)
         # (what the client took out may leave it under the room bar: then a new cut uses the room)
-        if made is not None and (made[0].total >= room_bar(budget) or last.under_bar):
+        if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
             return (*made, None, last.carried(counts))
         cuts.ghost, cuts.dropped, cuts.dropped_ghost = 0, frozenset(), 0
     if edited:
@@ -134,14 +144,31 @@ def _warm(
         made = yield from made_at(n, mark)
     if made is None:
         return None
-    record = LastCut.of(dialect, messages, counts, (m, mark), made[0].total < room_bar(budget), made[0].origin)
-    return (*made, None, replace(record, edited=edited))
+    under = made[0].total < room_bar(budget)
+    record = LastCut.of(dialect, messages, counts, (m, mark), under, made[0].origin)
+    return (*made, None, replace(record, edited=edited, room=budget.room))
 
 
 def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
     """Whether `last` is the record of a request of this history older than the one just before
     it, with nothing of that request changed since (a client's edits are for the replay)."""
     return not last.edited and last.history in past.requests[:-1] and not last.changed(counts)
+
+
+def _made_for(req: Counted, budget: Budget, room: int, cuts: _Cuts, notes: Notes) -> tuple[_Cuts, Notes]:
+    """The cuts and notes that make a carried cut again as it was made, for a request whose room
+    was `room` (a record's or an anchor's; 0: not recorded): this request's own where its room is
+    the same, else ones made for that room and carried to this request's. A client that sets
+    `max_tokens` turn by turn changes the room, and with it where a prefix fit of the same mark
+    stops (its band, its room bar, its notes' and summaries' room); the cut it made stays byte for
+    byte while it fits this request's room."""
+    then = budget.with_room(room) if room else budget
+    if then is budget:
+        return cuts, notes
+    as_made = _Cuts(req, then, cuts.ctx, cuts.summarizing, room=budget.room)
+    its_notes = Notes(req, then, cuts.ctx, as_made.sent, as_made.cut, as_made.size)
+    its_notes.room = budget.room
+    return as_made, its_notes
 
 
 _CUTTING = of_kind("lossy", "summary", "newest")  # the steps that cut
@@ -163,8 +190,9 @@ def _anchored(
     for mark in dict.fromkeys((*marks, quantized_stop(total, budget.target, budget.band))):
         made = yield from cut_at(n, mark)
         if made is not None and (made[0].total >= bar or first is None):
-            record = LastCut.of(req.dialect, req.messages, counts, (n, mark), made[0].total < bar, made[0].origin)
-            first = (*made, Anchor(n, mark, sum(counts)), record)
+            under = made[0].total < bar
+            record = LastCut.of(req.dialect, req.messages, counts, (n, mark), under, made[0].origin)
+            first = (*made, Anchor(n, mark, sum(counts), budget.room), record.made_for(budget.room))
             if made[0].total >= bar:
                 break
     return first
@@ -200,12 +228,15 @@ class _Cuts:
     request (`at`), or the tokens of such a cut of a past request (`size`). `sent`: each message's
     tokens as it goes once the request is over its room (its JSON compacted form's, counted
     exactly, where that is fewer); `known`: the summaries the prefixes tried here got, by span
-    (see `_prefix`); `made_here`: the request's own cuts, by mark, for the caller to send."""
+    (see `_prefix`); `made_here`: the request's own cuts, by mark, for the caller to send. The cuts
+    are made for `budget` and carried to a request whose room is `room` (the budget's, or that of a
+    turn after the one the cut was made for: `_made_for`)."""
 
-    def __init__(self, req: Counted, budget: Budget, ctx: Context, summarizing: bool) -> None:
+    def __init__(self, req: Counted, budget: Budget, ctx: Context, summarizing: bool, room: int | None = None) -> None:
         dialect, messages, policy = req.dialect, req.messages, ctx.policy
         self.dialect, self.messages, self.counts, self.fixed = dialect, messages, req.counts, req.fixed
         self.budget, self.policy, self.ctx, self.summarizing = budget, policy, ctx, summarizing
+        self.room = budget.room if room is None else room
         self.known: dict[int, tuple[str, str]] = {}
         self.floors: dict[int, int] = {}
         self.made_here: dict[int, tuple[Conversation, Context, int] | None] = {}
@@ -263,7 +294,7 @@ class _Cuts:
                 part.record("compact_json", counts[m + j] - n, 1)
                 tail[j] = self.forms.form(m + j)
         conv = followed_by(cut, tail, tail_counts, m)
-        if conv.total > self.budget.room + over:
+        if conv.total > self.room + over:
             return None
         return conv, part, m
 

@@ -44,6 +44,7 @@ class Cuts(PrefixCuts, Protocol):
     """What `CutSummaries` needs of a request's cuts (`guard.fit.carried`): a prefix fit's, and more."""
 
     sent: list[int]
+    room: int  # the request's room, which a cut carried to it must fit (`budget`: the cut's)
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]: ...
 
@@ -94,7 +95,7 @@ class CutSummaries:
             made = (yield from summarized(self.cuts, made, (m, mark), room, self.tokens(room), ask=True))[0]
         elif withheld:
             made[1].skipped.append(Skipped("summarize", withheld))
-        return made if made is not None and made[0].total <= self.cuts.budget.room else None
+        return made if made is not None and made[0].total <= self.cuts.room else None
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens the replay chooses a mark by: the cut without its summary and the room it

@@ -82,7 +82,9 @@ class LastCut:
     more), so carrying it under the bar is no loss of the client's edits; `dropped`: the runs of
     messages of the prefix the cut left out (`[start, end)`), then `dropped_tokens` tokens;
     `rollout`: which rollout of the conversation's task the history is (`rollout`: the record keeps
-    one cut per rollout, `guard.fit.temperature.Seen`)."""
+    one cut per rollout, `guard.fit.temperature.Seen`); `room`: the room of the request the cut was
+    made for (0: not recorded), which makes it again as it was on a turn with another room (a
+    client that sets `max_tokens` turn by turn)."""
 
     length: int
     mark: int
@@ -95,6 +97,7 @@ class LastCut:
     dropped: tuple[tuple[int, int], ...] = ()
     dropped_tokens: int = 0
     rollout: str = ""
+    room: int = 0
 
     @classmethod
     def of(
@@ -107,7 +110,8 @@ class LastCut:
         kept: Sequence[int] = (),
     ) -> LastCut:
         """The record of a cut of the first `cut[0]` of a history's messages (each `counts` tokens)
-        to `cut[1]`, which sends the messages `kept` (their places in the history)."""
+        to `cut[1]`, which sends the messages `kept` (their places in the history); its `room`, a
+        field of its own (`made_for`)."""
         length, mark = cut
         digest, spine_ = counts_digest(counts), spine(dialect, messages, counts, length)
         dropped = _runs(sorted(set(range(length)) - set(kept))) if kept else ()
@@ -125,6 +129,10 @@ class LastCut:
             tokens,
             rollout(dialect, messages),
         )
+
+    def made_for(self, room: int) -> LastCut:
+        """This record, of a cut made for a request whose room was `room`."""
+        return replace(self, room=room)
 
     def of_this(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> bool:
         """Whether this record is of this history: of a history it grew from, the replies its cut
@@ -172,6 +180,7 @@ class LastCut:
             "dropped": [list(r) for r in self.dropped],
             "dropped_tokens": self.dropped_tokens,
             "rollout": self.rollout,
+            "room": self.room,
         }
 
     @classmethod
@@ -179,12 +188,12 @@ class LastCut:
         if not isinstance(data, Mapping):
             return None
         ints = [data.get(k) for k in ("length", "mark", "prefix_tokens", "history")]
-        ints.append(data.get("dropped_tokens", 0))
+        ints += [data.get("dropped_tokens", 0), data.get("room", 0)]
         digest, spine_, rollout_ = data.get("digest"), data.get("spine"), data.get("rollout", "")
         flags = [data.get("edited", False), data.get("under_bar", False)]
         runs = data.get("dropped", [])
         counts = [v for v in ints if is_count(v)]
-        if len(counts) != 5 or not isinstance(digest, str) or not isinstance(spine_, str):
+        if len(counts) != 6 or not isinstance(digest, str) or not isinstance(spine_, str):
             return None
         if not isinstance(rollout_, str):
             return None
@@ -195,9 +204,11 @@ class LastCut:
         )
         if len(dropped) != len(runs):
             return None
-        length, mark, prefix_tokens, history, tokens = counts
+        length, mark, prefix_tokens, history, tokens, room = counts
         edited, under_bar = (bool(f) for f in flags)
-        return cls(length, mark, prefix_tokens, history, digest, spine_, edited, under_bar, dropped, tokens, rollout_)
+        return cls(
+            length, mark, prefix_tokens, history, digest, spine_, edited, under_bar, dropped, tokens, rollout_, room
+        )
 
     def of_rollout(self, rollout_: str) -> bool:
         """Whether this may be a record of the rollout `rollout_` (`rollout`: the same digest, or

@@ -133,13 +133,15 @@ class Notes:
     """The notes of one request's carried cuts, one a cut: `cut_of` makes the cut of the first `m`
     messages to a mark (its lossy steps ranking by the question its prefix ended with),
     `prefix_size` the tokens it was carried with (with a summarizer, its summary's too); `sent`:
-    each message's tokens as it goes over the room."""
+    each message's tokens as it goes over the room; `budget`: the cuts' (a note is made for its
+    room), `room`: the request's, which a cut with its note must fit (the budget's unless set)."""
 
     def __init__(
         self, req: Counted, budget: Budget, ctx: Context, sent: Sequence[int], cut_of: CutOf, prefix_size: SizeOf
     ) -> None:
         self.dialect, self.messages, self.sent = req.dialect, req.messages, sent
         self.budget, self.counter, self.policy = budget, ctx.counter, ctx.policy
+        self.room = budget.room
         self.cut_of, self.prefix_size = cut_of, prefix_size
         self._notes: dict[tuple[int, int], Note | None] = {}
 
@@ -168,7 +170,7 @@ class Notes:
             return made
         conv, part, m = made
         conv = with_note(conv, found, len(self.messages))
-        if conv.total > self.budget.room:
+        if conv.total > self.room:
             return None
         part.note = found.report()
         return conv, part, m

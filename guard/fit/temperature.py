@@ -45,22 +45,24 @@ ROLLOUTS = 4  # rollouts of one task whose cuts a conversation's record keeps (`
 @dataclass(frozen=True)
 class Anchor:
     """A cut decided on the conversation's first `length` messages (then `prefix_tokens` tokens),
-    down to `mark` input tokens; carried by later turns while it fits."""
+    down to `mark` input tokens, for a request whose room was `room` (0: not recorded); carried by
+    later turns while it fits, made again as it was for that room."""
 
     length: int
     mark: int
     prefix_tokens: int
+    room: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {"length": self.length, "mark": self.mark, "prefix_tokens": self.prefix_tokens}
+        return {"length": self.length, "mark": self.mark, "prefix_tokens": self.prefix_tokens, "room": self.room}
 
     @classmethod
     def from_dict(cls, data: Any) -> Anchor | None:
         if not isinstance(data, Mapping):
             return None
-        values = [data.get(k) for k in ("length", "mark", "prefix_tokens")]
+        values = [data.get(k) for k in ("length", "mark", "prefix_tokens")] + [data.get("room", 0)]
         ints = [v for v in values if is_count(v)]
-        if len(ints) != 3:
+        if len(ints) != 4:
             return None
         return cls(*ints)
 
