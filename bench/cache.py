@@ -57,8 +57,9 @@ import argparse
 import json
 import math
 import os
+import random
 import statistics
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,10 +152,12 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     key, out = dialect.messages_key, dialect.output_key(body, str(body.get("model")))
     messages = list(dialect.messages(body))
     clean = {k: v for k, v in body.items() if not k.startswith("x_")}
-    client = body.get("x_client")
+    client, outputs = body.get("x_client"), body.get("x_outputs") or (OUTPUT,)
+    made = iter(range(1 << 62))  # (the requests made so far: each takes the next of `outputs`)
 
     def request(turns: list[Any], i: int | None = None) -> dict[str, Any]:
-        return {**clean, **_own(body, i), key: turns if client is None else client(dialect, turns), out: OUTPUT}
+        limit = outputs[next(made) % len(outputs)]
+        return {**clean, **_own(body, i), key: turns if client is None else client(dialect, turns), out: limit}
 
     if body.get("x_requests"):  # the requests the run sent, as sent (`convert.py moatless_requests`)
         sent: list[Any] = []
@@ -185,6 +188,22 @@ def _own(body: Mapping[str, Any], i: int | None) -> dict[str, Any]:
         if i is not None and body.get(index) is not None:
             out[name] = body[table][body[index][i]]
     return out
+
+
+def with_outputs(body: Mapping[str, Any], outputs: Sequence[int]) -> dict[str, Any]:
+    """The loop as a client that sets `max_tokens` turn by turn sends it: request k asks for
+    `outputs[k % len(outputs)]` (none given: every request OUTPUT)."""
+    return {**body, "x_outputs": tuple(outputs)} if outputs else dict(body)
+
+
+def outputs_of(spec: str) -> tuple[int, ...]:
+    """`--outputs`: `2048,4096` (in turn) or `2048-2303` (each request's drawn in that range, the
+    same draws every run)."""
+    low, dash, high = spec.partition("-")
+    if dash:
+        draw = random.Random(68)
+        return tuple(draw.randint(int(low), int(high)) for _ in range(4096))
+    return tuple(int(v) for v in spec.split(","))
 
 
 def with_client(body: Mapping[str, Any], client: Client | None) -> dict[str, Any]:

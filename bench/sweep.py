@@ -1,7 +1,7 @@
 """bench.cache over several window ratios at once, summed up against issue 34's bars.
 
     .venv/bin/python -m bench.sweep [--ratios 0.3,0.5,0.7] [--match moatless/] [--client N:K]
-        [--corpus DIR] [--summarize] [--set NAME=VALUE] [--out rows.json] [--against old.json] [--jobs 2]
+        [--outputs 2048,4096 | --outputs 2048-2303] [--corpus DIR] [--summarize] [--set NAME=VALUE] [--out rows.json] [--against old.json] [--jobs 2]
     .venv/bin/python -m bench.sweep --trace moatless/django__django-12284 --ratios 0.5 [--client N:K]
 
 Each (ratio, loop) pair is one `bench.cache` row (default policy but for the `--set` settings, such
@@ -53,25 +53,33 @@ def _loops(match: str | None, corpus: str | None) -> list[tuple[str, dict[str, A
 @dataclass(frozen=True)
 class How:
     """How every loop is replayed besides its ratio: the client that edits its history before each
-    request (`bench.clients`, NAME:N), bench.cache's scripted summarizer, and policy settings."""
+    request (`bench.clients`, NAME:N), bench.cache's scripted summarizer, policy settings, and the
+    `max_tokens` of each request (`outputs`, `bench.cache.outputs_of`; none: bench.cache's OUTPUT:
+    with other outputs the best cuts' columns are those of the room of the loop's last turn)."""
 
     client: str | None = None
     summarize: bool = False
     settings: Mapping[str, Any] = field(default_factory=dict)
+    outputs: tuple[int, ...] = ()
+
+    def edited(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The loop as this client sends it."""
+        from bench import cache
+        from bench.clients import named
+
+        return cache.with_outputs(cache.with_client(body, named(self.client) if self.client else None), self.outputs)
 
 
 def _row(task: tuple[float, int, str | None, str | None, How]) -> dict[str, Any]:
     from bench import cache
-    from bench.clients import named
 
     ratio, index, match, corpus, how = task
     name, body = _loops(match, corpus)[index]
-    client = named(how.client) if how.client else None
-    edited = cache.with_client(body, client)
+    edited = how.edited(body)
     base = cache.replay(name, edited, None)
     policy = cache.window_policy(body, ratio, **how.settings)
     run = cache.replay(name, edited, policy, cache.Scripted() if how.summarize else None)
-    return {"ratio": ratio, **cache.row(name, base, run, None if client else body)}
+    return {"ratio": ratio, **cache.row(name, base, run, None if how.client else edited)}
 
 
 def rows(
@@ -89,7 +97,6 @@ def rows(
 
 def trace(name: str, ratio: float, corpus: str | None, how: How) -> str:
     from bench import cache
-    from bench.clients import named
 
     loops = dict(_loops(None, corpus))
     if name not in loops:
@@ -97,7 +104,7 @@ def trace(name: str, ratio: float, corpus: str | None, how: How) -> str:
         listed = f"did you mean: {', '.join(near)}" if near else f"loops: {', '.join(sorted(loops))}"
         raise SystemExit(f"no loop named {name!r}; {listed}")
     body = dict(loops[name])
-    edited = cache.with_client(body, named(how.client) if how.client else None)
+    edited = how.edited(body)
     base = cache.replay(name, edited, None)
     policy = cache.window_policy(body, ratio, **how.settings)
     run = cache.replay(name, edited, policy, cache.Scripted() if how.summarize else None)
@@ -188,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--match", default=None)
     parser.add_argument("--corpus", default=None, help="a folder of converted agent loops instead of the bench's")
     parser.add_argument("--client", default=None, help="NAME:N (bench.clients)")
+    parser.add_argument("--outputs", default=None, help="max_tokens turn by turn: A,B,... in turn, or LOW-HIGH drawn")
     parser.add_argument("--out", default=None, help="write every row to this JSON file")
     parser.add_argument("--against", default=None, help="an earlier --out: list the loops that moved")
     parser.add_argument("--jobs", type=int, default=2)
@@ -196,12 +204,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--set", action="append", default=[], help="policy setting name=value (repeatable)")
     args = parser.parse_args(argv)
     ratios = [float(r) for r in args.ratios.split(",")]
-    from bench.cache import counting_note, setting
+    from bench.cache import counting_note, outputs_of, setting
 
     if note := counting_note():
         print(note)
 
-    how = How(args.client, args.summarize, {k: setting(v) for k, v in (s.split("=", 1) for s in args.set)})
+    settings = {k: setting(v) for k, v in (s.split("=", 1) for s in args.set)}
+    how = How(args.client, args.summarize, settings, outputs_of(args.outputs) if args.outputs else ())
     if args.trace:
         print(trace(args.trace, ratios[0], args.corpus, how))
         return

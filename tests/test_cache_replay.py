@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.cache import loops, replay, room_used_at_the_bar, row, window_policy
+from bench.cache import loops, outputs_of, replay, room_used_at_the_bar, row, window_policy
 from guard.fit.replay import ROOM_BAR
 
 SYNTHETIC = [
@@ -2655,3 +2655,20 @@ def test_a_cut_the_last_resort_made_within_a_marker_of_the_room_is_carried_while
     after = last_resort[0] + 1
     assert not run.turns[after].new_cut and run.turns[after].cached > 0.9 * run.turns[after].sent
     assert differing((name, 0.3, False, None)) == (name, 0.3, [])
+
+
+def test_a_real_loop_whose_client_sets_max_tokens_turn_by_turn_keeps_its_cut_while_it_fits():
+    """A client that asks for another `max_tokens` on every turn (2,048-2,303, drawn) changes the
+    room turn by turn. The record keeps the room each cut was made for, and the cut is made again
+    for it, byte for byte, while it fits the turn's room: the SWE-bench run breaks its cached
+    prefix no more often than with one `max_tokens` (before session 68: 7 new cuts rather than 3,
+    4 of them while the carried one still fitted, and 1.04x the untrimmed loop's bill over its
+    overflowing turns rather than 0.71x)."""
+    from bench.sweep import How, rows
+
+    name, ratio = "swe/django__django-11848/chat", 0.5
+    ((plain,), (drawn,)) = (
+        rows([ratio], name, None, how, jobs=1) for how in (How(), How(outputs=outputs_of("2048-2303")))
+    )
+    assert drawn["needless"] == 0 and drawn["new_cuts"] == plain["new_cuts"] == 3
+    assert abs(drawn["bill_over"] - plain["bill_over"]) < 0.02
