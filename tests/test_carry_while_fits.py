@@ -261,9 +261,8 @@ def test_a_client_that_sets_max_tokens_turn_by_turn_has_its_cut_carried_while_it
     """A client whose output limit changes from turn to turn (`outputs`, in turn): the room
     changes with it, and a prefix fit to the same mark stops elsewhere under another room (its
     band, its room bar, its notes' room). A carried cut is made again for the room it was made
-    for, so it goes byte for byte while it fits the turn's room (it was cut anew on most turns:
-    bench.cache's loops with `max_tokens` drawn from 2,048-2,303 each turn, 363 needless breaks at
-    50%). A turn that fits whole goes unchanged (invariant 2): a larger room may take a cut
+    for, so it goes byte for byte while it fits the turn's room (it was cut anew where it still
+    fitted: `bench.sweep --outputs 2048-2303`, 266 needless breaks at 50% before session 68). A turn that fits whole goes unchanged (invariant 2): a larger room may take a cut
     history whole again. With a summarizer (`summarizing`), its summary goes with the cut. Half the
     loops ask about cut facts (their notes are made for the cut's room too)."""
     from bench.cache import Scripted

@@ -71,7 +71,7 @@ def carried(
     if temperature is not None and temperature.state == "warm" and anchor is not None and not stale:
         # the anchor's cut, carried while it fits the room (the cached prefix holds), made for the
         # room it was made for
-        as_made, its_notes = _made_for(req, budget, anchor.room, cuts, notes)
+        as_made, its_notes, _ = _made_for(req, budget, anchor.room, (cuts, notes, cuts.made))
         held = yield from as_made.at(anchor.length, anchor.mark)
         held = yield from its_notes.noted(held, anchor.length, anchor.mark)
         if held is not None and held[0].total <= budget.room:
@@ -108,17 +108,12 @@ def _warm(
         last = None  # a cut made inside turns that are no longer the newest: cut anew (`last_cut`)
     if last is not None and (recent or _older(last, past, counts)):
         # (made as it was for the room of the turn it was made for)
-        as_made, its_notes = _made_for(req, budget, last.room, cuts, notes)
+        as_made, its_notes, its_made_at = _made_for(req, budget, last.room, (cuts, notes, made_at))
         as_made.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
         if edited:  # (the same messages go again: `History.dropped`)
             as_made.dropped = last.dropped_messages
             as_made.dropped_ghost = max(last.taken_from_dropped(counts), -as_made.ghost)
-        if as_made is not cuts:
-            its_summaries = CutSummaries(as_made) if as_made.summarizing else None
-            its_notes.prefix_size = its_summaries.carry_size if its_summaries else as_made.size
-            made = yield from (its_summaries.made if its_summaries else as_made.made)(last.length, last.mark)
-        else:
-            made = yield from made_at(last.length, last.mark)
+        made = yield from its_made_at(last.length, last.mark)
         made = yield from its_notes.noted(made, last.length, last.mark)
         # (what the client took out may leave it under the room bar: then a new cut uses the room)
         if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
@@ -155,20 +150,22 @@ def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
     return not last.edited and last.history in past.requests[:-1] and not last.changed(counts)
 
 
-def _made_for(req: Counted, budget: Budget, room: int, cuts: _Cuts, notes: Notes) -> tuple[_Cuts, Notes]:
-    """The cuts and notes that make a carried cut again as it was made, for a request whose room
-    was `room` (a record's or an anchor's; 0: not recorded): this request's own where its room is
-    the same, else ones made for that room and carried to this request's. A client that sets
+def _made_for(req: Counted, budget: Budget, room: int, own: tuple[_Cuts, Notes, CutAt]) -> tuple[_Cuts, Notes, CutAt]:
+    """The cuts, notes and cut maker that make a carried cut again as it was made, for a request
+    whose room was `room` (a record's or an anchor's; 0: not recorded): this request's `own` where
+    its room is the same, else ones made for that room and carried to this request's. A client that sets
     `max_tokens` turn by turn changes the room, and with it where a prefix fit of the same mark
     stops (its band, its room bar, its notes' and summaries' room); the cut it made stays byte for
     byte while it fits this request's room."""
     then = budget.with_room(room) if room else budget
     if then is budget:
-        return cuts, notes
+        return own
+    cuts = own[0]
     as_made = _Cuts(req, then, cuts.ctx, cuts.summarizing, room=budget.room)
+    summaries = CutSummaries(as_made) if as_made.summarizing else None
     its_notes = Notes(req, then, cuts.ctx, as_made.sent, as_made.cut, as_made.size)
-    its_notes.room = budget.room
-    return as_made, its_notes
+    its_notes.room, its_notes.prefix_size = budget.room, summaries.carry_size if summaries else as_made.size
+    return as_made, its_notes, summaries.made if summaries else as_made.made
 
 
 _CUTTING = of_kind("lossy", "summary", "newest")  # the steps that cut
@@ -229,8 +226,7 @@ class _Cuts:
     tokens as it goes once the request is over its room (its JSON compacted form's, counted
     exactly, where that is fewer); `known`: the summaries the prefixes tried here got, by span
     (see `_prefix`); `made_here`: the request's own cuts, by mark, for the caller to send. The cuts
-    are made for `budget` and carried to a request whose room is `room` (the budget's, or that of a
-    turn after the one the cut was made for: `_made_for`)."""
+    are made for `budget`, carried to a request whose room is `room` (the budget's; `_made_for`)."""
 
     def __init__(self, req: Counted, budget: Budget, ctx: Context, summarizing: bool, room: int | None = None) -> None:
         dialect, messages, policy = req.dialect, req.messages, ctx.policy
