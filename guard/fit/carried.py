@@ -153,10 +153,10 @@ def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
 def _made_for(req: Counted, budget: Budget, room: int, own: tuple[_Cuts, Notes, CutAt]) -> tuple[_Cuts, Notes, CutAt]:
     """The cuts, notes and cut maker that make a carried cut again as it was made, for a request
     whose room was `room` (a record's or an anchor's; 0: not recorded): this request's `own` where
-    its room is the same, else ones made for that room and carried to this request's. A client that sets
-    `max_tokens` turn by turn changes the room, and with it where a prefix fit of the same mark
-    stops (its band, its room bar, its notes' and summaries' room); the cut it made stays byte for
-    byte while it fits this request's room."""
+    its room is the same, else ones made for that room and carried to this request's. A client
+    that sets `max_tokens` turn by turn changes the room, and with it where a prefix fit of the
+    same mark stops (its band, its room bar, its notes' and summaries' room); the cut it made stays
+    byte for byte while it fits this request's room."""
     then = budget.with_room(room) if room else budget
     if then is budget:
         return own
