@@ -2,7 +2,7 @@
 the one that served every turn sends?
 
     .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--corpus DIR] [--summarize]
-        [--client NAME:N] [--rollouts [--replies WORDS]] [--jobs 2]
+        [--client NAME:N] [--outputs 2048-2303] [--rollouts [--replies WORDS]] [--jobs 2]
 
 Each (ratio, loop) pair is replayed turn by turn (`bench.cache.requests`, default policy at that
 share of the loop's size, no idle gaps) through one engine that serves every turn and, on every
@@ -14,7 +14,8 @@ new one sent; "refused" where only the new one refused), then how many rows diff
 edit their history (Aider, Moatless Tools' requests as sent) are expected among them: for those,
 the conversation's record in the shared store is what keeps workers in step (docs/operations.md).
 `--corpus` replays a folder of converted loops instead (as `bench.sweep --corpus`: a family held out);
-`--client` has every request edited as that client edits its history (as `bench.sweep --client`).
+`--client` has every request edited as that client edits its history (as `bench.sweep --client`);
+`--outputs` sets each request's `max_tokens` (as `bench.sweep --outputs`).
 
 With `--rollouts`, the question is another one: rollouts of one task side by side (an eval harness's
 samples, RL rollouts, an agent's retries) share the system prompt, tools and task, so one
@@ -39,7 +40,8 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-Task = tuple[Any, ...]  # (loop, ratio, summarize, corpus[, client NAME:N[, words the rollout's replies add]])
+# (loop, ratio, summarize, corpus[, client NAME:N[, words the rollout's replies add[, --outputs]]])
+Task = tuple[Any, ...]
 
 
 def differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
@@ -80,7 +82,7 @@ def rollouts_differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
     name, ratio, summarize, body = _task(task)
     policy = window_policy(body, ratio)
     mine = list(requests(body))
-    streams = [mine, [another_rollout(r, *task[5:]) for r in mine]]
+    streams = [mine, [another_rollout(r, *task[5:6]) for r in mine]]
 
     def serve(engine: Any, summarizer: Any, request: dict[str, Any]) -> tuple[str, Any]:
         try:
@@ -113,13 +115,13 @@ def rollouts_differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
 
 def _task(task: Task) -> tuple[str, float, bool, dict[str, Any]]:
     """A task's loop, ratio, whether to summarize, and the loop's body (as its client sends it)."""
-    from bench.cache import with_client
-    from bench.clients import named
-    from bench.sweep import _loops
+    from bench.cache import outputs_of
+    from bench.sweep import How, _loops
 
-    name, ratio, summarize, corpus, *client = task
+    name, ratio, summarize, corpus, *more = task
+    client, outputs = (more[0] if more else None), (more[2] if len(more) > 2 and more[2] else None)
     body = dict(dict(_loops(None, corpus))[name])
-    return name, ratio, summarize, with_client(body, named(client[0]) if client and client[0] else None)
+    return name, ratio, summarize, How(client, outputs=outputs_of(outputs) if outputs else ()).edited(body)
 
 
 def another_rollout(request: dict[str, Any], replies: str = "") -> dict[str, Any]:
@@ -171,12 +173,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--replies", default="", help="with --rollouts: words the other rollout's replies add (default: none)"
     )
+    parser.add_argument("--outputs", default=None, help="max_tokens turn by turn, as bench.sweep --outputs")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     loops = _loops(args.match, args.corpus)
     texts = {n for n, body in loops if not calls_by_id(body)}
     ratios = [float(r) for r in args.ratios.split(",")]
-    tasks = [(n, r, args.summarize, args.corpus, args.client, args.replies) for r in ratios for n, _ in loops]
+    tasks = [
+        (n, r, args.summarize, args.corpus, args.client, args.replies, args.outputs) for r in ratios for n, _ in loops
+    ]
     rows = texts_differ = 0
     with ProcessPoolExecutor(args.jobs) as pool:
         for name, ratio, turns in pool.map(rollouts_differing if args.rollouts else differing, tasks, chunksize=1):

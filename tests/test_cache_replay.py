@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.cache import loops, outputs_of, replay, room_used_at_the_bar, row, window_policy
+from bench.cache import loops, outputs_of, replay, requests, room_used_at_the_bar, row, window_policy
 from guard.fit.replay import ROOM_BAR
 
 SYNTHETIC = [
@@ -2672,3 +2672,15 @@ def test_a_real_loop_whose_client_sets_max_tokens_turn_by_turn_keeps_its_cut_whi
     )
     assert drawn["needless"] == 0 and drawn["new_cuts"] == plain["new_cuts"] == 3
     assert abs(drawn["bill_over"] - plain["bill_over"]) < 0.02
+
+
+def test_the_replica_bench_sends_each_request_with_the_max_tokens_asked_for():
+    """`bench.replicas --outputs` replays a loop as `bench.sweep --outputs` does (each request's
+    `max_tokens` in turn), beside `--client`."""
+    from bench.replicas import _task
+
+    name = "swe/django__django-11848/chat"
+    *_, body = _task((name, 0.5, False, None, "last_n_observations:2", "", "2048,4096"))
+    sent = [r["max_tokens"] for r in requests(body)][:4]
+    assert sent == [2048, 4096, 2048, 4096] and body["x_client"] is not None
+    assert all(r["max_tokens"] == 2048 for r in requests(_task((name, 0.5, False, None))[3]))
