@@ -1,7 +1,8 @@
 """bench.cache over several window ratios at once, summed up against issue 34's bars.
 
     .venv/bin/python -m bench.sweep [--ratios 0.3,0.5,0.7] [--match moatless/] [--client N:K]
-        [--outputs 2048,4096 | --outputs 2048-2303] [--corpus DIR] [--summarize] [--set NAME=VALUE] [--out rows.json] [--against old.json] [--jobs 2]
+        [--outputs 2048,4096 | --outputs 2048-2303] [--corpus DIR] [--summarize] [--set NAME=VALUE]
+        [--out rows.json] [--against old.json] [--jobs 2]
     .venv/bin/python -m bench.sweep --trace moatless/django__django-12284 --ratios 0.5 [--client N:K]
 
 Each (ratio, loop) pair is one `bench.cache` row (default policy but for the `--set` settings, such

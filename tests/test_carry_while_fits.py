@@ -262,9 +262,10 @@ def test_a_client_that_sets_max_tokens_turn_by_turn_has_its_cut_carried_while_it
     changes with it, and a prefix fit to the same mark stops elsewhere under another room (its
     band, its room bar, its notes' room). A carried cut is made again for the room it was made
     for, so it goes byte for byte while it fits the turn's room (it was cut anew where it still
-    fitted: `bench.sweep --outputs 2048-2303`, 266 needless breaks at 50% before session 68). A turn that fits whole goes unchanged (invariant 2): a larger room may take a cut
-    history whole again. With a summarizer (`summarizing`), its summary goes with the cut. Half the
-    loops ask about cut facts (their notes are made for the cut's room too)."""
+    fitted: `bench.sweep --outputs 2048-2303`, 266 needless breaks at 50% before session 68). A
+    turn that fits whole goes unchanged (invariant 2): a larger room may take a cut history whole
+    again. With a summarizer (`summarizing`), its summary goes with the cut. Half the loops ask
+    about cut facts (their notes are made for the cut's room too)."""
     from bench.cache import Scripted
 
     def turns(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -291,11 +292,10 @@ def _check(
     """Replay the loop turn by turn (`turns`: the requests of its body, by default `_growing`'s),
     checking the property; the number of turns that cut anew. The window is the drawn share of the
     loop's size, or `window`. `whole` (rooms that change from turn to turn): a turn may fit whole
-    after a cut one and then goes unchanged; and the turn a question gets a note, where its room is
-    smaller than the turn's before: the note is made for the room of the cut it follows (so that
-    it is the same on every turn that carries it) and this room may not take it, and then the cut
-    is made anew, for this room (a cut that fits with a note fitted as it was made, for a smaller room,
-    fits every larger room, note and all)."""
+    after a cut one and then goes unchanged; and on the turn a question gets a note, where its room
+    is smaller than the turn's before, the note is made for the room of the cut it follows (so that
+    it is the same on every turn that carries it), this room may not take it, and the cut is then
+    made anew, for this room (a cut made with its note for a smaller room fits every larger one)."""
     from bench.cache import fit
 
     body, settings_ = case
