@@ -54,6 +54,7 @@ largest loop (needs matplotlib: `pip install matplotlib`).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -153,7 +154,7 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     messages = list(dialect.messages(body))
     clean = {k: v for k, v in body.items() if not k.startswith("x_")}
     client, outputs = body.get("x_client"), body.get("x_outputs") or (OUTPUT,)
-    made = iter(range(1 << 62))  # (the requests made so far: each takes the next of `outputs`)
+    made = itertools.count()  # (the requests made so far: each takes the next of `outputs`)
 
     def request(turns: list[Any], i: int | None = None) -> dict[str, Any]:
         limit = outputs[next(made) % len(outputs)]

@@ -119,7 +119,7 @@ def _task(task: Task) -> tuple[str, float, bool, dict[str, Any]]:
     from bench.sweep import How, _loops
 
     name, ratio, summarize, corpus, *more = task
-    client, outputs = (more[0] if more else None), (more[2] if len(more) > 2 and more[2] else None)
+    client, _, outputs = (*more, None, None, None)[:3]  # (the second: `rollouts_differing`'s replies)
     body = dict(dict(_loops(None, corpus))[name])
     return name, ratio, summarize, How(client, outputs=outputs_of(outputs) if outputs else ()).edited(body)
 
