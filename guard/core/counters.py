@@ -56,6 +56,23 @@ class Counters:
                 self._counters[key] = counter
         return counter, (prof.exact or exact_vocab is not None) and factor.value == 1.0, factor
 
+    def like(self, counter: TokenCounter, factor: float) -> TokenCounter:
+        """The counter that counts as `counter` (one of these) does but with the calibration factor
+        `factor`: what a cut counted with a factor the deployment has since left is made again with
+        (`guard.fit.factor_change`)."""
+        with self._lock:
+            key = next(k for k, c in self._counters.items() if c is counter)
+            twin = (key[0], factor, *key[2:])
+            if twin not in self._counters:
+                self._counters[twin] = TokenCounter(
+                    counter.encoding,
+                    factor=factor,
+                    image_formula=counter.image_formula,
+                    tool_framing=counter.tool_framing,
+                    renders=counter.renders,
+                )
+            return self._counters[twin]
+
     def factor(self, model: str, policy: Policy, learned: Learned | None = None) -> calibration.Factor:
         """The calibration factor `get` counts the real model `model` with, without building its
         counter (nor loading a tokenizer: what announces a model's limits asks this of every model

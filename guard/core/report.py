@@ -78,7 +78,7 @@ class Report:
     # guard.fit.temperature: counts only)
     cache_temperature: str | None = None
     idle_seconds: float | None = None
-    anchor: dict[str, int] | None = None
+    anchor: dict[str, Any] | None = None
     # the cut this request carries as the conversation's record keeps it, for a history the client
     # edits before its next turn (guard.fit.edited: counts and a digest of the per-message counts)
     carried: dict[str, Any] | None = None

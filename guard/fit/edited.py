@@ -21,10 +21,11 @@ down) the replay decides, as for any history, so workers that alternate still se
 from __future__ import annotations
 
 import hashlib
+import math
 from array import array
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, TypeGuard
+from dataclasses import asdict, dataclass, replace
+from typing import Any, TypeGuard, cast
 
 from guard.dialects import Dialect
 
@@ -72,6 +73,9 @@ def _identity(dialect: Dialect, messages: Sequence[Mapping[str, Any]], runs: Seq
     return first.encode("utf-8", "surrogatepass")
 
 
+Counts = tuple[tuple[int, int, int, int, int, int], tuple[str, str, str]]  # (what `LastCut.from_dict` reads)
+
+
 @dataclass(frozen=True)
 class LastCut:
     """The cut a conversation's last turn carried: of its first `length` messages (then
@@ -84,7 +88,9 @@ class LastCut:
     `rollout`: which rollout of the conversation's task the history is (`rollout`: the record keeps
     one cut per rollout, `guard.fit.temperature.Seen`); `room`: the room of the request the cut was
     made for (0: not recorded), which makes it again as it was on a turn with another room (a
-    client that sets `max_tokens` turn by turn)."""
+    client that sets `max_tokens` turn by turn); `factor`: the calibration factor its counts are
+    counted with (0: not recorded), which makes it again as it was after the deployment's factor
+    changed (`calibration_mode: auto`, a counting miss)."""
 
     length: int
     mark: int
@@ -98,6 +104,7 @@ class LastCut:
     dropped_tokens: int = 0
     rollout: str = ""
     room: int = 0
+    factor: float = 0.0
 
     @classmethod
     def of(
@@ -134,6 +141,10 @@ class LastCut:
         """This record, of a cut made for a request whose room was `room`."""
         return replace(self, room=room)
 
+    def counted_with(self, factor: float) -> LastCut:
+        """This record, its counts counted with the calibration factor `factor`."""
+        return replace(self, factor=factor)
+
     def of_this(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> bool:
         """Whether this record is of this history: of a history it grew from, the replies its cut
         was made on as they were (shorter histories are another: the client's own compaction, or a
@@ -168,20 +179,7 @@ class LastCut:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "length": self.length,
-            "mark": self.mark,
-            "prefix_tokens": self.prefix_tokens,
-            "history": self.history,
-            "digest": self.digest,
-            "spine": self.spine,
-            "edited": self.edited,
-            "under_bar": self.under_bar,
-            "dropped": [list(r) for r in self.dropped],
-            "dropped_tokens": self.dropped_tokens,
-            "rollout": self.rollout,
-            "room": self.room,
-        }
+        return {**asdict(self), "dropped": [list(r) for r in self.dropped]}
 
     @classmethod
     def from_dict(cls, data: Any) -> LastCut | None:
@@ -189,13 +187,10 @@ class LastCut:
             return None
         ints = [data.get(k) for k in ("length", "mark", "prefix_tokens", "history")]
         ints += [data.get("dropped_tokens", 0), data.get("room", 0)]
-        digest, spine_, rollout_ = data.get("digest"), data.get("spine"), data.get("rollout", "")
+        texts = [data.get("digest"), data.get("spine"), data.get("rollout", "")]
         flags = [data.get("edited", False), data.get("under_bar", False)]
-        runs = data.get("dropped", [])
-        counts = [v for v in ints if is_count(v)]
-        if len(counts) != 6 or not isinstance(digest, str) or not isinstance(spine_, str):
-            return None
-        if not isinstance(rollout_, str):
+        runs, factor = data.get("dropped", []), data.get("factor", 0.0)
+        if not all(map(is_count, ints)) or not all(isinstance(t, str) for t in texts) or not is_factor(factor):
             return None
         if not all(isinstance(f, bool) for f in flags) or not isinstance(runs, list):
             return None
@@ -204,10 +199,22 @@ class LastCut:
         )
         if len(dropped) != len(runs):
             return None
-        length, mark, prefix_tokens, history, tokens, room = counts
-        edited, under_bar = (bool(f) for f in flags)
+        (length, mark, prefix_tokens, history, tokens, room), (digest, spine_, rollout_) = cast("Counts", (ints, texts))
+        edited, under_bar = flags
         return cls(
-            length, mark, prefix_tokens, history, digest, spine_, edited, under_bar, dropped, tokens, rollout_, room
+            length,
+            mark,
+            prefix_tokens,
+            history,
+            digest,
+            spine_,
+            edited,
+            under_bar,
+            dropped,
+            tokens,
+            rollout_,
+            room,
+            factor,
         )
 
     def of_rollout(self, rollout_: str) -> bool:
@@ -219,6 +226,12 @@ class LastCut:
 def is_count(value: Any) -> TypeGuard[int]:
     """Whether a value read back from the shared record is a count (a non-negative int, not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def is_factor(value: Any) -> TypeGuard[float]:
+    """Whether a value read back from the shared record is a calibration factor (a finite
+    non-negative number, not a bool; 0: not recorded)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < math.inf
 
 
 def _runs(indices: Sequence[int]) -> tuple[tuple[int, int], ...]:

@@ -31,7 +31,8 @@ from guard.core.policy import Policy, PolicySet
 from guard.core.tokens import Encoding, TokenCounter
 from guard.dialects import Dialect, by_name, detect
 from guard.fit.edited import LastCut, rollout
-from guard.fit.planner import Fitted, Plan, SummaryRequest, plan, run
+from guard.fit.factor_change import carrying, counted_then
+from guard.fit.planner import Fitted, Plan, SummaryRequest, run
 from guard.fit.request import Resolved
 from guard.fit.temperature import Anchor, Seen, SeenLog, Temperature, fingerprint, judge, ttl_seconds
 
@@ -217,8 +218,10 @@ class Engine(_Resolving):
         resolved = Resolved(
             d, limits, policy, counter, exact, family, self._adaptive_thinking(real), (key, factor.source)
         )
-        planned = plan(
-            body, resolved, can_summarize=request.can_summarize, temperature=temperature, replay=request.replay
+        # (a conversation whose cut was counted with another factor: `guard.fit.factor_change`)
+        then = counted_then(self.counters, resolved, temperature)
+        planned = carrying(
+            body, resolved, then, can_summarize=request.can_summarize, temperature=temperature, replay=request.replay
         )
         inner = _owned(planned, self.memos)
         if conversation is None:

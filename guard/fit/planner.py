@@ -86,6 +86,7 @@ def plan(
         conv, ctx, carry = yield from _answered_or_not(req, budget, ctx, temperature, can_summarize, replay)
         if budget.reserved_output != req.budget.reserved_output:
             reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
+        carry = _counted_with(carry, resolved.counter.factor)
     source = "clamped_by_policy" if any(a.kind == CLAMP for a in ctx.actions) else req.source
     if req.requested is not None and budget.reserved_output < req.requested and source != "clamped_by_policy":
         ctx.record(CLAMP, 0, 1)  # lowered to a model or policy cap: an action, not "unchanged"
@@ -95,6 +96,14 @@ def plan(
     outcome = Fit(budget, ctx, conv, source, temperature, carry.anchor, thinking, carry.last)
     report = build_report(req, resolved, outcome)
     return _finished(req, budget, conv, report, updates, carry.cut_from)
+
+
+def _counted_with(carry: Carry, factor: float) -> Carry:
+    """`carry`, its anchor and record marked as counted with the calibration factor `factor` (see
+    `guard.fit.factor_change`)."""
+    anchor = replace(carry.anchor, factor=factor) if carry.anchor is not None else None
+    last = carry.last.counted_with(factor) if carry.last is not None else None
+    return carry._replace(anchor=anchor, last=last)
 
 
 def _context(req: Counted, policy: Policy, counter: TokenCounter) -> Context:

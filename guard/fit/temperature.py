@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from guard.core.content import blocks, compact_json
 from guard.dialects import Dialect
-from guard.fit.edited import LastCut, is_count
+from guard.fit.edited import LastCut, is_count, is_factor
 
 State = Literal["cold", "warm", "unknown"]
 # how long a provider keeps an unused cached prefix, per model family (seconds)
@@ -45,16 +45,24 @@ ROLLOUTS = 4  # rollouts of one task whose cuts a conversation's record keeps (`
 @dataclass(frozen=True)
 class Anchor:
     """A cut decided on the conversation's first `length` messages (then `prefix_tokens` tokens),
-    down to `mark` input tokens, for a request whose room was `room` (0: not recorded); carried by
-    later turns while it fits, made again as it was for that room."""
+    down to `mark` input tokens, for a request whose room was `room`, counted with the calibration
+    factor `factor` (0: not recorded); carried by later turns while it fits, made again as it was
+    for that room and factor."""
 
     length: int
     mark: int
     prefix_tokens: int
     room: int = 0
+    factor: float = 0.0
 
-    def to_dict(self) -> dict[str, int]:
-        return {"length": self.length, "mark": self.mark, "prefix_tokens": self.prefix_tokens, "room": self.room}
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "length": self.length,
+            "mark": self.mark,
+            "prefix_tokens": self.prefix_tokens,
+            "room": self.room,
+            "factor": self.factor,
+        }
 
     @classmethod
     def from_dict(cls, data: Any) -> Anchor | None:
@@ -62,9 +70,11 @@ class Anchor:
             return None
         values = [data.get(k) for k in ("length", "mark", "prefix_tokens")] + [data.get("room", 0)]
         ints = [v for v in values if is_count(v)]
-        if len(ints) != 4:
+        factor = data.get("factor", 0.0)
+        if len(ints) != 4 or not is_factor(factor):
             return None
-        return cls(*ints)
+        length, mark, prefix_tokens, room = ints
+        return cls(length, mark, prefix_tokens, room, float(factor))
 
 
 @dataclass(frozen=True)
