@@ -207,6 +207,24 @@ def outputs_of(spec: str) -> tuple[int, ...]:
     return tuple(int(v) for v in spec.split(","))
 
 
+def with_factors(body: Mapping[str, Any], spec: str | None) -> dict[str, Any]:
+    """The loop served by a deployment whose learned calibration factor changes during it
+    (`calibration_mode: auto`): `--factors 0.90,0.97:4`, its providers' ratios (every answer the
+    same) are each value in turn for 4 turns, so the factor learned from them changes every 4th
+    turn (models counted exactly have no factor to learn: their loops do not change)."""
+    if not spec:
+        return dict(body)
+    values, _, every = spec.partition(":")
+    return {**body, "x_factors": (tuple(float(v) for v in values.split(",")), int(every or 4))}
+
+
+def _learning(engine: Engine, body: Mapping[str, Any], turn: list[int]) -> None:
+    """`engine` taught, turn by turn (`turn[0]`), the ratios of a loop `with_factors`."""
+    if body.get("x_factors"):
+        ratios, every = body["x_factors"]
+        engine.learned = lambda key: ([ratios[turn[0] // every % len(ratios)]] * 25, None)
+
+
 def with_client(body: Mapping[str, Any], client: Client | None) -> dict[str, Any]:
     """The loop as `client` sends it: each request's history edited before it goes (`bench.clients`)."""
     return {**body, "x_client": client} if client is not None else dict(body)
@@ -321,10 +339,12 @@ def replay(
     longer than PROVIDER_TTL finds nothing cached. The guard reads the same clock, so it knows
     the cache is cold (unless its policy sets `cache_ttl_seconds: 0`). A body `with_client` has
     every request edited as that client edits its history (`bench.clients`)."""
-    now = [0.0]
+    now, turn = [0.0], [0]
     engine = engine_for(body, policy, clock=lambda: now[0])
     dialect = detect(body)
-    counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
+    model = body["model"]
+    if policy is not None:
+        _learning(engine, body, turn)
     out = Replay(name)
     previous: list[str] = []
     last_head: str | None = None  # the previous request's tools and system prompt (`HEAD`)
@@ -334,6 +354,9 @@ def replay(
     for t, request in enumerate(requests(body)):
         idle = STEP_SECONDS + (gaps[1] if gaps and t and t % gaps[0] == 0 else 0.0)
         now[0] += idle
+        turn[0] = t
+        # (what the guard counts with on this turn: a learned factor changes: `with_factors`)
+        counter = engine.counter_and_factor(model, engine.policy_for(model), None, engine.calibration_key(model))[0]
         if policy is None:
             sent_body, report = request, None
         else:

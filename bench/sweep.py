@@ -1,8 +1,8 @@
 """bench.cache over several window ratios at once, summed up against issue 34's bars.
 
     .venv/bin/python -m bench.sweep [--ratios 0.3,0.5,0.7] [--match moatless/] [--client N:K]
-        [--outputs 2048,4096 | --outputs 2048-2303] [--corpus DIR] [--summarize] [--set NAME=VALUE]
-        [--out rows.json] [--against old.json] [--jobs 2]
+        [--outputs 2048,4096 | --outputs 2048-2303] [--factors 0.90,0.97:4] [--corpus DIR] [--summarize]
+        [--set NAME=VALUE] [--out rows.json] [--against old.json] [--jobs 2]
     .venv/bin/python -m bench.sweep --trace moatless/django__django-12284 --ratios 0.5 [--client N:K]
 
 Each (ratio, loop) pair is one `bench.cache` row (default policy but for the `--set` settings, such
@@ -56,19 +56,23 @@ class How:
     """How every loop is replayed besides its ratio: the client that edits its history before each
     request (`bench.clients`, NAME:N), bench.cache's scripted summarizer, policy settings, and the
     `max_tokens` of each request (`outputs`, `bench.cache.outputs_of`; none: bench.cache's OUTPUT:
-    with other outputs the best cuts' columns are those of the room of the loop's last turn)."""
+    with other outputs the best cuts' columns are those of the room of the loop's last turn), and
+    a learned calibration factor that changes during the loop (`factors`, `bench.cache.with_factors`:
+    the policy then sets `calibration_mode: auto`)."""
 
     client: str | None = None
     summarize: bool = False
     settings: Mapping[str, Any] = field(default_factory=dict)
     outputs: tuple[int, ...] = ()
+    factors: str | None = None
 
     def edited(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The loop as this client sends it."""
         from bench import cache
         from bench.clients import named
 
-        return cache.with_outputs(cache.with_client(body, named(self.client) if self.client else None), self.outputs)
+        edited = cache.with_client(body, named(self.client) if self.client else None)
+        return cache.with_factors(cache.with_outputs(edited, self.outputs), self.factors)
 
 
 def _row(task: tuple[float, int, str | None, str | None, How]) -> dict[str, Any]:
@@ -78,7 +82,8 @@ def _row(task: tuple[float, int, str | None, str | None, How]) -> dict[str, Any]
     name, body = _loops(match, corpus)[index]
     edited = how.edited(body)
     base = cache.replay(name, edited, None)
-    policy = cache.window_policy(body, ratio, **how.settings)
+    settings = {**how.settings, **({"calibration_mode": "auto"} if how.factors else {})}
+    policy = cache.window_policy(body, ratio, **settings)
     run = cache.replay(name, edited, policy, cache.Scripted() if how.summarize else None)
     return {"ratio": ratio, **cache.row(name, base, run, None if how.client else edited)}
 
@@ -197,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--corpus", default=None, help="a folder of converted agent loops instead of the bench's")
     parser.add_argument("--client", default=None, help="NAME:N (bench.clients)")
     parser.add_argument("--outputs", default=None, help="max_tokens turn by turn: A,B,... in turn, or LOW-HIGH drawn")
+    parser.add_argument("--factors", default=None, help="a learned factor that changes: RATIO,RATIO,...:TURNS")
     parser.add_argument("--out", default=None, help="write every row to this JSON file")
     parser.add_argument("--against", default=None, help="an earlier --out: list the loops that moved")
     parser.add_argument("--jobs", type=int, default=2)
@@ -211,7 +217,8 @@ def main(argv: list[str] | None = None) -> None:
         print(note)
 
     settings = {k: setting(v) for k, v in (s.split("=", 1) for s in args.set)}
-    how = How(args.client, args.summarize, settings, outputs_of(args.outputs) if args.outputs else ())
+    outputs = outputs_of(args.outputs) if args.outputs else ()
+    how = How(args.client, args.summarize, settings, outputs, args.factors)
     if args.trace:
         print(trace(args.trace, ratios[0], args.corpus, how))
         return

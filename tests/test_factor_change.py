@@ -1,0 +1,116 @@
+"""A carried cut across a change of the deployment's calibration factor (`guard.fit.factor_change`):
+with `calibration_mode: auto` the factor moves whenever the providers' answers move the learned
+quantile, and every count moves with it. The cut is made again with the factor it was counted
+with and goes byte for byte while it fits the room counted with today's; when it no longer does,
+a new cut is made with today's factor."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from bench.cache import loops, requests, window_policy
+from guard.core.errors import ContextWindowExceeded
+from guard.core.policy import PolicySet
+from guard.dialects import detect
+from guard.fit.engine import Engine, Sources
+
+LOOP = "swe/django__django-11848/anthropic"
+
+
+def _engine(ratio: list[float]) -> tuple[Engine, dict[str, Any]]:
+    """An engine for the loop at half its size whose deployment's providers answered `ratio[0]`
+    (read at each request), and the loop."""
+    body = dict(loops(match=LOOP))[LOOP]
+    policy = window_policy(body, 0.5, calibration_mode="auto")
+    engine = Engine(PolicySet(defaults=policy), sources=Sources(learned=lambda key: ([ratio[0]] * 25, None)))
+    return engine, body
+
+
+def _messages(body: dict[str, Any]) -> str:
+    return json.dumps(detect(body).messages(body))
+
+
+def test_a_carried_cut_goes_byte_for_byte_after_the_factor_changes_while_it_fits():
+    """The turn after the factor fell (providers' ratios 1.27 -> 1.20) carries the cut the turn
+    before sent, counted as it was made, where it is over the room; its report counts what goes
+    with today's factor."""
+    ratio = [1.27]
+    engine, body = _engine(ratio)
+    previous, asked, checked = None, None, 0
+    for turn in requests(body):
+        try:
+            fitted = engine.fit(turn)
+        except ContextWindowExceeded:
+            continue
+        report = fitted.report
+        if ratio[0] == 1.20 and report.changed and _carried_fits(engine, (asked, previous), turn):
+            # (the turn just after the factor fell, over the room, the previous turn's cut fitting)
+            sent, before = _messages(fitted.body), _messages(previous.body)
+            assert sent[: len(before) - 1] == before[:-1], (report.cut, previous.report.cut)
+            assert report.cut == previous.report.cut
+            model = turn["model"]
+            _, _, factor = engine.counter_and_factor(
+                model, engine.policy_for(model), None, engine.calibration_key(model)
+            )
+            assert report.calibration_factor == factor.value < previous.report.calibration_factor
+            assert report.input_tokens_after == engine.count(fitted.body) <= report.room
+            assert report.carried is not None and report.carried["factor"] == previous.report.calibration_factor
+            checked += 1
+        ratio[0] = 1.20 if ratio[0] == 1.27 and report.cut is not None else 1.27
+        previous, asked = fitted, turn
+    assert checked >= 10
+
+
+def _carried_fits(engine: Engine, previous: tuple[dict[str, Any], Any], turn: dict[str, Any]) -> bool:
+    """Whether the previous turn's prompt plus the messages added since fits the room counted
+    with the factor its cut was counted with (the messages added go as sent: this loop's are short,
+    no JSON to compact). Where it fits only with today's lower factor, the cut is made anew: a
+    residual of `guard.fit.factor_change`, docs/benchmarks.md, session 69."""
+    d = detect(turn)
+    asked, fitted = previous
+    model = turn["model"]
+    today, _, _ = engine.counter_and_factor(model, engine.policy_for(model), None, engine.calibration_key(model))
+    then = engine.counters.like(today, fitted.report.calibration_factor)
+    added = d.messages(turn)[len(d.messages(asked)) :]
+    return then.body(d, d.with_messages(fitted.body, [*d.messages(fitted.body), *added])) <= fitted.report.room
+
+
+def test_a_cut_that_no_longer_fits_after_the_factor_rose_is_made_anew_with_todays():
+    """A factor far higher than the one the carried cut was counted with: the cut no longer fits
+    the room counted with it, and a new one is made with today's factor, within the room."""
+    ratio = [1.20]
+    engine, body = _engine(ratio)
+    jumped = 0
+    for turn in requests(body):
+        try:
+            fitted = engine.fit(turn)
+        except ContextWindowExceeded:
+            continue
+        report = fitted.report
+        if ratio[0] == 1.9:
+            assert report.calibration_factor > 1.9 and report.input_tokens_after == engine.count(fitted.body)
+            assert report.input_tokens_after <= report.room
+            assert report.carried is None or report.carried["factor"] == report.calibration_factor
+            jumped += report.cut is not None
+            break
+        if report.cut is not None:
+            ratio[0] = 1.9
+    assert jumped == 1
+
+
+def test_records_of_a_cut_keep_the_factor_it_was_counted_with():
+    """The conversation's record and anchor round-trip the factor (0: recorded before it was)."""
+    from guard.fit.edited import LastCut
+    from guard.fit.temperature import Anchor
+
+    anchor = Anchor(3, 900, 1200, 1500, 1.26)
+    assert Anchor.from_dict(anchor.to_dict()) == anchor
+    assert Anchor.from_dict({"length": 3, "mark": 900, "prefix_tokens": 1200}) == Anchor(3, 900, 1200)
+    last = LastCut(4, 800, 1000, 6, "d", "s", room=1500, factor=0.93)
+    assert LastCut.from_dict(json.loads(json.dumps(last.to_dict()))) == last
+    old = {k: v for k, v in last.to_dict().items() if k != "factor"}
+    assert LastCut.from_dict(old) == LastCut(4, 800, 1000, 6, "d", "s", room=1500)
+    for bad in ("1.2", True, -1.0, float("inf"), None):
+        assert LastCut.from_dict({**last.to_dict(), "factor": bad}) is None
+        assert Anchor.from_dict({**anchor.to_dict(), "factor": bad}) is None
