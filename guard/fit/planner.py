@@ -86,7 +86,6 @@ def plan(
         conv, ctx, carry = yield from _answered_or_not(req, budget, ctx, temperature, can_summarize, replay)
         if budget.reserved_output != req.budget.reserved_output:
             reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
-        carry = _counted_with(carry, resolved.counter.factor)
     source = "clamped_by_policy" if any(a.kind == CLAMP for a in ctx.actions) else req.source
     if req.requested is not None and budget.reserved_output < req.requested and source != "clamped_by_policy":
         ctx.record(CLAMP, 0, 1)  # lowered to a model or policy cap: an action, not "unchanged"
@@ -154,7 +153,7 @@ def _over_room(
     made = yield from carried(req, budget, ctx, temperature, summarizing, replay)
     if made is not None:
         conv, ctx, m, anchor, last = made
-        return conv, ctx, Carry(m, anchor, last)
+        return conv, ctx, _counted_with(Carry(m, anchor, last), ctx.counter.factor)
     full = Conversation.build(req.dialect, req.messages, req.counts, req.fixed, Keeping.of(policy, budget))
     ctx.marks = Marks.of(budget, req.before)
     before = _copied(ctx) if summarizing else ctx
