@@ -7,13 +7,20 @@ a new cut is made with today's factor."""
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
-from bench.cache import loops, requests, window_policy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bench.cache import LAST_RESORT, loops, requests, window_policy
+from guard.core.config import Deployment
 from guard.core.errors import ContextWindowExceeded
-from guard.core.policy import PolicySet
-from guard.dialects import detect
+from guard.core.policy import Policy, PolicySet
+from guard.dialects import by_name, detect
 from guard.fit.engine import Engine, Sources
+from tests.strategies import long_agent_loop
+from tests.test_properties import _growing
 
 LOOP = "swe/django__django-11848/anthropic"
 
@@ -114,3 +121,73 @@ def test_records_of_a_cut_keep_the_factor_it_was_counted_with():
     for bad in ("1.2", True, -1.0, float("inf"), None):
         assert LastCut.from_dict({**last.to_dict(), "factor": bad}) is None
         assert Anchor.from_dict({**anchor.to_dict(), "factor": bad}) is None
+
+
+EXAMPLES = {"ci": 40, "dev": 20}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    long_agent_loop(dialects=("anthropic",)),
+    st.lists(st.sampled_from([1.05, 1.12, 1.2, 1.27, 1.35, 1.45]), min_size=2, max_size=4, unique=True),
+    st.integers(1, 4),
+)
+def test_a_carried_cut_is_kept_while_it_fits_whatever_factor_the_deployment_learns(case, ratios, every):
+    """Issue 34's property on a deployment whose learned factor changes during the loop (its
+    providers' ratios `ratios` in turn, each for `every` turns): a turn whose previous prompt plus
+    the messages added since fits the room, counted with today's factor and with the one the cut
+    was counted with (where only today's lower factor fits it, the cut is made anew: the residual
+    of `guard.fit.factor_change`), starts with that prompt byte for byte; a turn that fits whole goes unchanged
+    (invariant 2); and no turn goes over the room counted with today's factor."""
+    body, drawn = case
+    ratio = [ratios[0]]
+    probe = _tiny(10**7, drawn, ratio)
+    window = int(probe.fit(body, dialect="anthropic").report.input_tokens_before * drawn["share"]) + drawn["max_output"]
+    engine = _tiny(window, drawn, ratio)
+    d = by_name("anthropic")
+    previous: tuple[dict[str, Any], Any] | None = None
+    for t, turn in enumerate(_growing(body)):
+        ratio[0] = ratios[t // every % len(ratios)]
+        try:
+            fitted = engine.fit(turn, dialect="anthropic")
+        except ContextWindowExceeded:
+            previous = None
+            continue
+        report = fitted.report
+        today, _, _ = engine.counter_and_factor("tiny", engine.policy_for("tiny"), None, engine.calibration_key("tiny"))
+        assert report.calibration_factor == today.factor and today.body(d, fitted.body) <= report.room
+        if previous is not None and previous[1].report.cut is not None and report.outcome != "unchanged":
+            asked, sent = previous
+            added = d.messages(turn)[len(d.messages(asked)) :]
+            carried = d.with_messages(sent.body, [*d.messages(sent.body), *added])
+            made = (sent.report.carried or {}).get("factor") or sent.report.calibration_factor
+            then = engine.counters.like(today, made)  # (the factor the cut was counted with)
+            if max(today.body(d, carried), then.body(d, carried)) <= report.room and not _last_resort(drawn, sent):
+                before = json.dumps(d.messages(sent.body))
+                assert json.dumps(d.messages(fitted.body)).startswith(before[:-1]), (t, ratios, every)
+        previous = (turn, fitted)
+
+
+def _tiny(window: int, drawn: dict[str, Any], ratio: list[float]) -> Engine:
+    """The property tests' engine (a Claude model named `tiny`) with `calibration_mode: auto`, its
+    providers' answers `ratio[0]` (read at each request)."""
+    policy = Policy(
+        last_resort_cuts=drawn.get("last_resort_cuts", "carry"),
+        keep_recent_groups=drawn["keep_recent_groups"],
+        safety_margin_tokens=0,
+        safety_margin_ratio=0.0,
+        relevance=drawn["relevance"],
+        calibration_mode="auto",
+    )
+    info = {"max_input_tokens": window, "max_output_tokens": drawn["max_output"]}
+    return Engine(
+        PolicySet(defaults=policy),
+        deployments={"tiny": Deployment("tiny", "claude-sonnet-4-5", info)},
+        model_map={},
+        sources=Sources(learned=lambda key: ([ratio[0]] * 25, None)),
+    )
+
+
+def _last_resort(drawn: dict[str, Any], sent: Any) -> bool:
+    """Whether `sent` was cut inside its newest turns under `last_resort_cuts: recut` (not carried)."""
+    return drawn.get("last_resort_cuts") == "recut" and any(a.kind in LAST_RESORT for a in sent.report.actions)
