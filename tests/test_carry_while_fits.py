@@ -28,25 +28,27 @@ from guard.core.errors import ContextWindowExceeded
 from guard.core.policy import Policy, PolicySet
 from guard.core.tokens import TokenCounter
 from guard.dialects import by_name
-from guard.fit.engine import Engine
+from guard.fit.engine import Engine, Sources
 from tests.strategies import long_agent_loop
 from tests.test_properties import UNDERLYING, _growing, _turns
 
 EXAMPLES = {"ci": 40, "dev": 20}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
 
 
-def _engine(dialect: str, window: int, case: dict[str, Any]) -> Engine:
+def _engine(dialect: str, window: int, case: dict[str, Any], sources: Sources | None = None, **settings: Any) -> Engine:
+    """The engine the property is checked with: a model `tiny` of `window` tokens, the drawn
+    policy (and `settings`), reading `sources`."""
     policy = Policy(
         last_resort_cuts=case.get("last_resort_cuts", "carry"),
         keep_recent_groups=case["keep_recent_groups"],
         safety_margin_tokens=0,
         safety_margin_ratio=0.0,
         relevance=case["relevance"],
+        **settings,
     )
     info = {"max_input_tokens": window, "max_output_tokens": case["max_output"]}
-    return Engine(
-        PolicySet(defaults=policy), deployments={"tiny": Deployment("tiny", UNDERLYING[dialect], info)}, model_map={}
-    )
+    deployments = {"tiny": Deployment("tiny", UNDERLYING[dialect], info)}
+    return Engine(PolicySet(defaults=policy), deployments=deployments, model_map={}, sources=sources)
 
 
 @settings(max_examples=EXAMPLES, deadline=None)

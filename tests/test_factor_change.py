@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench.cache import LAST_RESORT, loops, requests, window_policy
-from guard.core.config import Deployment
 from guard.core.errors import ContextWindowExceeded
-from guard.core.policy import Policy, PolicySet
+from guard.core.policy import PolicySet
 from guard.dialects import by_name, detect
 from guard.fit.engine import Engine, Sources
 from tests.strategies import long_agent_loop
+from tests.test_carry_while_fits import _engine as carry_engine
 from tests.test_properties import _growing
 
 LOOP = "swe/django__django-11848/anthropic"
@@ -34,6 +35,15 @@ def _engine(ratio: list[float]) -> tuple[Engine, dict[str, Any]]:
     return engine, body
 
 
+def _fitted(engine: Engine, body: dict[str, Any]) -> Iterator[tuple[dict[str, Any], Any]]:
+    """Each request of the loop and its fit (the ones refused left out)."""
+    for turn in requests(body):
+        try:
+            yield turn, engine.fit(turn)
+        except ContextWindowExceeded:
+            continue
+
+
 def _messages(body: dict[str, Any]) -> str:
     return json.dumps(detect(body).messages(body))
 
@@ -45,11 +55,7 @@ def test_a_carried_cut_goes_byte_for_byte_after_the_factor_changes_while_it_fits
     ratio = [1.27]
     engine, body = _engine(ratio)
     previous, asked, checked = None, None, 0
-    for turn in requests(body):
-        try:
-            fitted = engine.fit(turn)
-        except ContextWindowExceeded:
-            continue
+    for turn, fitted in _fitted(engine, body):
         report = fitted.report
         if ratio[0] == 1.20 and report.changed and _carried_fits(engine, (asked, previous), turn):
             # (the turn just after the factor fell, over the room, the previous turn's cut fitting)
@@ -89,11 +95,7 @@ def test_a_cut_that_no_longer_fits_after_the_factor_rose_is_made_anew_with_today
     ratio = [1.20]
     engine, body = _engine(ratio)
     jumped = 0
-    for turn in requests(body):
-        try:
-            fitted = engine.fit(turn)
-        except ContextWindowExceeded:
-            continue
+    for _, fitted in _fitted(engine, body):
         report = fitted.report
         if ratio[0] == 1.9:
             assert report.calibration_factor > 1.9 and report.input_tokens_after == engine.count(fitted.body)
@@ -169,23 +171,10 @@ def test_a_carried_cut_is_kept_while_it_fits_whatever_factor_the_deployment_lear
 
 
 def _tiny(window: int, drawn: dict[str, Any], ratio: list[float]) -> Engine:
-    """The property tests' engine (a Claude model named `tiny`) with `calibration_mode: auto`, its
-    providers' answers `ratio[0]` (read at each request)."""
-    policy = Policy(
-        last_resort_cuts=drawn.get("last_resort_cuts", "carry"),
-        keep_recent_groups=drawn["keep_recent_groups"],
-        safety_margin_tokens=0,
-        safety_margin_ratio=0.0,
-        relevance=drawn["relevance"],
-        calibration_mode="auto",
-    )
-    info = {"max_input_tokens": window, "max_output_tokens": drawn["max_output"]}
-    return Engine(
-        PolicySet(defaults=policy),
-        deployments={"tiny": Deployment("tiny", "claude-sonnet-4-5", info)},
-        model_map={},
-        sources=Sources(learned=lambda key: ([ratio[0]] * 25, None)),
-    )
+    """The property tests' engine (`tests.test_carry_while_fits`, its model a Claude one) with
+    `calibration_mode: auto`, its providers' answers `ratio[0]` (read at each request)."""
+    learned = Sources(learned=lambda key: ([ratio[0]] * 25, None))
+    return carry_engine("anthropic", window, drawn, sources=learned, calibration_mode="auto")
 
 
 def _last_resort(drawn: dict[str, Any], sent: Any) -> bool:

@@ -214,7 +214,7 @@ class LastCut:
             tokens,
             rollout_,
             room,
-            factor,
+            float(factor),
         )
 
     def of_rollout(self, rollout_: str) -> bool:

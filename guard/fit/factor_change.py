@@ -32,10 +32,10 @@ from guard.fit.temperature import Temperature
 
 def counted_then(counters: Counters, resolved: Resolved, temperature: Temperature | None) -> Resolved | None:
     """`resolved` with the counter of the factor the conversation's record of its last turn (else
-    its anchor) was counted with, where that is another than the one in use (None: the same, or
-    none recorded)."""
+    its anchor) was counted with, where that is another than the one in use (None: the same, none
+    recorded, or a cold cache)."""
     factor = 0.0
-    if temperature is not None:
+    if temperature is not None and temperature.state != "cold":  # (a cold cache's cut is made anew)
         last, anchor = temperature.last, temperature.anchor
         factor = last.factor if last is not None and last.factor else anchor.factor if anchor is not None else 0.0
     if not factor or factor == resolved.counter.factor:
