@@ -76,17 +76,12 @@ def test_a_carried_cut_goes_byte_for_byte_after_the_factor_changes_while_it_fits
 
 
 def _carried_fits(engine: Engine, previous: tuple[dict[str, Any], Any], turn: dict[str, Any]) -> bool:
-    """Whether the previous turn's prompt plus the messages added since fits the room counted
-    with the factor its cut was counted with (the messages added go as sent: this loop's are short,
-    no JSON to compact). Where it fits only with today's lower factor, the cut is made anew: a
-    residual of `guard.fit.factor_change`, docs/benchmarks.md, session 69."""
+    """Whether the previous turn's prompt plus the messages added since fits the room counted with
+    today's factor (the messages added go as sent: this loop's are short, no JSON to compact)."""
     d = detect(turn)
     asked, fitted = previous
-    model = turn["model"]
-    today, _, _ = engine.counter_and_factor(model, engine.policy_for(model), None, engine.calibration_key(model))
-    then = engine.counters.like(today, fitted.report.calibration_factor)
     added = d.messages(turn)[len(d.messages(asked)) :]
-    return then.body(d, d.with_messages(fitted.body, [*d.messages(fitted.body), *added])) <= fitted.report.room
+    return engine.count(d.with_messages(fitted.body, [*d.messages(fitted.body), *added])) <= fitted.report.room
 
 
 def test_a_cut_that_no_longer_fits_after_the_factor_rose_is_made_anew_with_todays():
@@ -137,9 +132,8 @@ EXAMPLES = {"ci": 40, "dev": 20}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"),
 def test_a_carried_cut_is_kept_while_it_fits_whatever_factor_the_deployment_learns(case, ratios, every):
     """Issue 34's property on a deployment whose learned factor changes during the loop (its
     providers' ratios `ratios` in turn, each for `every` turns): a turn whose previous prompt plus
-    the messages added since fits the room, counted with today's factor and with the one the cut
-    was counted with (where only today's lower factor fits it, the cut is made anew: the residual
-    of `guard.fit.factor_change`), starts with that prompt byte for byte; a turn that fits whole goes unchanged
+    the messages added since fits the room, counted with today's factor, starts with that prompt
+    byte for byte (the cut is made again with the factor it was counted with); a turn that fits whole goes unchanged
     (invariant 2); and no turn goes over the room counted with today's factor."""
     body, drawn = case
     ratio = [ratios[0]]
@@ -162,9 +156,7 @@ def test_a_carried_cut_is_kept_while_it_fits_whatever_factor_the_deployment_lear
             asked, sent = previous
             added = d.messages(turn)[len(d.messages(asked)) :]
             carried = d.with_messages(sent.body, [*d.messages(sent.body), *added])
-            made = (sent.report.carried or {}).get("factor") or sent.report.calibration_factor
-            then = engine.counters.like(today, made)  # (the factor the cut was counted with)
-            if max(today.body(d, carried), then.body(d, carried)) <= report.room and not _last_resort(drawn, sent):
+            if today.body(d, carried) <= report.room and not _last_resort(drawn, sent):
                 before = json.dumps(d.messages(sent.body))
                 assert json.dumps(d.messages(fitted.body)).startswith(before[:-1]), (t, ratios, every)
         previous = (turn, fitted)

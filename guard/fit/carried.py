@@ -74,7 +74,7 @@ def carried(
         as_made, its_notes, _ = _made_for(req, budget, anchor.room, (cuts, notes, cuts.made))
         held = yield from as_made.at(anchor.length, anchor.mark)
         held = yield from its_notes.noted(held, anchor.length, anchor.mark)
-        if held is not None and held[0].total <= budget.room:
+        if held is not None and held[0].total <= (ctx.carry_room or budget.room):
             under, cut = held[0].total < room_bar(as_made.budget), (anchor.length, anchor.mark)
             record = LastCut.of(req.dialect, messages, counts, cut, under, held[0].origin)
             return (*held, anchor, record.made_for(as_made.budget.room))
@@ -157,14 +157,14 @@ def _made_for(req: Counted, budget: Budget, room: int, own: tuple[_Cuts, Notes, 
     that sets `max_tokens` turn by turn changes the room, and with it where a prefix fit of the
     same mark stops (its band, its room bar, its notes' and summaries' room); the cut it made stays
     byte for byte while it fits this request's room."""
-    then = budget.with_room(room) if room else budget
-    if then is budget:
+    then, cuts = budget.with_room(room) if room else budget, own[0]
+    check = cuts.ctx.carry_room or budget.room  # (the room it is checked against: `Context.carry_room`)
+    if then is budget and check == cuts.room:
         return own
-    cuts = own[0]
-    as_made = _Cuts(req, then, cuts.ctx, cuts.summarizing, room=budget.room)
+    as_made = _Cuts(req, then, cuts.ctx, cuts.summarizing, room=check)
     summaries = CutSummaries(as_made) if as_made.summarizing else None
     its_notes = Notes(req, then, cuts.ctx, as_made.sent, as_made.cut, as_made.size)
-    its_notes.room, its_notes.prefix_size = budget.room, summaries.carry_size if summaries else as_made.size
+    its_notes.room, its_notes.prefix_size = check, summaries.carry_size if summaries else as_made.size
     return as_made, its_notes, summaries.made if summaries else as_made.made
 
 

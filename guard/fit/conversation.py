@@ -207,6 +207,7 @@ class Context:
     summarized: Summaries = field(default_factory=Summaries)  # what the fit knows of its summaries
     history: History = field(default_factory=History)  # the messages as sent, read-only
     note: dict[str, int] | None = None  # the note a carried cut got (`guard.fit.notes.Note.report`)
+    carry_room: int | None = None  # the room checked instead of the budget's (`Resolved.checked_room`)
 
     @property
     def exhausted(self) -> set[str]:

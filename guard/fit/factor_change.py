@@ -40,7 +40,7 @@ def counted_then(counters: Counters, resolved: Resolved, temperature: Temperatur
         factor = last.factor if last is not None and last.factor else anchor.factor if anchor is not None else 0.0
     if not factor or factor == resolved.counter.factor:
         return None
-    return replace(resolved, counter=counters.like(resolved.counter, factor))
+    return replace(resolved, counter=counters.like(resolved.counter, factor), today_factor=resolved.counter.factor)
 
 
 def carrying(

@@ -22,7 +22,6 @@ from guard.core.errors import ContextWindowExceeded, Shortfall
 from guard.core.policy import Policy
 from guard.core.report import Report, Skipped
 from guard.core.steps import CLAMP, SUMMARIZE
-from guard.core.tokens import TokenCounter
 from guard.fit.carried import carried
 from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.edited import LastCut
@@ -78,7 +77,7 @@ def plan(
     # a cap without room for the thinking budget: refused now
     reasoned = reasoning.fit_reasoning(body, terms, budget.reserved_output)
     floor = reasoning.output_floor(body, resolved.family, resolved.adaptive_thinking)
-    ctx = _context(req, policy, resolved.counter)
+    ctx = _context(req, resolved)
     conv: Conversation | Unchanged = Unchanged(req.dialect, req.messages, req.counts, req.fixed)
     carry = Carry()
     if not budget.fits(req.before):
@@ -105,11 +104,17 @@ def _counted_with(carry: Carry, factor: float) -> Carry:
     return carry._replace(anchor=anchor, last=last)
 
 
-def _context(req: Counted, policy: Policy, counter: TokenCounter) -> Context:
+def _context(req: Counted, resolved: Resolved) -> Context:
     """The fit's context: the request's marks, its messages as sent, their transcript (rendered on
-    first use) and, with BM25 relevance, what the last question is about."""
+    first use) and, with BM25 relevance, what the last question is about; counted with a factor
+    other than today's, the room its carried cut is checked against (`Resolved.checked_room`)."""
+    policy, room = resolved.policy, req.budget.room
     history = history_of(req.dialect, req.messages, req.counts, policy.relevance == "bm25")
-    return Context(counter=counter, policy=policy, marks=Marks(req.budget.stop_at(req.before)), history=history)
+    marks = Marks(req.budget.stop_at(req.before))
+    ctx = Context(counter=resolved.counter, policy=policy, marks=marks, history=history)
+    checked = resolved.checked_room(room, len(req.messages))
+    ctx.carry_room = checked if checked != room else None
+    return ctx
 
 
 def _answered_or_not(
@@ -125,7 +130,7 @@ def _answered_or_not(
     again without them: a preference, never a refusal of a request that fits without it."""
     start = _copied(ctx)
     conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, can_summarize, replay)
-    if conv.total <= budget.room or start.policy.keep_answered_share is None:
+    if conv.total <= (ctx.carry_room or budget.room) or start.policy.keep_answered_share is None:
         return conv, ctx, carry
     plain = start.policy.model_copy(update={"keep_answered_share": None})
     build = functools.partial(Conversation.build, req.dialect, req.messages, req.counts, req.fixed)

@@ -107,7 +107,8 @@ def build_report(req: Counted, resolved: Resolved, fit: Fit) -> Report:
     calibration = resolved.calibration
     changed = conv.messages != sent
     idle = None if temperature is None or temperature.idle_seconds is None else round(temperature.idle_seconds, 3)
-    fits = conv.total <= budget.room  # (`Budget.fits`, on the budget's own sizes)
+    # (`Budget.fits`, on the budget's own sizes; a cut counted with another factor: `Resolved.checked_room`)
+    fits = conv.total <= resolved.checked_room(budget.room, len(req.messages))
     report = Report(
         model=limits.model,
         dialect=dialect.name,

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,9 @@ from guard.dialects.base import FILE_REFERENCE, refers_to_files
 class Resolved:
     """What the engine resolved for a request: its dialect, the model's limits, the policy, the
     token counter (and whether its counts are exact), the model family and whether LiteLLM maps
-    reasoning effort to adaptive thinking for it, and the calibration (key, source) it used."""
+    reasoning effort to adaptive thinking for it, and the calibration (key, source) it used;
+    `today_factor`: where `counter` counts with a factor a conversation's cut was recorded with, the
+    one the deployment counts with now (`guard.fit.factor_change`; 0: the counter's own)."""
 
     dialect: Dialect
     limits: ModelLimits
@@ -30,6 +33,17 @@ class Resolved:
     family: str = "other"
     adaptive_thinking: bool = False
     calibration: tuple[str, str] | None = None
+    today_factor: float = 0.0
+
+    def checked_room(self, room: int, messages: int) -> int:
+        """The room a fit of `messages` messages is checked against: `room`; counted with a factor
+        higher than today's, `room` scaled by the two factors, plus a token a count (each rounds up
+        on its own; images are not scaled): what holds every fit that today's counts fit in `room`,
+        which `guard.fit.factor_change` checks again with today's (counted with a lower factor,
+        such a fit counts no more than today's: `room` holds it)."""
+        if not self.today_factor or self.today_factor >= self.counter.factor:
+            return room
+        return math.floor(room * self.counter.factor / self.today_factor) + messages + 1
 
 
 @dataclass(frozen=True)
