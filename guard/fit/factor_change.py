@@ -9,7 +9,8 @@ every few turns: session 69, docs/benchmarks.md).
 
 So the conversation's record and its anchor keep the factor their cut was counted with
 (`LastCut.factor`, `Anchor.factor`), and a request whose record was counted with another factor is
-first planned with that factor's counter (`carrying`): where that plan carries the recorded cut, and
+first planned with that factor's counter (`carrying`), its fit checked against a room that holds
+whatever today's counts fit (`Resolved.checked_room`): where that plan carries the recorded cut, and
 the body it sends fits the room counted with the factor in use now, it is sent, byte for byte as
 before, and reported in today's counts. Otherwise (a cut that no longer fits, a record of another
 history, a summary to make) the request is planned with today's factor, as any other."""
