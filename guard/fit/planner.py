@@ -130,7 +130,7 @@ def _answered_or_not(
     again without them: a preference, never a refusal of a request that fits without it."""
     start = _copied(ctx)
     conv, ctx, carry = yield from _over_room(req, budget, ctx, temperature, can_summarize, replay)
-    if conv.total <= (ctx.carry_room or budget.room) or start.policy.keep_answered_share is None:
+    if conv.total <= (start.carry_room or budget.room) or start.policy.keep_answered_share is None:
         return conv, ctx, carry
     plain = start.policy.model_copy(update={"keep_answered_share": None})
     build = functools.partial(Conversation.build, req.dialect, req.messages, req.counts, req.fixed)
