@@ -218,7 +218,7 @@ def with_factors(body: Mapping[str, Any], spec: str | None) -> dict[str, Any]:
     return {**body, "x_factors": (tuple(float(v) for v in values.split(",")), int(every or 4))}
 
 
-def _learning(engine: Engine, body: Mapping[str, Any], turn: list[int]) -> None:
+def learning(engine: Engine, body: Mapping[str, Any], turn: list[int]) -> None:
     """`engine` taught, turn by turn (`turn[0]`), the ratios of a loop `with_factors`."""
     if body.get("x_factors"):
         ratios, every = body["x_factors"]
@@ -344,7 +344,7 @@ def replay(
     dialect = detect(body)
     model = body["model"]
     if policy is not None:
-        _learning(engine, body, turn)
+        learning(engine, body, turn)
     out = Replay(name)
     previous: list[str] = []
     last_head: str | None = None  # the previous request's tools and system prompt (`HEAD`)

@@ -2,7 +2,8 @@
 the one that served every turn sends?
 
     .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--corpus DIR] [--summarize]
-        [--client NAME:N] [--outputs 2048-2303] [--rollouts [--replies WORDS]] [--jobs 2]
+        [--client NAME:N] [--outputs 2048-2303] [--factors 0.90,0.97:4] [--rollouts [--replies WORDS]]
+        [--jobs 2]
 
 Each (ratio, loop) pair is replayed turn by turn (`bench.cache.requests`, default policy at that
 share of the loop's size, no idle gaps) through one engine that serves every turn and, on every
@@ -15,7 +16,8 @@ edit their history (Aider, Moatless Tools' requests as sent) are expected among 
 the conversation's record in the shared store is what keeps workers in step (docs/operations.md).
 `--corpus` replays a folder of converted loops instead (as `bench.sweep --corpus`: a family held out);
 `--client` has every request edited as that client edits its history (as `bench.sweep --client`);
-`--outputs` sets each request's `max_tokens` (as `bench.sweep --outputs`).
+`--outputs` sets each request's `max_tokens` (as `bench.sweep --outputs`); `--factors`, a learned
+calibration factor that changes during the loop (as `bench.sweep --factors`).
 
 With `--rollouts`, the question is another one: rollouts of one task side by side (an eval harness's
 samples, RL rollouts, an agent's retries) share the system prompt, tools and task, so one
@@ -40,24 +42,27 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-# (loop, ratio, summarize, corpus[, client NAME:N[, words the rollout's replies add[, --outputs]]])
+# (loop, ratio, summarize, corpus[, client NAME:N[, words the rollout's replies add[, --outputs[, --factors]]]])
 Task = tuple[Any, ...]
 
 
 def differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
     """The turns of one loop at one ratio where a new engine sends other bytes than the served one."""
-    from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, requests, window_policy
+    from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, learning, requests, window_policy
     from guard.core.errors import ContextWindowExceeded
 
     name, ratio, summarize, body = _task(task)
-    policy = window_policy(body, ratio)
-    now = [0.0]
+    policy = window_policy(body, ratio, **({"calibration_mode": "auto"} if body.get("x_factors") else {}))
+    now, turn = [0.0], [0]
     served = engine_for(body, policy, clock=lambda: now[0])
+    learning(served, body, turn)
     summarizer = Scripted() if summarize else None
     out: list[tuple[Any, ...]] = []
     for t, request in enumerate(requests(body)):
         now[0] += STEP_SECONDS
+        turn[0] = t
         other = engine_for(body, policy, clock=lambda: now[0])
+        learning(other, body, turn)
         try:
             sent = fit(served, request, summarizer)
         except ContextWindowExceeded:  # (its newest turn alone over the room: refused by both)
@@ -119,9 +124,14 @@ def _task(task: Task) -> tuple[str, float, bool, dict[str, Any]]:
     from bench.sweep import How, _loops
 
     name, ratio, summarize, corpus, *more = task
-    client, _, outputs = (*more, None, None, None)[:3]  # (the second: `rollouts_differing`'s replies)
+    client, _, outputs, factors = (*more, None, None, None, None)[:4]  # (the second: `rollouts_differing`'s replies)
     body = dict(dict(_loops(None, corpus))[name])
-    return name, ratio, summarize, How(client, outputs=outputs_of(outputs) if outputs else ()).edited(body)
+    return (
+        name,
+        ratio,
+        summarize,
+        How(client, outputs=outputs_of(outputs) if outputs else (), factors=factors).edited(body),
+    )
 
 
 def another_rollout(request: dict[str, Any], replies: str = "") -> dict[str, Any]:
@@ -174,13 +184,16 @@ def main(argv: list[str] | None = None) -> None:
         "--replies", default="", help="with --rollouts: words the other rollout's replies add (default: none)"
     )
     parser.add_argument("--outputs", default=None, help="max_tokens turn by turn, as bench.sweep --outputs")
+    parser.add_argument("--factors", default=None, help="a learned factor that changes, as bench.sweep --factors")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     loops = _loops(args.match, args.corpus)
     texts = {n for n, body in loops if not calls_by_id(body)}
     ratios = [float(r) for r in args.ratios.split(",")]
     tasks = [
-        (n, r, args.summarize, args.corpus, args.client, args.replies, args.outputs) for r in ratios for n, _ in loops
+        (n, r, args.summarize, args.corpus, args.client, args.replies, args.outputs, args.factors)
+        for r in ratios
+        for n, _ in loops
     ]
     rows = texts_differ = 0
     with ProcessPoolExecutor(args.jobs) as pool:

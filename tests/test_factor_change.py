@@ -172,3 +172,22 @@ def _tiny(window: int, drawn: dict[str, Any], ratio: list[float]) -> Engine:
 def _last_resort(drawn: dict[str, Any], sent: Any) -> bool:
     """Whether `sent` was cut inside its newest turns under `last_resort_cuts: recut` (not carried)."""
     return drawn.get("last_resort_cuts") == "recut" and any(a.kind in LAST_RESORT for a in sent.report.actions)
+
+
+def test_the_benches_replay_a_loop_whose_learned_factor_changes():
+    """`--factors 0.90,0.97:4` (bench.sweep, bench.replicas): the providers' ratios are 0.90 for 4
+    turns, then 0.97 for 4, in turn, read by the engine at each request."""
+    from bench.cache import learning
+    from bench.replicas import _task
+
+    *_, body = _task((LOOP, 0.5, False, None, None, "", None, "0.90,0.97:4"))
+    assert body["x_factors"] == ((0.90, 0.97), 4)
+    engine, turn = Engine(), [0]
+    learning(engine, body, turn)
+    taught = []
+    for t in range(9):
+        turn[0] = t
+        ratios, missed = engine.learned("any")
+        taught.append(ratios[0])
+        assert len(ratios) == 25 and missed is None
+    assert taught == [0.90] * 4 + [0.97] * 4 + [0.90]
