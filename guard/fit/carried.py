@@ -62,7 +62,7 @@ def carried(
     cuts = _Cuts(req, budget, ctx, summarizing)
     messages, counts, n = req.messages, req.counts, len(req.messages)
     anchor = temperature.anchor if temperature is not None else None
-    if anchor is not None and (anchor.length > n or sum(counts[: anchor.length]) != anchor.prefix_tokens):
+    if anchor is not None and not anchor.of_this(counts):
         anchor = None  # not this history's prefix (another conversation with the same task, or edited)
     notes = Notes(req, budget, ctx, cuts.sent, cuts.cut, cuts.size)
     # a cut made inside turns that are no longer the newest is not carried (`last_cut`): such an

@@ -24,7 +24,6 @@ from typing import Any
 from guard.core.counters import Counters
 from guard.core.errors import ContextWindowExceeded
 from guard.core.steps import CLAMP
-from guard.fit.edited import LastCut
 from guard.fit.planner import Fitted, Plan, plan
 from guard.fit.request import Resolved
 from guard.fit.spans import CachedSummaries
@@ -73,12 +72,7 @@ def _of_this(body: Mapping[str, Any], then: Resolved, temperature: Temperature) 
     last, anchor = temperature.last, temperature.anchor
     if last is not None and last.factor == factor and last.of_this(dialect, messages, counts):
         return True
-    return (
-        anchor is not None
-        and anchor.factor == factor
-        and anchor.length <= len(counts)
-        and sum(counts[: anchor.length]) == anchor.prefix_tokens
-    )
+    return anchor is not None and anchor.factor == factor and anchor.of_this(counts)
 
 
 def _tried(inner: Plan) -> Generator[Any, Any, Fitted | None]:
@@ -102,11 +96,11 @@ def _carries(fitted: Fitted, temperature: Temperature) -> bool:
     """Whether the fit carried the recorded cut (the record's or the anchor's prefix and mark)
     without lowering the output."""
     report = fitted.report
-    carried = LastCut.from_dict(report.carried) if report.carried else None
+    carried = report.carried
     if carried is None or any(a.kind == CLAMP for a in report.actions):
         return False
     last, anchor = temperature.last, temperature.anchor
-    if last is not None and (carried.length, carried.mark) == (last.length, last.mark):
+    if last is not None and (carried["length"], carried["mark"]) == (last.length, last.mark):
         return True
     made = report.anchor
     return anchor is not None and made is not None and (made["length"], made["mark"]) == (anchor.length, anchor.mark)

@@ -25,7 +25,7 @@ import hashlib
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -54,6 +54,11 @@ class Anchor:
     prefix_tokens: int
     room: int = 0
     factor: float = 0.0
+
+    def of_this(self, counts: Sequence[int]) -> bool:
+        """Whether this anchor is of the history whose messages count `counts`: its prefix is there,
+        as many tokens as when it was cut (not another conversation with the same task, nor edited)."""
+        return self.length <= len(counts) and sum(counts[: self.length]) == self.prefix_tokens
 
     def to_dict(self) -> dict[str, Any]:
         return {
