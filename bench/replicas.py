@@ -3,7 +3,7 @@ the one that served every turn sends?
 
     .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--corpus DIR] [--summarize]
         [--client NAME:N] [--outputs 2048-2303] [--factors 0.90,0.97:4] [--rollouts [--replies WORDS]]
-        [--jobs 2]
+        [--resends retry|rewind:7,3] [--jobs 2]
 
 Each (ratio, loop) pair is replayed turn by turn (`bench.cache.requests`, default policy at that
 share of the loop's size, no idle gaps) through one engine that serves every turn and, on every
@@ -29,6 +29,13 @@ rollouts apart by their replies and by the ids of their first calls, a text agen
 by the words of its first reply: where its rollouts reply the same words they are one history to
 it (docs/operations.md), so its rows are marked and counted apart. `--replies " ok"`: the other
 rollout's replies say a word more each (as a sampled model's differ).
+
+With `--resends`, another again: a request the client sends again, through the engine that served
+it. `retry`: every request twice in a row (an SDK's retry after a timeout or a 429: the OpenAI and
+Anthropic SDKs retry twice by default); `rewind:7,3`: after every 7th turn the last 3 turns and
+that one sent again, in order (an agent rewound to an earlier turn: Claude Code's /rewind, Codex's
+backtrack, a harness that retries a failed step; here the branch asks again what it asked). A row
+differs where a resend goes with other bytes than its first sending, which the provider's cache holds.
 """
 
 from __future__ import annotations
@@ -42,7 +49,8 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
-# (loop, ratio, summarize, corpus[, client NAME:N[, words the rollout's replies add[, --outputs[, --factors]]]])
+# (loop, ratio, summarize, corpus[, client NAME:N[, words the rollout's replies add[, --outputs[, --factors
+# [, --resends]]]]])
 Task = tuple[Any, ...]
 
 
@@ -118,6 +126,53 @@ def rollouts_differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
     return name, ratio, out
 
 
+def resends_differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
+    """The requests of one loop at one ratio, sent again as `--resends` says (`resent`) through
+    the engine that served them, that go with other bytes than the first time: (turn, what it sent
+    first, what it sent again), in tokens or "refused"."""
+    from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, learning, requests, window_policy
+    from guard.core.errors import ContextWindowExceeded
+
+    name, ratio, summarize, body = _task(task)
+    policy = window_policy(body, ratio, **({"calibration_mode": "auto"} if body.get("x_factors") else {}))
+    now, turn = [0.0], [0]
+    engine, summarizer = engine_for(body, policy, clock=lambda: now[0]), Scripted() if summarize else None
+    learning(engine, body, turn)
+    asked = list(requests(body))
+    first: dict[int, tuple[str, Any]] = {}
+    out: list[tuple[Any, ...]] = []
+    for t in resent(len(asked), task[8]):
+        now[0] += STEP_SECONDS
+        turn[0] = t
+        try:
+            fitted = fit(engine, asked[t], summarizer)
+            sent: tuple[str, Any] = (json.dumps(fitted.body), fitted.report.input_tokens_after)
+        except ContextWindowExceeded:
+            sent = ("refused", "refused")
+        if t not in first:
+            first[t] = sent
+        elif sent[0] != first[t][0]:
+            out.append((t, first[t][1], sent[1]))
+    return name, ratio, out
+
+
+def resent(turns: int, spec: str) -> list[int]:
+    """The order a client that sends requests again (`--resends`) sends a loop's `turns` in:
+    `retry`, each twice; `rewind:E,B`, after every E-th turn the B before it and that one again."""
+    if spec == "retry":
+        return [t for t in range(turns) for _ in (0, 1)]
+    kind, _, numbers = spec.partition(":")
+    every, back = (int(v) for v in numbers.split(","))
+    if kind != "rewind" or every < 1 or back < 0:
+        raise ValueError(f"--resends: retry or rewind:EVERY,BACK, not {spec!r}")
+    order: list[int] = []
+    for t in range(turns):
+        order.append(t)
+        if t % every == every - 1:
+            order += range(max(0, t - back), t + 1)
+    return order
+
+
 def _task(task: Task) -> tuple[str, float, bool, dict[str, Any]]:
     """A task's loop, ratio, whether to summarize, and the loop's body (as its client sends it)."""
     from bench.cache import outputs_of
@@ -185,19 +240,23 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--outputs", default=None, help="max_tokens turn by turn, as bench.sweep --outputs")
     parser.add_argument("--factors", default=None, help="a learned factor that changes, as bench.sweep --factors")
+    parser.add_argument("--resends", default=None, help="retry or rewind:EVERY,BACK: requests sent again")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
+    if args.resends:
+        resent(8, args.resends)  # (a bad spec refused before the loops load)
     loops = _loops(args.match, args.corpus)
     texts = {n for n, body in loops if not calls_by_id(body)}
     ratios = [float(r) for r in args.ratios.split(",")]
     tasks = [
-        (n, r, args.summarize, args.corpus, args.client, args.replies, args.outputs, args.factors)
+        (n, r, args.summarize, args.corpus, args.client, args.replies, args.outputs, args.factors, args.resends)
         for r in ratios
         for n, _ in loops
     ]
     rows = texts_differ = 0
     with ProcessPoolExecutor(args.jobs) as pool:
-        for name, ratio, turns in pool.map(rollouts_differing if args.rollouts else differing, tasks, chunksize=1):
+        how = rollouts_differing if args.rollouts else resends_differing if args.resends else differing
+        for name, ratio, turns in pool.map(how, tasks, chunksize=1):
             if turns:
                 rows += 1
                 texts_differ += name in texts

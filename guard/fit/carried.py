@@ -81,7 +81,7 @@ def carried(
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
-    records = (temperature.last, *temperature.others) if temperature is not None else ()
+    records = (temperature.cut_for(n), *temperature.others) if temperature is not None else ()
     return (yield from _warm(req, budget, cuts, notes, records, replay))
 
 
@@ -100,10 +100,11 @@ def _warm(
     notes.prefix_size = carry_of or size_of
     made_at = summaries.made if summaries else cuts.made
     edited = False
-    # the record of the turn just before this one; or of an older one (another worker served those
-    # since) of a history that only grew: its cut, where it fits this request, fitted every request
-    # in between too, so each of them carried it (the replay's own rule)
-    recent = last is not None and last.history in (n, *past.requests[-1:])
+    # the record of the turn just before this one, or of a later one the client went back from; or
+    # of an older one (another worker served those since) of a history that only grew: its cut,
+    # where it fits this request, fitted every request in between too, so each of them carried it
+    # (the replay's own rule)
+    recent = last is not None and (last.history in (n, *past.requests[-1:]) or last.history > n)
     if last is not None and cuts.aged(last.length, n):
         last = None  # a cut made inside turns that are no longer the newest: cut anew (`last_cut`)
     if last is not None and (recent or _older(last, past, counts)):

@@ -25,7 +25,7 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any, TypeGuard, cast
+from typing import Any, TypeGuard
 
 from guard.dialects import Dialect
 
@@ -73,7 +73,8 @@ def _identity(dialect: Dialect, messages: Sequence[Mapping[str, Any]], runs: Seq
     return first.encode("utf-8", "surrogatepass")
 
 
-Counts = tuple[tuple[int, int, int, int, int, int], tuple[str, str, str]]  # (what `LastCut.from_dict` reads)
+_COUNTS = ("length", "mark", "prefix_tokens", "history")  # a record's counts (`LastCut.from_dict`)
+_LATER_COUNTS = ("dropped_tokens", "room", "since")  # and those later versions added: 0 where absent
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,8 @@ class LastCut:
     made for (0: not recorded), which makes it again as it was on a turn with another room (a
     client that sets `max_tokens` turn by turn); `factor`: the calibration factor its counts are
     counted with (0: not recorded), which makes it again as it was after the deployment's factor
-    changed (`calibration_mode: auto`, a counting miss)."""
+    changed (`calibration_mode: auto`, a counting miss); `since`: the messages of the history it was
+    first sent with (0: not recorded): the turns of `since` to `history` messages carried it."""
 
     length: int
     mark: int
@@ -105,6 +107,7 @@ class LastCut:
     rollout: str = ""
     room: int = 0
     factor: float = 0.0
+    since: int = 0
 
     @classmethod
     def of(
@@ -135,6 +138,7 @@ class LastCut:
             dropped,
             tokens,
             rollout(dialect, messages),
+            since=len(counts),
         )
 
     def made_for(self, room: int) -> LastCut:
@@ -146,13 +150,33 @@ class LastCut:
         return replace(self, factor=factor)
 
     def of_this(self, dialect: Dialect, messages: Sequence[Mapping[str, Any]], counts: Sequence[int]) -> bool:
-        """Whether this record is of this history: of a history it grew from, the replies its cut
-        was made on as they were (shorter histories are another: the client's own compaction, or a
-        body the guard already cut)."""
-        return self.history <= len(counts) and spine(dialect, messages, counts, self.length) == self.spine
+        """Whether this record is of this history: of a history it grew from, or of one that went
+        back to a turn it carried the cut on (`went_back`), the replies its cut was made on as they
+        were (other shorter histories are another: the client's own compaction, or a body the guard
+        already cut)."""
+        return (self.history <= len(counts) or self.went_back(counts)) and spine(
+            dialect, messages, counts, self.length
+        ) == self.spine
+
+    def went_back(self, counts: Sequence[int]) -> bool:
+        """Whether `counts` are of a turn that carried this cut (`carried_by`) before the recorded
+        one: a client went back (a rewind, a harness's retried step, an SDK's late retry)."""
+        return self.carried_by(len(counts)) and len(counts) < self.history
+
+    def carried_by(self, messages: int) -> bool:
+        """Whether a turn of `messages` messages of this rollout carried this cut (those of `since`
+        to `history`; of the cut's own `length` on where `since` is not recorded)."""
+        return max(self.length, self.since) <= messages <= self.history
+
+    def same_cut(self, other: LastCut) -> bool:
+        """Whether `other` records this cut (as many messages and tokens, cut to the same mark)."""
+        return (self.length, self.mark, self.prefix_tokens) == (other.length, other.mark, other.prefix_tokens)
 
     def changed(self, counts: Sequence[int]) -> bool:
-        """Whether the client changed messages of the recorded history (of this one, `of_this`)."""
+        """Whether the client changed messages of the recorded history (of this one, `of_this`;
+        of one that went back, the messages the cut was made on: `went_back`)."""
+        if len(counts) < self.history:  # (went back: the messages the cut was made on, as they were?)
+            return self.taken(counts) != 0 or self.taken_from_dropped(counts) != 0
         return counts_digest(counts[: self.history]) != self.digest
 
     def taken(self, counts: Sequence[int]) -> int:
@@ -185,37 +209,20 @@ class LastCut:
     def from_dict(cls, data: Any) -> LastCut | None:
         if not isinstance(data, Mapping):
             return None
-        ints = [data.get(k) for k in ("length", "mark", "prefix_tokens", "history")]
-        ints += [data.get("dropped_tokens", 0), data.get("room", 0)]
-        texts = [data.get("digest"), data.get("spine"), data.get("rollout", "")]
-        flags = [data.get("edited", False), data.get("under_bar", False)]
+        ints: dict[str, Any] = {k: data.get(k) for k in _COUNTS} | {k: data.get(k, 0) for k in _LATER_COUNTS}
+        texts: dict[str, Any] = {k: data.get(k) for k in ("digest", "spine")} | {"rollout": data.get("rollout", "")}
+        flags: dict[str, Any] = {"edited": data.get("edited", False), "under_bar": data.get("under_bar", False)}
         runs, factor = data.get("dropped", []), data.get("factor", 0.0)
-        if not all(map(is_count, ints)) or not all(isinstance(t, str) for t in texts) or not is_factor(factor):
+        if not all(map(is_count, ints.values())) or not all(isinstance(t, str) for t in texts.values()):
             return None
-        if not all(isinstance(f, bool) for f in flags) or not isinstance(runs, list):
+        if not is_factor(factor) or not all(isinstance(f, bool) for f in flags.values()) or not isinstance(runs, list):
             return None
         dropped = tuple(
             (int(r[0]), int(r[1])) for r in runs if isinstance(r, list) and len(r) == 2 and all(is_count(v) for v in r)
         )
         if len(dropped) != len(runs):
             return None
-        (length, mark, prefix_tokens, history, tokens, room), (digest, spine_, rollout_) = cast("Counts", (ints, texts))
-        edited, under_bar = flags
-        return cls(
-            length,
-            mark,
-            prefix_tokens,
-            history,
-            digest,
-            spine_,
-            edited,
-            under_bar,
-            dropped,
-            tokens,
-            rollout_,
-            room,
-            float(factor),
-        )
+        return cls(**ints, **texts, **flags, dropped=dropped, factor=float(factor))
 
     def of_rollout(self, rollout_: str) -> bool:
         """Whether this may be a record of the rollout `rollout_` (`rollout`: the same digest, or

@@ -219,7 +219,7 @@ class Engine(_Resolving):
             d, limits, policy, counter, exact, family, self._adaptive_thinking(real), (key, factor.source)
         )
         # (a conversation whose cut was counted with another factor: `guard.fit.factor_change`)
-        then = counted_then(self.counters, resolved, temperature)
+        then = counted_then(self.counters, resolved, temperature, len(d.messages(body)))
         planned = carrying(
             body, resolved, then, can_summarize=request.can_summarize, temperature=temperature, replay=request.replay
         )
@@ -384,7 +384,7 @@ def _recorded(
     last = LastCut.from_dict(report.carried)
     if last is not None:
         of = last.rollout
-    elif temperature.last is not None or temperature.others:
+    elif temperature.last is not None or temperature.others or temperature.earlier:
         of = rollout(request[0], request[0].messages(request[1]))
     else:
         of = ""

@@ -30,13 +30,15 @@ from guard.fit.spans import CachedSummaries
 from guard.fit.temperature import Temperature
 
 
-def counted_then(counters: Counters, resolved: Resolved, temperature: Temperature | None) -> Resolved | None:
-    """`resolved` with the counter of the factor the conversation's record of its last turn (else
-    its anchor) was counted with, where that is another than the one in use (None: the same, none
-    recorded, or a cold cache)."""
+def counted_then(
+    counters: Counters, resolved: Resolved, temperature: Temperature | None, messages: int
+) -> Resolved | None:
+    """`resolved` with the counter of the factor the conversation's record of the cut a request of
+    `messages` messages carries (`Temperature.cut_for`; else its anchor) was counted with, where that
+    is another than the one in use (None: the same, none recorded, or a cold cache)."""
     factor = 0.0
     if temperature is not None and temperature.state != "cold":  # (a cold cache's cut is made anew)
-        last, anchor = temperature.last, temperature.anchor
+        last, anchor = temperature.cut_for(messages), temperature.anchor
         factor = last.factor if last is not None and last.factor else anchor.factor if anchor is not None else 0.0
     if not factor or factor == resolved.counter.factor:
         return None
@@ -57,7 +59,7 @@ def carrying(
     still fits (see the module)."""
     if then is not None and _of_this(body, then, temperature):
         tried = yield from _tried(plan(body, then, can_summarize=can_summarize, temperature=temperature, replay=replay))
-        if tried is not None and _carries(tried, temperature):
+        if tried is not None and _carries(tried, temperature, len(then.dialect.messages(body))):
             fitted = _recounted(tried, body, resolved)
             if fitted is not None:
                 return fitted
@@ -69,7 +71,7 @@ def _of_this(body: Mapping[str, Any], then: Resolved, temperature: Temperature) 
     dialect, factor = then.dialect, then.counter.factor
     messages = dialect.messages(body)
     counts = then.counter.messages(dialect, messages)
-    last, anchor = temperature.last, temperature.anchor
+    last, anchor = temperature.cut_for(len(messages)), temperature.anchor
     if last is not None and last.factor == factor and last.of_this(dialect, messages, counts):
         return True
     return anchor is not None and anchor.factor == factor and anchor.of_this(counts)
@@ -92,14 +94,14 @@ def _tried(inner: Plan) -> Generator[Any, Any, Fitted | None]:
         return None
 
 
-def _carries(fitted: Fitted, temperature: Temperature) -> bool:
-    """Whether the fit carried the recorded cut (the record's or the anchor's prefix and mark)
-    without lowering the output."""
+def _carries(fitted: Fitted, temperature: Temperature, messages: int) -> bool:
+    """Whether the fit of a request of `messages` messages carried the recorded cut (the record's or
+    the anchor's prefix and mark) without lowering the output."""
     report = fitted.report
     carried = report.carried
     if carried is None or any(a.kind == CLAMP for a in report.actions):
         return False
-    last, anchor = temperature.last, temperature.anchor
+    last, anchor = temperature.cut_for(messages), temperature.anchor
     if last is not None and (carried["length"], carried["mark"]) == (last.length, last.mark):
         return True
     made = report.anchor

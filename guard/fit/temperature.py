@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from guard.core.content import blocks, compact_json
@@ -40,6 +41,7 @@ FALLBACK_TTL_SECONDS = 300
 LONG_TTL_SECONDS = 3600  # Anthropic's `cache_control: {"ttl": "1h"}`
 LOG_ENTRIES = 10_000
 ROLLOUTS = 4  # rollouts of one task whose cuts a conversation's record keeps (`Seen.others`)
+EARLIER_CUTS = 2  # cuts a rollout carried before its last one that the record keeps (`Seen.earlier`)
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,15 @@ class Seen:
     """When a conversation was last sent (seconds since the epoch), the anchor it was sent with and
     the cut its last turn carried (`guard.fit.edited`); `others`: the cuts the last turns of other
     rollouts of its task carried (an eval harness's samples, RL rollouts, an agent's retries share a
-    fingerprint), the most recent first, at most `ROLLOUTS` - 1 (`kept`)."""
+    fingerprint), the most recent first, at most `ROLLOUTS` - 1 (`kept`); `earlier`: the cuts the
+    rollout of `last` carried before it, the most recent first, at most `EARLIER_CUTS`, for a
+    client that goes back to a turn that carried one (`LastCut.went_back`: a rewind, a retried step)."""
 
     at: float
     anchor: Anchor | None = None
     last: LastCut | None = None
     others: tuple[LastCut, ...] = ()
+    earlier: tuple[LastCut, ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(
@@ -101,6 +106,7 @@ class Seen:
                 "anchor": self.anchor.to_dict() if self.anchor else None,
                 "last": self.last.to_dict() if self.last else None,
                 "others": [o.to_dict() for o in self.others],
+                "earlier": [e.to_dict() for e in self.earlier],
             }
         )
 
@@ -108,10 +114,17 @@ class Seen:
     def kept(cls, at: float, anchor: Anchor | None, last: LastCut | None, before: Temperature, rollout: str) -> Seen:
         """The record of a turn of rollout `rollout` (`guard.fit.edited.rollout`) sent at `at` that
         carried `last` (None: no cut), with the cuts of the other rollouts the conversation's
-        record held `before` it (its own older one is dropped)."""
+        record held `before` it (its own older one is dropped) and the cuts this rollout carried
+        before `last` (its older one among them where `last` is another cut)."""
         known = (before.last, *before.others)
         others = tuple(c for c in known if c is not None and not c.of_rollout(rollout))
-        return cls(at, anchor, last, others[: ROLLOUTS - 1])
+        earlier = tuple(c for c in before.earlier if c.of_rollout(rollout))
+        mine = before.last if before.last is not None and before.last.of_rollout(rollout) else None
+        if mine is not None and (last is None or not last.same_cut(mine)):
+            earlier = (mine, *earlier)
+        elif mine is not None and last is not None and 0 < mine.since < (last.since or math.inf):
+            last = replace(last, since=mine.since)  # (a cut made again as it was: sent since its first turn)
+        return cls(at, anchor, last, others[: ROLLOUTS - 1], earlier[:EARLIER_CUTS])
 
     @classmethod
     def from_json(cls, text: str | bytes | None) -> Seen | None:
@@ -125,10 +138,15 @@ class Seen:
             or isinstance(data.get("at"), bool)
         ):
             return None
-        others = data.get("others")
-        kept = [LastCut.from_dict(o) for o in others[: ROLLOUTS - 1]] if isinstance(others, list) else []
+        others, earlier = _cuts(data.get("others"), ROLLOUTS - 1), _cuts(data.get("earlier"), EARLIER_CUTS)
         last, anchor = LastCut.from_dict(data.get("last")), Anchor.from_dict(data.get("anchor"))
-        return cls(float(data["at"]), anchor, last, tuple(o for o in kept if o is not None))
+        return cls(float(data["at"]), anchor, last, others, earlier)
+
+
+def _cuts(data: Any, most: int) -> tuple[LastCut, ...]:
+    """The first `most` cuts of a record's list of them, read back (those that do not read left out)."""
+    kept = [LastCut.from_dict(c) for c in data[:most]] if isinstance(data, list) else []
+    return tuple(c for c in kept if c is not None)
 
 
 @dataclass(frozen=True)
@@ -140,6 +158,12 @@ class Temperature:
     anchor: Anchor | None = None
     last: LastCut | None = None  # the cut the conversation's last turn carried
     others: tuple[LastCut, ...] = ()  # those other rollouts of its task carried (`Seen.others`)
+    earlier: tuple[LastCut, ...] = ()  # those its rollout carried before the last (`Seen.earlier`)
+
+    def cut_for(self, messages: int) -> LastCut | None:
+        """The cut of its rollout a turn of `messages` messages carries first: an earlier one that a
+        turn as long carried (`LastCut.carried_by`: the client went back to it), else the last."""
+        return next((c for c in self.earlier if c.carried_by(messages)), self.last)
 
 
 UNKNOWN = Temperature("unknown")
@@ -199,7 +223,7 @@ def judge(seen: Seen | None, now: float, ttl: int) -> Temperature:
         return Temperature("warm")
     idle = max(0.0, now - seen.at)
     cold = ttl > 0 and idle > ttl
-    return Temperature("cold" if cold else "warm", idle, seen.anchor, seen.last, seen.others)
+    return Temperature("cold" if cold else "warm", idle, seen.anchor, seen.last, seen.others, seen.earlier)
 
 
 class SeenLog:
