@@ -84,6 +84,9 @@ def test_the_record_keeps_the_cuts_a_rollout_carried_before_its_last():
     again = LastCut.of(CHAT, msgs, counts, (14, 38))  # (first sent with 22 messages, as far as it knows)
     kept = Seen.kept(10.0, None, again, before, again.rollout)
     assert again.since == 22 and (kept.last.since, kept.earlier) == (18, seen.earlier)  # type: ignore[union-attr]
+    # a turn that went back carries an earlier cut: it is the last now, and the one it went back from earlier
+    back = Seen.kept(11.0, None, cuts[1].carried(counts[:13]), before, cuts[1].rollout)
+    assert back.last == cuts[1].carried(counts[:13]) and back.earlier == (cuts[3], cuts[2])
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
@@ -116,7 +119,7 @@ def test_a_turn_sent_again_gets_the_bytes_it_got_while_the_record_knows_its_cut(
     ]
     full_size = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
     engine = _engine(dialect, int(full_size * settings_["share"]) + max(outputs), settings_)
-    first: dict[int, tuple[str, tuple[int, ...] | None]] = {}
+    first: dict[int, tuple[str, tuple[Any, ...] | None]] = {}
     known: list[list[Any]] = []  # the cuts sent, the latest first: [cut, first turn, last turn]
     checked = 0
     for t in resent(len(turns), rewinds):
@@ -139,6 +142,6 @@ def test_a_turn_sent_again_gets_the_bytes_it_got_while_the_record_knows_its_cut(
     assert checked
 
 
-def _cut_of(carried: dict[str, Any] | None) -> tuple[int, ...] | None:
+def _cut_of(carried: dict[str, Any] | None) -> tuple[Any, ...] | None:
     """What tells a carried cut from another (`LastCut.same_cut`), from a report's record of it."""
-    return None if carried is None else (carried["length"], carried["mark"], carried["prefix_tokens"])
+    return None if carried is None else tuple(carried[k] for k in ("length", "mark", "prefix_tokens", "room", "factor"))

@@ -169,8 +169,8 @@ class LastCut:
         return max(self.length, self.since) <= messages <= self.history
 
     def same_cut(self, other: LastCut) -> bool:
-        """Whether `other` records this cut (as many messages and tokens, cut to the same mark)."""
-        return (self.length, self.mark, self.prefix_tokens) == (other.length, other.mark, other.prefix_tokens)
+        """Whether `other` records this cut (of as many messages and tokens, mark, room and factor)."""
+        return _cut_key(self) == _cut_key(other)
 
     def changed(self, counts: Sequence[int]) -> bool:
         """Whether the client changed messages of the recorded history (of this one, `of_this`;
@@ -228,6 +228,12 @@ class LastCut:
         """Whether this may be a record of the rollout `rollout_` (`rollout`: the same digest, or
         one unknown to either, a record made before the model's first reply)."""
         return not self.rollout or not rollout_ or self.rollout == rollout_
+
+
+def _cut_key(cut: LastCut) -> tuple[Any, ...]:
+    """What tells a cut from another (`LastCut.same_cut`): made again for another room or with
+    another factor, it is another (its prefix fits elsewhere)."""
+    return (cut.length, cut.mark, cut.prefix_tokens, cut.room, cut.factor)
 
 
 def is_count(value: Any) -> TypeGuard[int]:

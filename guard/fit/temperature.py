@@ -124,6 +124,8 @@ class Seen:
             earlier = (mine, *earlier)
         elif mine is not None and last is not None and 0 < mine.since < (last.since or math.inf):
             last = replace(last, since=mine.since)  # (a cut made again as it was: sent since its first turn)
+        if last is not None:  # (a turn that went back carries one of them: it is the last now)
+            earlier = tuple(c for c in earlier if not c.same_cut(last))
         return cls(at, anchor, last, others[: ROLLOUTS - 1], earlier[:EARLIER_CUTS])
 
     @classmethod
