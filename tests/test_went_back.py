@@ -146,3 +146,17 @@ def test_a_turn_sent_again_gets_the_bytes_it_got_while_the_record_knows_its_cut(
 def _cut_of(carried: dict[str, Any] | None) -> tuple[Any, ...] | None:
     """What tells a carried cut from another (`LastCut.same_cut`), from a report's record of it."""
     return None if carried is None else tuple(carried[k] for k in ("length", "mark", "prefix_tokens", "room", "factor"))
+
+
+def test_real_loops_sent_again_go_as_they_went():
+    """Real loops, a turn sent again after later ones (`bench.replicas --resends`): a LiveMCPBench
+    run whose client draws `max_tokens` per request, and tau2's retail agent whose client stubs all
+    but its newest five results, each rewound now and then at half its size. Every turn sent again
+    goes with the bytes it went with (session 69's guard sent 10 and 3 of them otherwise)."""
+    from bench.replicas import resends_differing
+
+    for name, client, outputs, resends in (
+        ("livemcp/4d7582c4", None, "2048-2303", "rewind:5,4"),
+        ("tau2/retail_32", "last_n_observations:5", None, "rewind:6,2"),
+    ):
+        assert resends_differing((name, 0.5, False, None, client, "", outputs, None, resends))[2] == []
