@@ -81,44 +81,38 @@ def carried(
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
-    records = (temperature.cut_for(n), *temperature.others) if temperature is not None else ()
+    records = temperature.records(n) if temperature is not None else ()
     return (yield from _warm(req, budget, cuts, notes, records, replay))
 
 
 def _warm(
-    req: Counted, budget: Budget, cuts: _Cuts, notes: Notes, records: Sequence[LastCut | None], replay: bool
+    req: Counted, budget: Budget, cuts: _Cuts, notes: Notes, records: Sequence[LastCut], replay: bool
 ) -> Generator[Any, Any, Carried | None]:
     """The cut a warm conversation carries: the one its last turn sent (of the conversation's
     `records`, one per rollout of its task, the one of this history) while it fits, its prefix as
     it went less what the client took out since; else the one the replay finds; a new one where the
     client edited the history (its past is not what was sent) or none fits."""
     dialect, messages, counts, n = req.dialect, req.messages, req.counts, len(req.messages)
-    last = next((r for r in records if r is not None and r.of_this(dialect, messages, counts)), None)
     past = Past(dialect, messages, counts, cuts.sent, req.fixed)
     summaries = CutSummaries(cuts) if cuts.summarizing else None
     size_of, carry_of = (summaries.size, summaries.carry_size) if summaries else (cuts.size, None)
     notes.prefix_size = carry_of or size_of
     made_at = summaries.made if summaries else cuts.made
     edited = False
-    # the record of the turn just before this one, or of a later one the client went back from; or
-    # of an older one (another worker served those since) of a history that only grew: its cut,
-    # where it fits this request, fitted every request in between too, so each of them carried it
-    # (the replay's own rule)
-    recent = last is not None and (last.history in (n, *past.requests[-1:]) or last.history > n)
-    if last is not None and cuts.aged(last.length, n):
-        last = None  # a cut made inside turns that are no longer the newest: cut anew (`last_cut`)
-    if last is not None and (recent or _older(last, past, counts)):
-        # (made as it was for the room of the turn it was made for)
-        as_made, its_notes, its_made_at = _made_for(req, budget, last.room, (cuts, notes, made_at))
-        as_made.ghost, edited = max(last.taken(counts), -req.fixed), last.edited or last.changed(counts)
-        if edited:  # (the same messages go again: `History.dropped`)
-            as_made.dropped = last.dropped_messages
-            as_made.dropped_ghost = max(last.taken_from_dropped(counts), -as_made.ghost)
-        made = yield from its_made_at(last.length, last.mark)
-        made = yield from its_notes.noted(made, last.length, last.mark)
-        # (what the client took out may leave it under the room bar: then a new cut uses the room)
-        if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
-            return (*made, None, last.carried(counts))
+    # the first record of this history (then earlier cuts a turn this long carried: `records`): of
+    # the turn just before, or of a later one the client went back from; or of an older one (another
+    # worker served those since) of a history that only grew: its cut, where it fits this request,
+    # fitted every request in between too (the replay's own rule). Not a cut made inside turns that
+    # are no longer the newest: cut anew (`last_cut`)
+    ours = [r for r in records if r.of_this(dialect, messages, counts)]
+    for last in (r for k, r in enumerate(ours) if not k or r.carried_by(n)):
+        recent = last.history in (n, *past.requests[-1:]) or last.history > n
+        if cuts.aged(last.length, n) or not (recent or _older(last, past, counts)):
+            continue
+        kept, its_edits = yield from _carry(req, budget, (cuts, notes, made_at), last)
+        if kept is not None:
+            return kept
+        edited = edited or its_edits
         cuts.ghost, cuts.dropped, cuts.dropped_ghost = 0, frozenset(), 0
     if edited:
         found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])
@@ -143,6 +137,23 @@ def _warm(
     under = made[0].total < room_bar(budget)
     record = LastCut.of(dialect, messages, counts, (m, mark), under, made[0].origin)
     return (*made, None, replace(record, edited=edited, room=budget.room))
+
+
+def _carry(
+    req: Counted, budget: Budget, own: tuple[_Cuts, Notes, CutAt], last: LastCut
+) -> Generator[Any, Any, tuple[Carried | None, bool]]:
+    """The cut of the record `last` carried by this request, made as it was for its room, where it
+    fits and keeps the room bar (or was under it when made: the client's stubs may leave it under);
+    and whether the client edited the history since (the same messages go again: `History.dropped`)."""
+    as_made, its_notes, its_made_at = _made_for(req, budget, last.room, own)
+    as_made.ghost, edited = max(last.taken(req.counts), -req.fixed), last.edited or last.changed(req.counts)
+    if edited:
+        as_made.dropped = last.dropped_messages
+        as_made.dropped_ghost = max(last.taken_from_dropped(req.counts), -as_made.ghost)
+    made = yield from its_notes.noted((yield from its_made_at(last.length, last.mark)), last.length, last.mark)
+    if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
+        return (*made, None, last.carried(req.counts)), edited
+    return None, edited
 
 
 def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:

@@ -41,7 +41,7 @@ FALLBACK_TTL_SECONDS = 300
 LONG_TTL_SECONDS = 3600  # Anthropic's `cache_control: {"ttl": "1h"}`
 LOG_ENTRIES = 10_000
 ROLLOUTS = 4  # rollouts of one task whose cuts a conversation's record keeps (`Seen.others`)
-EARLIER_CUTS = 2  # cuts a rollout carried before its last one that the record keeps (`Seen.earlier`)
+ROLLOUT_CUTS = 3  # the cuts a rollout carried that the record keeps: its last and those before (`Seen.earlier`)
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class Seen:
     the cut its last turn carried (`guard.fit.edited`); `others`: the cuts the last turns of other
     rollouts of its task carried (an eval harness's samples, RL rollouts, an agent's retries share a
     fingerprint), the most recent first, at most `ROLLOUTS` - 1 (`kept`); `earlier`: the cuts the
-    rollout of `last` carried before it, the most recent first, at most `EARLIER_CUTS`, for a
+    rollout of `last` carried before it, the most recent first, with it at most `ROLLOUT_CUTS`, for a
     client that goes back to a turn that carried one (`LastCut.went_back`: a rewind, a retried step)."""
 
     at: float
@@ -126,7 +126,7 @@ class Seen:
             last = replace(last, since=mine.since)  # (a cut made again as it was: sent since its first turn)
         if last is not None:  # (a turn that went back carries one of them: it is the last now)
             earlier = tuple(c for c in earlier if not c.same_cut(last))
-        return cls(at, anchor, last, others[: ROLLOUTS - 1], earlier[:EARLIER_CUTS])
+        return cls(at, anchor, last, others[: ROLLOUTS - 1], earlier[: ROLLOUT_CUTS - (last is not None)])
 
     @classmethod
     def from_json(cls, text: str | bytes | None) -> Seen | None:
@@ -140,7 +140,7 @@ class Seen:
             or isinstance(data.get("at"), bool)
         ):
             return None
-        others, earlier = _cuts(data.get("others"), ROLLOUTS - 1), _cuts(data.get("earlier"), EARLIER_CUTS)
+        others, earlier = _cuts(data.get("others"), ROLLOUTS - 1), _cuts(data.get("earlier"), ROLLOUT_CUTS)
         last, anchor = LastCut.from_dict(data.get("last")), Anchor.from_dict(data.get("anchor"))
         return cls(float(data["at"]), anchor, last, others, earlier)
 
@@ -163,9 +163,22 @@ class Temperature:
     earlier: tuple[LastCut, ...] = ()  # those its rollout carried before the last (`Seen.earlier`)
 
     def cut_for(self, messages: int) -> LastCut | None:
-        """The cut of its rollout a turn of `messages` messages carries first: an earlier one that a
-        turn as long carried (`LastCut.carried_by`: the client went back to it), else the last."""
-        return next((c for c in self.earlier if c.carried_by(messages)), self.last)
+        """The cut of its rollout a turn of `messages` messages carries first: for one shorter than
+        the last turn, an earlier one that a turn as long carried (`LastCut.carried_by`: the client
+        went back to it); else the last (after a rewind, the branch goes on from its own cut, which
+        the provider's cache holds, not from the one the turns it went back from carried)."""
+        last = self.last
+        if last is not None and messages >= last.history:
+            return last
+        return next((c for c in self.earlier if c.carried_by(messages)), last)
+
+    def records(self, messages: int) -> tuple[LastCut, ...]:
+        """The cuts of the record a turn of `messages` messages may carry, in the order it tries them
+        (`guard.fit.carried`): its rollout's (`cut_for`), other rollouts', then earlier ones of its
+        rollout that a turn this long carried (a client that went back goes on as it went)."""
+        first = self.cut_for(messages)
+        back = [c for c in self.earlier if c.carried_by(messages) and c is not first]
+        return tuple(c for c in (first, *self.others, *back) if c is not None)
 
 
 UNKNOWN = Temperature("unknown")
