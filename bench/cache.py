@@ -218,6 +218,12 @@ def with_factors(body: Mapping[str, Any], spec: str | None) -> dict[str, Any]:
     return {**body, "x_factors": (tuple(float(v) for v in values.split(",")), int(every or 4))}
 
 
+def factor_settings(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The policy settings a loop `with_factors` is served with: `calibration_mode: auto`, so the
+    factor is learned from its providers' ratios (none for any other loop)."""
+    return {"calibration_mode": "auto"} if body.get("x_factors") else {}
+
+
 def learning(engine: Engine, body: Mapping[str, Any], turn: list[int]) -> None:
     """`engine` taught, turn by turn (`turn[0]`), the ratios of a loop `with_factors`."""
     if body.get("x_factors"):

@@ -56,11 +56,11 @@ Task = tuple[Any, ...]
 
 def differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
     """The turns of one loop at one ratio where a new engine sends other bytes than the served one."""
-    from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, learning, requests, window_policy
+    from bench.cache import STEP_SECONDS, Scripted, engine_for, factor_settings, fit, learning, requests, window_policy
     from guard.core.errors import ContextWindowExceeded
 
     name, ratio, summarize, body = _task(task)
-    policy = window_policy(body, ratio, **({"calibration_mode": "auto"} if body.get("x_factors") else {}))
+    policy = window_policy(body, ratio, **factor_settings(body))
     now, turn = [0.0], [0]
     served = engine_for(body, policy, clock=lambda: now[0])
     learning(served, body, turn)
@@ -130,11 +130,11 @@ def resends_differing(task: Task) -> tuple[str, float, list[tuple[Any, ...]]]:
     """The requests of one loop at one ratio, sent again as `--resends` says (`resent`) through
     the engine that served them, that go with other bytes than the first time: (turn, what it sent
     first, what it sent again), in tokens or "refused"."""
-    from bench.cache import STEP_SECONDS, Scripted, engine_for, fit, learning, requests, window_policy
+    from bench.cache import STEP_SECONDS, Scripted, engine_for, factor_settings, fit, learning, requests, window_policy
     from guard.core.errors import ContextWindowExceeded
 
     name, ratio, summarize, body = _task(task)
-    policy = window_policy(body, ratio, **({"calibration_mode": "auto"} if body.get("x_factors") else {}))
+    policy = window_policy(body, ratio, **factor_settings(body))
     now, turn = [0.0], [0]
     engine, summarizer = engine_for(body, policy, clock=lambda: now[0]), Scripted() if summarize else None
     learning(engine, body, turn)

@@ -82,8 +82,7 @@ def _row(task: tuple[float, int, str | None, str | None, How]) -> dict[str, Any]
     name, body = _loops(match, corpus)[index]
     edited = how.edited(body)
     base = cache.replay(name, edited, None)
-    settings = {**how.settings, **({"calibration_mode": "auto"} if how.factors else {})}
-    policy = cache.window_policy(body, ratio, **settings)
+    policy = cache.window_policy(body, ratio, **{**how.settings, **cache.factor_settings(edited)})
     run = cache.replay(name, edited, policy, cache.Scripted() if how.summarize else None)
     return {"ratio": ratio, **cache.row(name, base, run, None if how.client else edited)}
 
