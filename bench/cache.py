@@ -157,8 +157,14 @@ def requests(body: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
     made = itertools.count()  # (the requests made so far: each takes the next of `outputs`)
 
     def request(turns: list[Any], i: int | None = None) -> dict[str, Any]:
-        limit = outputs[next(made) % len(outputs)]
-        return {**clean, **_own(body, i), key: turns if client is None else client(dialect, turns), out: limit}
+        k = next(made)
+        sent = {
+            **clean,
+            **_own(body, i),
+            key: turns if client is None else client(dialect, turns),
+            out: outputs[k % len(outputs)],
+        }
+        return _tools_at(sent, body.get("x_tools"), k, dialect.name)
 
     if body.get("x_requests"):  # the requests the run sent, as sent (`convert.py moatless_requests`)
         sent: list[Any] = []
@@ -189,6 +195,58 @@ def _own(body: Mapping[str, Any], i: int | None) -> dict[str, Any]:
         if i is not None and body.get(index) is not None:
             out[name] = body[table][body[index][i]]
     return out
+
+
+def with_tools(body: Mapping[str, Any], spec: str | None) -> dict[str, Any]:
+    """The loop as an agent whose tool list changes sends it: `add:K`, from its K-th request on,
+    with `EXTRA_TOOLS` more tool schemas (an MCP server that connects); `drop:K`, with them until
+    its K-th request (one that disconnects); `toggle:K`, with them every other run of K requests (a
+    mode with tools of its own: plan and act, architect and code). A changed tool list is a new
+    prefix at the provider: that request finds nothing cached."""
+    if not spec:
+        return dict(body)
+    kind, _, every = spec.partition(":")
+    if kind not in ("add", "drop", "toggle") or not every.isdigit() or int(every) < 1:
+        raise ValueError(f"--tools: add:K, drop:K or toggle:K, not {spec!r}")
+    return {**body, "x_tools": (kind, int(every))}
+
+
+# six schemas of ~200 tokens each: a documentation server's tools, as an MCP client lists them
+EXTRA_TOOLS = [
+    {
+        "name": f"mcp__docs__lookup_{k}",
+        "description": "Look up the documentation of a library symbol and return its signature, summary, "
+        "parameters and examples. " * 3,
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "symbol": {"type": "string", "description": "the dotted name"},
+                "version": {"type": "string"},
+                "max_results": {"type": "integer"},
+            },
+            "required": ["symbol"],
+        },
+    }
+    for k in range(6)
+]
+
+
+def _tools_at(request: dict[str, Any], spec: tuple[str, int] | None, k: int, dialect: str) -> dict[str, Any]:
+    """Request `k` of a loop `with_tools`, its tool list as the agent sent it then."""
+    if spec is None:
+        return request
+    kind, every = spec
+    if not (k >= every if kind == "add" else k < every if kind == "drop" else (k // every) % 2 == 1):
+        return request
+    if dialect == "anthropic":
+        extra = [
+            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in EXTRA_TOOLS
+        ]
+    elif dialect == "responses":
+        extra = [{"type": "function", **t} for t in EXTRA_TOOLS]
+    else:
+        extra = [{"type": "function", "function": t} for t in EXTRA_TOOLS]
+    return {**request, "tools": [*(request.get("tools") or []), *extra]}
 
 
 def with_outputs(body: Mapping[str, Any], outputs: Sequence[int]) -> dict[str, Any]:
@@ -441,7 +499,8 @@ def setting(text: str) -> Any:
 
 
 def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Policy:
-    """The default policy with a window of `ratio` times the loop's full input (plus its output);
+    """The default policy with a window of `ratio` times the loop's full input (plus its output): its
+    last request's, or a loop of requests as sent (`x_requests`) its largest one's;
     for a loop marked `x_squeeze: history`, the pinned prompt plus `ratio` of the rest (`head`: the
     messages up to the first user turn pinned too)."""
     engine = Engine(
@@ -453,6 +512,10 @@ def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Pol
     counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
     counts = counter.messages(dialect, dialect.messages(body))
     full = counter.fixed(dialect, body) + sum(counts)
+    if body.get("x_requests"):  # requests as sent: a client that shortens its history sent larger ones before
+        full = max(
+            counter.fixed(dialect, r) + sum(counter.messages(dialect, dialect.messages(r))) for r in requests(body)
+        )
     room = int(full * ratio)
     if body.get("x_squeeze") in ("history", "head"):  # the pinned prompt whole, `ratio` of the history
         messages = dialect.messages(body)

@@ -3,7 +3,7 @@ the one that served every turn sends?
 
     .venv/bin/python -m bench.replicas [--ratios 0.3,0.5,0.7] [--match tau2/] [--corpus DIR] [--summarize]
         [--client NAME:N] [--outputs 2048-2303] [--factors 0.90,0.97:4] [--rollouts [--replies WORDS]]
-        [--resends retry|rewind:7,3] [--jobs 2]
+        [--resends retry|rewind:7,3] [--tools toggle:6] [--jobs 2]
 
 Each (ratio, loop) pair is replayed turn by turn (`bench.cache.requests`, default policy at that
 share of the loop's size, no idle gaps) through one engine that serves every turn and, on every
@@ -17,7 +17,8 @@ the conversation's record in the shared store is what keeps workers in step (doc
 `--corpus` replays a folder of converted loops instead (as `bench.sweep --corpus`: a family held out);
 `--client` has every request edited as that client edits its history (as `bench.sweep --client`);
 `--outputs` sets each request's `max_tokens` (as `bench.sweep --outputs`); `--factors`, a learned
-calibration factor that changes during the loop (as `bench.sweep --factors`).
+calibration factor that changes during the loop (as `bench.sweep --factors`); `--tools`, a tool list
+that changes during it (as `bench.sweep --tools`).
 
 With `--rollouts`, the question is another one: rollouts of one task side by side (an eval harness's
 samples, RL rollouts, an agent's retries) share the system prompt, tools and task, so one
@@ -50,7 +51,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 # (loop, ratio, summarize, corpus[, client NAME:N[, words the rollout's replies add[, --outputs[, --factors
-# [, --resends]]]]])
+# [, --resends[, --tools]]]]]])
 Task = tuple[Any, ...]
 
 
@@ -179,13 +180,14 @@ def _task(task: Task) -> tuple[str, float, bool, dict[str, Any]]:
     from bench.sweep import How, _loops
 
     name, ratio, summarize, corpus, *more = task
-    client, _, outputs, factors = (*more, None, None, None, None)[:4]  # (the second: `rollouts_differing`'s replies)
+    # (the second: `rollouts_differing`'s replies; the fifth: `resends_differing`'s order)
+    client, _, outputs, factors, _, tools = (*more, None, None, None, None, None, None)[:6]
     body = dict(dict(_loops(None, corpus))[name])
     return (
         name,
         ratio,
         summarize,
-        How(client, outputs=outputs_of(outputs) if outputs else (), factors=factors).edited(body),
+        How(client, outputs=outputs_of(outputs) if outputs else (), factors=factors, tools=tools).edited(body),
     )
 
 
@@ -241,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--outputs", default=None, help="max_tokens turn by turn, as bench.sweep --outputs")
     parser.add_argument("--factors", default=None, help="a learned factor that changes, as bench.sweep --factors")
     parser.add_argument("--resends", default=None, help="retry or rewind:EVERY,BACK: requests sent again")
+    parser.add_argument("--tools", default=None, help="a tool list that changes, as bench.sweep --tools")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     if args.resends:
@@ -249,7 +252,18 @@ def main(argv: list[str] | None = None) -> None:
     texts = {n for n, body in loops if not calls_by_id(body)}
     ratios = [float(r) for r in args.ratios.split(",")]
     tasks = [
-        (n, r, args.summarize, args.corpus, args.client, args.replies, args.outputs, args.factors, args.resends)
+        (
+            n,
+            r,
+            args.summarize,
+            args.corpus,
+            args.client,
+            args.replies,
+            args.outputs,
+            args.factors,
+            args.resends,
+            args.tools,
+        )
         for r in ratios
         for n, _ in loops
     ]

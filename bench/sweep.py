@@ -1,7 +1,7 @@
 """bench.cache over several window ratios at once, summed up against issue 34's bars.
 
     .venv/bin/python -m bench.sweep [--ratios 0.3,0.5,0.7] [--match moatless/] [--client N:K]
-        [--outputs 2048,4096 | --outputs 2048-2303] [--factors 0.90,0.97:4] [--corpus DIR] [--summarize]
+        [--outputs 2048,4096 | --outputs 2048-2303] [--factors 0.90,0.97:4] [--tools toggle:6] [--corpus DIR] [--summarize]
         [--set NAME=VALUE] [--out rows.json] [--against old.json] [--jobs 2]
     .venv/bin/python -m bench.sweep --trace moatless/django__django-12284 --ratios 0.5 [--client N:K]
 
@@ -58,13 +58,15 @@ class How:
     `max_tokens` of each request (`outputs`, `bench.cache.outputs_of`; none: bench.cache's OUTPUT:
     with other outputs the best cuts' columns are those of the room of the loop's last turn), and
     a learned calibration factor that changes during the loop (`factors`, `bench.cache.with_factors`:
-    the policy then sets `calibration_mode: auto`)."""
+    the policy then sets `calibration_mode: auto`), and a tool list that changes (`tools`,
+    `bench.cache.with_tools`)."""
 
     client: str | None = None
     summarize: bool = False
     settings: Mapping[str, Any] = field(default_factory=dict)
     outputs: tuple[int, ...] = ()
     factors: str | None = None
+    tools: str | None = None
 
     def edited(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """The loop as this client sends it."""
@@ -72,7 +74,7 @@ class How:
         from bench.clients import named
 
         edited = cache.with_client(body, named(self.client) if self.client else None)
-        return cache.with_factors(cache.with_outputs(edited, self.outputs), self.factors)
+        return cache.with_tools(cache.with_factors(cache.with_outputs(edited, self.outputs), self.factors), self.tools)
 
 
 def _row(task: tuple[float, int, str | None, str | None, How]) -> dict[str, Any]:
@@ -202,6 +204,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--client", default=None, help="NAME:N (bench.clients)")
     parser.add_argument("--outputs", default=None, help="max_tokens turn by turn: A,B,... in turn, or LOW-HIGH drawn")
     parser.add_argument("--factors", default=None, help="a learned factor that changes: RATIO,RATIO,...:TURNS")
+    parser.add_argument("--tools", default=None, help="a tool list that changes: add:K, drop:K or toggle:K")
     parser.add_argument("--out", default=None, help="write every row to this JSON file")
     parser.add_argument("--against", default=None, help="an earlier --out: list the loops that moved")
     parser.add_argument("--jobs", type=int, default=2)
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> None:
 
     settings = {k: setting(v) for k, v in (s.split("=", 1) for s in args.set)}
     outputs = outputs_of(args.outputs) if args.outputs else ()
-    how = How(args.client, args.summarize, settings, outputs, args.factors)
+    how = How(args.client, args.summarize, settings, outputs, args.factors, args.tools)
     if args.trace:
         print(trace(args.trace, ratios[0], args.corpus, how))
         return

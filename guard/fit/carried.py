@@ -105,6 +105,7 @@ def _warm(
     # fitted every request in between too (the replay's own rule). Not a cut made inside turns that
     # are no longer the newest: cut anew (`last_cut`)
     ours = [r for r in records if r.of_this(dialect, messages, counts)]
+    sent_last = False  # whether a record of this history is of the turn just before, its cut no longer fitting
     for last in (r for k, r in enumerate(ours) if not k or r.carried_by(n)):
         recent = last.history in (n, *past.requests[-1:]) or last.history > n
         if cuts.aged(last.length, n) or not (recent or _older(last, past, counts)):
@@ -113,6 +114,7 @@ def _warm(
         if kept is not None:
             return kept
         edited = edited or its_edits
+        sent_last = sent_last or last.history in past.requests[-1:]
         cuts.ghost, cuts.dropped, cuts.dropped_ghost = 0, frozenset(), 0
     if edited:
         found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])
@@ -124,6 +126,11 @@ def _warm(
         return anchored
     else:
         found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens, cuts.aged)
+        if found is not None and found[0] < n and sent_last and not _sent(found, ours):
+            # the turn just before sent the record's cut, which no longer fits, and the replay finds a
+            # past cut no turn sent (its past, counted under today's tools, room or factor, is not
+            # what went): it is no cached prefix, and carried this far it would not last; a new cut
+            found = (n, (yield from new_cut(past, n, budget, size_of))[0])
     if found is None:
         return None
     m, mark = found
@@ -154,6 +161,11 @@ def _carry(
     if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
         return (*made, None, last.carried(req.counts)), edited
     return None, edited
+
+
+def _sent(cut: tuple[int, int], records: Sequence[LastCut]) -> bool:
+    """Whether `cut` (its length and mark) is one the conversation's `records` hold as sent."""
+    return any((r.length, r.mark) == cut for r in records)
 
 
 def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
