@@ -118,9 +118,17 @@ def test_system_first_and_last_user_messages_are_verbatim(case):
     for key in d.system_keys:
         assert out.get(key) == body.get(key)
     assert [m for m in _turns(out) if d.is_system(m)] == [m for m in _turns(body) if d.is_system(m)]
-    users = [m for m in _turns(body) if d.is_user_turn(m)]
-    for kept in users[:1] + users[-1:]:  # the task and the current question
-        assert any(m == kept for m in _turns(out))
+    turns = _turns(body)
+    users = [i for i, m in enumerate(turns) if d.is_user_turn(m)]
+    # the task: the first user message, and the request that ends the first user turn where the
+    # model's reply follows it (the user messages before the first reply)
+    task, end = users[:1], users[0] + 1 if users else 0
+    while users and end < len(turns) and d.is_user_turn(turns[end]) and not d.tool_result_ids(turns[end]):
+        end += 1
+    if users and users[0] < end - 1 and end < len(turns):
+        task.append(end - 1)
+    for kept in task + users[-1:]:  # the task and the current question
+        assert any(m == turns[kept] for m in _turns(out))
 
 
 def _normal(value: Any) -> Any:

@@ -792,3 +792,37 @@ def test_words_a_long_last_user_message_answers_go_where_the_newest_step_needs_t
     plain = engine(room + 100, keep_recent_groups=1, keep_answered_share=None).fit(body).body["messages"]
     fitted = engine(room + 100, keep_recent_groups=1).fit(body).body["messages"]
     assert fitted == plain and msgs[4] not in fitted and msgs[-2] in fitted
+
+
+def test_the_first_user_turn_is_pinned_whole():
+    """An agent that sends its instructions as a user message sends the task as the next one
+    (TapeAgents' GAIA agent: the steps' schema, then the question; Codex: AGENTS.md and the
+    environment, then the prompt): every user message before the model's first reply is the task,
+    and no cut drops any of them."""
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a research agent."},
+        {"role": "user", "content": "You can take these steps: " + "search, read a page, run code. " * 20},
+        {
+            "role": "user",
+            "content": "Question: in the scikit-learn July 2017 changelog, which estimator gained a bug fix?",
+        },
+    ]
+    for k in range(30):
+        msgs.append({"role": "assistant", "content": f'{{"kind": "search_action", "query": "changelog {k}"}}'})
+        msgs.append({"role": "user", "content": f"search result {k}: " + "a page of results " * 60})
+    out = engine(6000).fit({"model": "m", "messages": msgs})
+    assert out.report.messages_after < len(msgs)
+    assert out.body["messages"][:3] == msgs[:3]
+
+
+def test_passages_before_the_question_go_as_history_the_question_stays():
+    """A client that sends retrieved passages as user messages before its question: the first
+    passage and the question are the task; the passages between them go as any history does."""
+    msgs: list[dict[str, Any]] = [{"role": "system", "content": "Answer from the passages."}]
+    msgs += [{"role": "user", "content": f"passage {k}: " + words(300, k)} for k in range(12)]
+    msgs += [{"role": "user", "content": "Question: which passage names kappa first?"}]
+    msgs += [{"role": "assistant", "content": "Passage 0."}, {"role": "user", "content": "And the last one?"}]
+    out = engine(3000).fit({"model": "m", "messages": msgs})
+    sent = out.body["messages"]
+    assert msgs[1] in sent and msgs[13] in sent and msgs[-1] in sent
+    assert sum(m in sent for m in msgs[2:13]) < 11

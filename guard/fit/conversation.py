@@ -21,7 +21,7 @@ from guard.core.budget import Budget
 from guard.core.policy import Policy
 from guard.core.report import Action, Skipped
 from guard.core.tokens import TokenCounter
-from guard.dialects import Content, Dialect, group_messages
+from guard.dialects import Content, Dialect, group_messages, task_messages
 from guard.fit.answered import ANSWERED_HELD, answered
 from guard.fit.history import History
 from guard.fit.ledger import Ledger
@@ -58,8 +58,9 @@ class Conversation:
         """The conversation of a request's messages, with what `keeping` pins and keeps recent."""
         groups = group_messages(dialect, messages)
         users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
-        kept = {users[-1]} | ({users[0]} if keeping.first_user_turn else set()) if users else set()
+        kept = {users[-1]} if users else set()
         if users and keeping.first_user_turn:
+            kept.update(task_messages(dialect, messages))
             # what leads the task without calls or results (an agent's greeting) goes with it: dropping
             # it saves nothing a marker would not take back, and it moves the cut before the task
             kept.update(

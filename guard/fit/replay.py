@@ -16,7 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from guard.core.budget import Budget
-from guard.dialects import Dialect, turn_boundaries
+from guard.dialects import Dialect, task_messages, turn_boundaries
 
 # a cut leaves at least this share of the room where a turn boundary allows (a deeper cut wastes it)
 ROOM_BAR = 0.6
@@ -255,8 +255,10 @@ def turn_growth(requests: Sequence[int], est: Sequence[int], end: int) -> int:
 
 
 def head_length(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> int:
-    """How many messages lead the history up to its first user turn (system prompt and task: pinned)."""
-    return next((i + 1 for i, m in enumerate(messages) if dialect.is_user_turn(m)), 0)
+    """How many messages lead the history up to its task (system prompt and task: pinned;
+    `task_messages`, where the request follows the instructions it opens with)."""
+    task = task_messages(dialect, messages)
+    return task[-1] + 1 if task and task[-1] == task[0] + 1 else task[0] + 1 if task else 0
 
 
 def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
