@@ -15,6 +15,7 @@ replays (`{"model", "tools", "messages" | "system"+"messages", "x_source"}`, gzi
     python bench/corpus/agents/convert.py cline TASK_ID/api_conversation_history.json [--model M]
     python bench/corpus/agents/convert.py smolagents gpt-4o__tool-calling__gaia__2025-07-24.jsonl --pick tool-calling_gaia_30
     python bench/corpus/agents/convert.py aider REPO/.aider.llm.history
+    python bench/corpus/agents/convert.py tapeagents tests/res/gaia_agent/tapedata.sqlite.gz [--pick NAME ...]
     python bench/corpus/agents/convert.py roo spotted-errors/file-clear-error-2.md
     python bench/corpus/agents/convert.py kimi SESSION.jsonl --prompts-source agents/default/system.md
     python bench/corpus/agents/convert.py gemini trajectory.json --tag 19b9e3e8 --model gemini/gemini-3-flash-preview
@@ -361,6 +362,59 @@ def _as_sent(sent: list[list[Any]]) -> list[list[Any]]:
         requests.append([keep, messages[keep:]])
         previous = messages
     return requests
+
+
+def tapeagents_runs(path: Path, least: int = 15) -> dict[str, list[list[dict[str, Any]]]]:
+    """The runs of a TapeAgents `tapedata.sqlite[.gz]` (its `LLMCalls` table: every request the
+    agent sent, whole, with the reply) of at least `least` requests, each a list of the requests'
+    messages in the order sent: by task (the question, the third message of every request), a run
+    ending where the next request of its task starts over (the system prompt, the steps' schema
+    and the question again, nothing after them)."""
+    import sqlite3
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        db = Path(folder) / "tapedata.sqlite"
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rb") as f:
+            db.write_bytes(f.read())
+        con = sqlite3.connect(db)
+        try:
+            prompts = [json.loads(row[0]) for row in con.execute("select prompt from LLMCalls order by timestamp")]
+        finally:
+            con.close()
+    runs: dict[str, list[list[list[dict[str, Any]]]]] = {}
+    for prompt in prompts:
+        messages = prompt["messages"]
+        if len(messages) < 3:
+            continue
+        task = runs.setdefault(messages[2]["content"], [])
+        if not task or len(messages) <= 4 < len(task[-1][-1]):
+            task.append([])
+        task[-1].append(messages)
+    out: dict[str, list[list[dict[str, Any]]]] = {}
+    for question, task_runs in runs.items():
+        words = re.findall(
+            r"[A-Za-z0-9]+", json.loads(question).get("content", "") if question.startswith("{") else question
+        )
+        slug = "_".join(words[:4]).lower()
+        for k, run in enumerate(task_runs):
+            if len(run) >= least:
+                out[f"{slug}_{k}"] = run
+    return out
+
+
+def tapeagents(run: list[list[dict[str, Any]]], model: str = "gpt-4o-mini") -> dict[str, Any]:
+    """A chat body from the requests of one TapeAgents run (`tapeagents_runs`), as sent
+    (`x_requests`): ServiceNow's GAIA agent keeps its tape (plan, thoughts, actions, observations)
+    and renders it as messages on every call: a system prompt, a user message with the JSON schema
+    of every step it may take, the question, then each step as JSON text (its thoughts and actions
+    the assistant's, observations the user's), older page observations shortened as the tape grows
+    (so a request is not the one before plus a turn). No tool schemas: the steps are text. The
+    database does not name the model (`model` stands in). Home paths and e-mail addresses are
+    pseudonymised."""
+    sent = [[{**m, "content": pseudonymised(_text(m.get("content")))} for m in messages] for messages in run]
+    return {"model": model, "messages": sent[-1], "x_requests": _as_sent(sent[:-1])}
 
 
 def tau2(
@@ -2458,6 +2512,7 @@ def main() -> None:
             "qwen",
             "crewai",
             "langgraph",
+            "tapeagents",
         ],
     )
     parser.add_argument("raw", nargs="+", type=Path)
@@ -2482,7 +2537,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     for path in args.raw:
-        text = _open(path) if args.family != "crush" else ""  # (a database: read by `crush_sessions`)
+        text = _open(path) if args.family not in ("crush", "tapeagents") else ""  # (databases: read below)
         if args.family == "openhands":
             fallback = None
             if args.system_from:
@@ -2569,6 +2624,15 @@ def main() -> None:
         elif args.family == "trae":  # <run>/trajectory.json: the run's folder names it
             name = f"{args.prefix}trae__{args.tag or path.parent.name}"
             _write(args.out, name, trae(json.loads(text)), str(path))
+        elif args.family == "tapeagents":  # tests/res/gaia_agent/tapedata.sqlite.gz
+            for name, run in tapeagents_runs(path).items():
+                if args.pick is None or name in args.pick:
+                    _write(
+                        args.out,
+                        f"{args.prefix}tapeagents__{name}",
+                        tapeagents(run, args.model or "gpt-4o-mini"),
+                        str(path),
+                    )
         elif args.family == "crush":  # .crush/crush.db (its -wal beside it, where there is one)
             for session, rows in crush_sessions(path, args.pick).items():
                 _write(args.out, f"{args.prefix}crush__{session[:8]}", crush(rows), str(path))
