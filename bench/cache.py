@@ -30,7 +30,7 @@ Loops: the real Inspect AI runs of 20+ messages the `docent` package ships (gpt-
 real Claude Code subagent session of 128 tool calls that the `vibelens` package ships (Anthropic
 messages), seven real SWE-bench runs of mini-swe-agent with one bash tool (77-165 turns,
 bench/corpus/swe; the first also as Anthropic messages and Responses items), the real loops of
-thirty-one other agent families in bench/corpus/agents (its README.md lists them with their
+thirty-three other agent families in bench/corpus/agents (its README.md lists them with their
 sources and licences: OpenHands, SWE-agent, Moatless Tools, tau2, Claude Code, Cline, CrewAI...), one-tool
 coding runs of 160 turns (`bench.traces.coding_trace`: chat, Anthropic,
 Responses, and a text-based agent whose outputs are user messages) and the synthetic
