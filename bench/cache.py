@@ -631,7 +631,7 @@ def best_cut(
     """The best a guard that cuts the oldest history in whole turns could do in this room, knowing
     every future turn: (cached tokens, tokens sent, bill) of the cheapest sequence of cuts (dynamic programming
     over the first turn kept at each request) where every request over the room keeps at least
-    `ROOM_BAR` of it (the room bar), the system prompt and first user message pinned, and the newest
+    `ROOM_BAR` of it (the room bar), the system prompt and the task pinned (`head_length`), and the newest
     turn group kept (as the guard keeps it: a request is never sent without its last turn). A turn
     that keeps the previous cut re-reads the previous prompt from the cache; one that moves it reads
     only the pinned prefix. Markers and truncation are left out: a guard can beat this a little by
@@ -669,7 +669,7 @@ def best_cut(
         whole.append(whole[-1] + w)
     fixed = counter.fixed(dialect, body)
     ends = [len(dialect.messages(r)) for r in requests(body)]
-    first = next((i + 1 for i, m in enumerate(messages) if dialect.is_user_turn(m)), 0)
+    first = head_length(dialect, messages)  # (the system prompt and the task, as the guard pins them)
     pinned = fixed + whole[first]
     boundaries = [g for g in turn_starts(dialect, messages) if g > first]
     starts = sorted({first} | {e for e in ends if e > first} | set(boundaries))

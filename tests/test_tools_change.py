@@ -13,9 +13,11 @@ from bench import cache
 from bench.sweep import How, _loops
 
 
-def _replayed(name: str, tools: str | None, ratio: float = 0.5) -> tuple[cache.Replay, cache.Replay, dict]:
+def _replayed(
+    name: str, tools: str | None, ratio: float = 0.5, outputs: str | None = None
+) -> tuple[cache.Replay, cache.Replay, dict]:
     body = dict(dict(_loops(None, None))[name])
-    edited = How(tools=tools).edited(body)
+    edited = How(tools=tools, outputs=cache.outputs_of(outputs) if outputs else ()).edited(body)
     base = cache.replay(name, edited, None)
     run = cache.replay(name, edited, cache.window_policy(body, ratio))
     return base, run, cache.row(name, base, run, edited)
@@ -37,6 +39,15 @@ def test_a_cut_that_stops_fitting_after_the_tool_list_changed_is_made_anew(name)
     _, plain, _ = _replayed(name, None)
     assert row["bill_over"] <= 1.0
     assert _warm_breaks(run) <= _warm_breaks(plain)
+
+
+def test_a_cut_that_stops_fitting_under_another_max_tokens_is_made_anew():
+    """The same where the client sets `max_tokens` turn by turn (drawn in 2048-2303): LiveMCPBench
+    4d7582c4 at half its size pays under the untrimmed loop's bill over the overflowing turns
+    (session 70's guard: 1.09x, a replayed cut no turn had sent taken twice, each cut again within
+    two turns)."""
+    _, run, row = _replayed("livemcp/4d7582c4", None, outputs="2048-2303")
+    assert row["bill_over"] <= 1.0
 
 
 def test_tools_spec_is_checked():
