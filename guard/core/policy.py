@@ -125,7 +125,11 @@ class Policy(BaseModel):
     strategies: list[StrategyName] = Field(default_factory=lambda: list(STRATEGY_ORDER), description="steps, in order")
     keep_recent_groups: int = Field(3, ge=0, description="newest turn groups kept verbatim")
     keep_recent_share: float | None = Field(0.5, gt=0.0, le=1.0, description=KEEP_RECENT_SHARE)
-    keep_first_user_turn: bool = Field(True, description="keep the first user message (the task) verbatim")
+    keep_first_user_turn: bool = Field(
+        True,
+        description="keep the task verbatim: the first user message, and the request that ends the first user turn "
+        "where the model's first reply follows more user messages",
+    )
     keep_answered_share: float | None = Field(0.25, gt=0.0, le=1.0, description=KEEP_ANSWERED_SHARE)
     truncated_tool_result_tokens: int = Field(200, ge=16, description="what a truncated result keeps")
     summary_max_tokens: int = Field(1024, ge=64, description="output budget of one summary")
