@@ -91,7 +91,9 @@ def _warm(
     """The cut a warm conversation carries: the one its last turn sent (of the conversation's
     `records`, one per rollout of its task, the one of this history) while it fits, its prefix as
     it went less what the client took out since; else the one the replay finds; a new one where the
-    client edited the history (its past is not what was sent) or none fits."""
+    client edited the history (its past is not what was sent), where the replay finds a past cut no
+    turn sent though the record is of the turn just before (the tools, room or factor the replay
+    counts the past with are not those it went with), or none fits."""
     dialect, messages, counts, n = req.dialect, req.messages, req.counts, len(req.messages)
     past = Past(dialect, messages, counts, cuts.sent, req.fixed)
     summaries = CutSummaries(cuts) if cuts.summarizing else None
