@@ -65,6 +65,10 @@ KEEP_ANSWERED_SHARE = (
     "then drops the agent's steps and keeps the cached prefix through that message; where they would take over "
     "0.9 of the room with it, the first cut drops them, not the next; unset = off"
 )
+KEEP_FIRST_USER_TURN = (
+    "keep the task verbatim: the first user message, and the request that ends the first user turn where "
+    "the model's first reply follows more user messages"
+)
 
 SUMMARY_ROOM_RATIO = (
     "a carried cut's summary takes at most this share of the room the pinned messages leave (and at most a "
@@ -125,11 +129,7 @@ class Policy(BaseModel):
     strategies: list[StrategyName] = Field(default_factory=lambda: list(STRATEGY_ORDER), description="steps, in order")
     keep_recent_groups: int = Field(3, ge=0, description="newest turn groups kept verbatim")
     keep_recent_share: float | None = Field(0.5, gt=0.0, le=1.0, description=KEEP_RECENT_SHARE)
-    keep_first_user_turn: bool = Field(
-        True,
-        description="keep the task verbatim: the first user message, and the request that ends the first user turn "
-        "where the model's first reply follows more user messages",
-    )
+    keep_first_user_turn: bool = Field(True, description=KEEP_FIRST_USER_TURN)
     keep_answered_share: float | None = Field(0.25, gt=0.0, le=1.0, description=KEEP_ANSWERED_SHARE)
     truncated_tool_result_tokens: int = Field(200, ge=16, description="what a truncated result keeps")
     summary_max_tokens: int = Field(1024, ge=64, description="output budget of one summary")

@@ -77,24 +77,6 @@ def group_messages(dialect: Dialect, messages: Sequence[Message]) -> list[int]:
     return dialect.groups(messages)
 
 
-def task_messages(dialect: Dialect, messages: Sequence[Message]) -> tuple[int, ...]:
-    """Where the task is: the first user message, and the last of the user messages right after it
-    (holding no tool results) where the model's reply follows them: the first user turn opens with
-    its instructions or context and ends with the request the model's first reply answers. Agents
-    that send their instructions as a user message send the task as the next one (TapeAgents'
-    steps schema, then the question; Codex's AGENTS.md and environment, then the prompt; Copilot
-    Chat's environment, then the request with its attachments); a client that sends passages as
-    user messages before its question keeps the first and the question (the passages between go
-    as any history does). Empty without a user message."""
-    first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), None)
-    if first is None:
-        return ()
-    end = first + 1
-    while end < len(messages) and dialect.is_user_turn(messages[end]) and not dialect.tool_result_ids(messages[end]):
-        end += 1
-    return (first, end - 1) if end - 1 > first and end < len(messages) else (first,)
-
-
 def turn_boundaries(dialect: Dialect, messages: Sequence[Message]) -> tuple[list[int], list[int]]:
     """Where each turn group after the first begins (a boundary never splits a call from its
     results), and of those, where a request of this history may have been sent: where the history
@@ -141,7 +123,6 @@ __all__ = [
     "last_breakpoints",
     "map_texts",
     "replace_text",
-    "task_messages",
     "text_of",
     "turn_boundaries",
 ]

@@ -4,7 +4,7 @@ still fits, so a provider's cached prefix keeps hitting (see `carried`; where th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -12,12 +12,11 @@ from guard.core import memo
 from guard.core.budget import Budget, quantized_stop
 from guard.core.report import Skipped
 from guard.core.steps import of_kind
-from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation, Keeping
 from guard.fit.cut_summaries import CutSummaries, Made
 from guard.fit.edited import LastCut
 from guard.fit.notes import Notes
-from guard.fit.prefix_fit import fit_prefix
+from guard.fit.prefix_fit import fit_prefix, followed_by, kept_whole
 from guard.fit.prefix_forms import PrefixKeys, SentForms
 from guard.fit.questions import query
 from guard.fit.replay import FIRST_MARK_SLACK, Past, last_cut, new_cut, room_bar
@@ -128,10 +127,9 @@ def _warm(
         return anchored
     else:
         found = yield from last_cut(past, budget, size_of, carry_of, notes.tokens, cuts.aged)
-        if found is not None and found[0] < n and sent_last and not _sent(found, ours):
-            # the turn just before sent the record's cut, which no longer fits, and the replay finds a
-            # past cut no turn sent (its past, counted under today's tools, room or factor, is not
-            # what went): it is no cached prefix, and carried this far it would not last; a new cut
+        if found is not None and found[0] < n and sent_last and all((r.length, r.mark) != found for r in ours):
+            # a past cut no turn sent (the replay counts the past under today's tools, room, factor):
+            # no cached prefix, and carried this far it would not last; a new cut
             found = (n, (yield from new_cut(past, n, budget, size_of))[0])
     if found is None:
         return None
@@ -163,11 +161,6 @@ def _carry(
     if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
         return (*made, None, last.carried(req.counts)), edited
     return None, edited
-
-
-def _sent(cut: tuple[int, int], records: Sequence[LastCut]) -> bool:
-    """Whether `cut` (its length and mark) is one the conversation's `records` hold as sent."""
-    return any((r.length, r.mark) == cut for r in records)
 
 
 def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
@@ -219,31 +212,6 @@ def _anchored(
             if made[0].total >= bar:
                 break
     return first
-
-
-def followed_by(cut: Conversation, tail: Sequence[Mapping[str, Any]], counts: Sequence[int], m: int) -> Conversation:
-    """The cut of a history's first `m` messages followed by the messages after them (`tail`, each
-    `counts` tokens), as sent: the newest turns, in no group a step may cut."""
-    rest = len(tail)
-    return replace(
-        cut,
-        messages=cut.messages + tuple(tail),
-        counts=cut.counts + tuple(counts),
-        groups=cut.groups + (-1,) * rest,
-        pinned=cut.pinned + (False,) * rest,
-        recent=cut.recent + (True,) * rest,
-        pending=cut.pending + (None,) * rest,
-        origin=cut.origin + tuple(range(m, m + rest)),
-    )
-
-
-def kept_whole(
-    dialect: Dialect, messages: Sequence[Mapping[str, Any]], sent: Sequence[int], fixed: int, keeping: Keeping
-) -> int:
-    """Tokens of `messages` (each `sent` tokens) that no step but the last resort cuts: pinned ones
-    and the newest turns."""
-    built = Conversation.build(dialect, messages, sent, fixed, keeping)
-    return sum(n for n, pinned, recent in zip(sent, built.pinned, built.recent) if pinned or recent)
 
 
 class _Cuts:

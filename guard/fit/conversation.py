@@ -21,11 +21,12 @@ from guard.core.budget import Budget
 from guard.core.policy import Policy
 from guard.core.report import Action, Skipped
 from guard.core.tokens import TokenCounter
-from guard.dialects import Content, Dialect, group_messages, task_messages
+from guard.dialects import Content, Dialect, group_messages
 from guard.fit.answered import ANSWERED_HELD, answered
 from guard.fit.history import History
 from guard.fit.ledger import Ledger
 from guard.fit.marks import Marks
+from guard.fit.replay import task_messages
 from guard.fit.summary import Summaries
 
 Message = Mapping[str, Any]

@@ -121,3 +121,28 @@ def _fit_steps(
 def _has_media(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> bool:
     """Whether any tool result of `messages` holds a part that is no text (an image, a document)."""
     return any(other_parts(content) for msg in messages for _, content in dialect.tool_results(msg))
+
+
+def followed_by(cut: Conversation, tail: Sequence[Mapping[str, Any]], counts: Sequence[int], m: int) -> Conversation:
+    """The cut of a history's first `m` messages followed by the messages after them (`tail`, each
+    `counts` tokens), as sent: the newest turns, in no group a step may cut."""
+    rest = len(tail)
+    return replace(
+        cut,
+        messages=cut.messages + tuple(tail),
+        counts=cut.counts + tuple(counts),
+        groups=cut.groups + (-1,) * rest,
+        pinned=cut.pinned + (False,) * rest,
+        recent=cut.recent + (True,) * rest,
+        pending=cut.pending + (None,) * rest,
+        origin=cut.origin + tuple(range(m, m + rest)),
+    )
+
+
+def kept_whole(
+    dialect: Dialect, messages: Sequence[Mapping[str, Any]], sent: Sequence[int], fixed: int, keeping: Keeping
+) -> int:
+    """Tokens of `messages` (each `sent` tokens) that no step but the last resort cuts: pinned ones
+    and the newest turns."""
+    built = Conversation.build(dialect, messages, sent, fixed, keeping)
+    return sum(n for n, pinned, recent in zip(sent, built.pinned, built.recent) if pinned or recent)

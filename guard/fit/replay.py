@@ -16,7 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from guard.core.budget import Budget
-from guard.dialects import Dialect, task_messages, turn_boundaries
+from guard.dialects import Dialect, turn_boundaries
 
 # a cut leaves at least this share of the room where a turn boundary allows (a deeper cut wastes it)
 ROOM_BAR = 0.6
@@ -252,6 +252,24 @@ def turn_growth(requests: Sequence[int], est: Sequence[int], end: int) -> int:
     ends = sorted({*requests[max(0, last - GROWTH_TURNS) : last], end})
     steps = sorted(est[b] - est[a] for a, b in pairwise(ends))
     return steps[len(steps) // 2] if steps else 0
+
+
+def task_messages(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    """Where the task is: the first user message, and the last of the user messages right after it
+    (holding no tool results) where the model's reply follows them: the first user turn opens with
+    its instructions or context and ends with the request the model's first reply answers. Agents
+    that send their instructions as a user message send the task as the next one (TapeAgents'
+    steps schema, then the question; Codex's AGENTS.md and environment, then the prompt; Copilot
+    Chat's environment, then the request with its attachments); a client that sends passages as
+    user messages before its question keeps the first and the question (the passages between go
+    as any history does). Empty without a user message."""
+    first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), None)
+    if first is None:
+        return ()
+    end = first + 1
+    while end < len(messages) and dialect.is_user_turn(messages[end]) and not dialect.tool_result_ids(messages[end]):
+        end += 1
+    return (first, end - 1) if end - 1 > first and end < len(messages) else (first,)
 
 
 def head_length(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> int:
