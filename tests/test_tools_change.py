@@ -7,10 +7,20 @@ sent: no cached prefix, and carried that far, full)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench import cache
 from bench.sweep import How, _loops
+from guard.core.errors import ContextWindowExceeded
+from tests.strategies import long_agent_loop
+from tests.test_carry_while_fits import _engine
+from tests.test_properties import _growing
+
+EXAMPLES = {"ci": 30, "dev": 20}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
 
 
 def _replayed(
@@ -48,6 +58,39 @@ def test_a_cut_that_stops_fitting_under_another_max_tokens_is_made_anew():
     two turns)."""
     _, run, row = _replayed("livemcp/4d7582c4", None, outputs="2048-2303")
     assert row["bill_over"] <= 1.0
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(
+    st.one_of(long_agent_loop(), long_agent_loop(questions=True)),
+    st.lists(st.integers(64, 512), min_size=2, max_size=4),
+)
+def test_a_cut_made_where_the_carried_one_stops_fitting_is_made_on_that_turn(case, outputs):
+    """A growing conversation whose client sets `max_tokens` turn by turn (`outputs`, in turn: the
+    room changes). Where the turn before was cut and this one goes with another cut, that cut is
+    made on this turn's history (its record's length is the turn's), or is one the conversation
+    sent before: never a past cut the replay finds under this turn's room, which no turn sent."""
+    body, settings_ = case
+    dialect = settings_["dialect"]
+    limit = "max_output_tokens" if "input" in body else "max_tokens"
+    turns = [{**t, limit: outputs[i % len(outputs)]} for i, t in enumerate(_growing(body))]
+    full_size = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
+    engine = _engine(dialect, int(full_size * settings_["share"]) + max(outputs), settings_)
+    sent: set[tuple[int, int]] = set()
+    previous = None
+    for turn in turns:
+        try:
+            report = cache.fit(engine, turn, None, dialect).report
+        except ContextWindowExceeded:
+            previous = None
+            continue
+        carried = report.carried
+        cut = None if carried is None else (carried["length"], carried["mark"])
+        if previous is not None and cut is not None and cut != previous and cut not in sent:
+            assert carried["length"] == report.messages_before, (cut, previous, sorted(sent))
+        if cut is not None:
+            sent.add(cut)
+        previous = cut
 
 
 def test_tools_spec_is_checked():
