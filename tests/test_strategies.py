@@ -794,11 +794,11 @@ def test_words_a_long_last_user_message_answers_go_where_the_newest_step_needs_t
     assert fitted == plain and msgs[4] not in fitted and msgs[-2] in fitted
 
 
-def test_the_first_user_turn_is_pinned_whole():
+def test_the_request_that_ends_the_first_user_turn_is_pinned():
     """An agent that sends its instructions as a user message sends the task as the next one
     (TapeAgents' GAIA agent: the steps' schema, then the question; Codex: AGENTS.md and the
-    environment, then the prompt): every user message before the model's first reply is the task,
-    and no cut drops any of them."""
+    environment, then the prompt): the first user message and the one the model's first reply
+    answers are the task, and no cut drops either (session 70's guard dropped the question)."""
     msgs: list[dict[str, Any]] = [
         {"role": "system", "content": "You are a research agent."},
         {"role": "user", "content": "You can take these steps: " + "search, read a page, run code. " * 20},
