@@ -17,8 +17,7 @@ from bench import cache
 from bench.sweep import How, _loops
 from guard.core.errors import ContextWindowExceeded
 from tests.strategies import long_agent_loop
-from tests.test_carry_while_fits import _engine
-from tests.test_properties import _growing
+from tests.test_went_back import outputs_in_turn
 
 EXAMPLES = {"ci": 30, "dev": 20}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
 
@@ -70,12 +69,7 @@ def test_a_cut_made_where_the_carried_one_stops_fitting_is_made_on_that_turn(cas
     room changes). Where the turn before was cut and this one goes with another cut, that cut is
     made on this turn's history (its record's length is the turn's), or is one the conversation
     sent before: never a past cut the replay finds under this turn's room, which no turn sent."""
-    body, settings_ = case
-    dialect = settings_["dialect"]
-    limit = "max_output_tokens" if "input" in body else "max_tokens"
-    turns = [{**t, limit: outputs[i % len(outputs)]} for i, t in enumerate(_growing(body))]
-    full_size = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
-    engine = _engine(dialect, int(full_size * settings_["share"]) + max(outputs), settings_)
+    dialect, turns, engine = outputs_in_turn(case, outputs)
     sent: set[tuple[int, int]] = set()
     previous = None
     for turn in turns:

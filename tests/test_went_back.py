@@ -21,6 +21,7 @@ from bench.replicas import resent
 from guard.core.errors import ContextWindowExceeded
 from guard.dialects import by_name
 from guard.fit.edited import LastCut
+from guard.fit.engine import Engine
 from guard.fit.temperature import ROLLOUT_CUTS, Seen, Temperature
 from tests.strategies import long_agent_loop
 from tests.test_carry_while_fits import _engine
@@ -91,6 +92,18 @@ def test_the_record_keeps_the_cuts_a_rollout_carried_before_its_last():
     assert branch.cut_for(15) == back.last and branch.cut_for(12) == back.last
 
 
+def outputs_in_turn(case: tuple[dict[str, Any], dict[str, Any]], outputs: list[int]) -> tuple[str, list[Any], Engine]:
+    """A drawn growing loop (`long_agent_loop`) whose client sets `max_tokens` turn by turn
+    (`outputs`, in turn): its dialect, its requests, and the engine that serves them at the drawn
+    share of the loop's size (plus the largest output)."""
+    body, settings_ = case
+    dialect = settings_["dialect"]
+    limit = "max_output_tokens" if "input" in body else "max_tokens"
+    turns = [{**t, limit: outputs[i % len(outputs)]} for i, t in enumerate(_growing(body))]
+    full_size = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
+    return dialect, turns, _engine(dialect, int(full_size * settings_["share"]) + max(outputs), settings_)
+
+
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(
     st.one_of(long_agent_loop(), long_agent_loop(questions=True)),
@@ -108,12 +121,7 @@ def test_a_turn_sent_again_gets_the_bytes_it_got_while_the_record_knows_its_cut(
     again, some turns sent again still go otherwise, session 70.)"""
     from bench.cache import fit
 
-    body, settings_ = case
-    dialect = settings_["dialect"]
-    limit = "max_output_tokens" if "input" in body else "max_tokens"
-    turns = [{**t, limit: outputs[i % len(outputs)]} for i, t in enumerate(_growing(body))]
-    full_size = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
-    engine = _engine(dialect, int(full_size * settings_["share"]) + max(outputs), settings_)
+    dialect, turns, engine = outputs_in_turn(case, outputs)
     first: dict[int, tuple[str, tuple[Any, ...] | None]] = {}
     known: list[list[Any]] = []  # the cuts sent, the latest first: [cut, first turn, last turn]
     checked = 0

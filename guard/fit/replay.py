@@ -276,7 +276,9 @@ def head_length(dialect: Dialect, messages: Sequence[Mapping[str, Any]]) -> int:
     """How many messages lead the history up to its task (system prompt and task: pinned;
     `task_messages`, where the request follows the instructions it opens with)."""
     task = task_messages(dialect, messages)
-    return task[-1] + 1 if task and task[-1] == task[0] + 1 else task[0] + 1 if task else 0
+    if not task:
+        return 0
+    return task[-1] + 1 if task[-1] == task[0] + 1 else task[0] + 1
 
 
 def low_water(past: Past, end: int, budget: Budget) -> tuple[int, ...]:
