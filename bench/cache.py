@@ -15,7 +15,8 @@ loop the bench prints:
   report's `cut` fingerprint changed; unmarked: breaks on a turn with an unchanged fingerprint
   (must be 0: a client may trust the fingerprint); needless: breaks on a turn whose previous turn
   was cut and whose previous prompt plus what the client added since (JSON compacted) still fit
-  the room (a carried cut dropped while it fit), but under `last_resort_cuts: recut` where the
+  the room (a carried cut dropped while it fit; where the client appended, or took out only
+  messages that prompt had left out: a window of its newest messages slid past them), but under `last_resort_cuts: recut` where the
   previous turn's cut was the last resort's, inside its newest turns (that policy carries such a
   cut only while those turns are the newest);
 - cost at Anthropic prices (cache read 0.1x, write 1.25x; a breakpoint at the end of every
@@ -83,7 +84,7 @@ from guard.core.budget import band_of  # noqa: E402
 from guard.core.errors import ContextWindowExceeded  # noqa: E402
 from guard.core.policy import Policy, load_policy_set  # noqa: E402
 from guard.core.steps import of_kind  # noqa: E402
-from guard.dialects import detect, turn_boundaries  # noqa: E402
+from guard.dialects import Dialect, detect, turn_boundaries  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest, WithheldSummary  # noqa: E402
 from guard.fit.replay import ROOM_BAR, head_length, lasting, turn_growth, turn_starts  # noqa: E402
@@ -458,12 +459,13 @@ def replay(
         broken = bool(previous) and not new_cut and same < len(previous)
         asked = list(dialect.messages(request))
         needless = False
-        if last is not None and out.turns[-1].cut and same < len(previous) and warm and not last_resort:
+        if last is not None and out.turns[-1].cut and cut and same < len(previous) and warm and not last_resort:
             # a broken prefix: would the previous prompt plus what was added since (JSON compacted,
             # as every overflow sends it) have fit the room? (only where the client appended)
             was_asked, was_sent = last
-            if asked[: len(was_asked)] == was_asked:
-                added = [compacted(dialect, m) for m in asked[len(was_asked) :]]
+            added_since = _added_since(dialect, was_asked, was_sent, asked)
+            if added_since is not None:
+                added = [compacted(dialect, m) for m in added_since]
                 carry = fixed + sum(counter.messages(dialect, was_sent)) + sum(counter.messages(dialect, added))
                 needless = carry <= report.room
         summarized = report is not None and any(a.kind == "summarize" for a in report.actions)
@@ -476,6 +478,23 @@ def replay(
             and any(a.kind in LAST_RESORT for a in report.actions)
         )
     return out
+
+
+def _added_since(dialect: Dialect, was_asked: list[Any], was_sent: list[Any], asked: list[Any]) -> list[Any] | None:
+    """What the client added to its history since the previous turn, where it only appended, or
+    took out only messages the previous prompt had left out (a window of its newest messages slid
+    past them: `bench.clients.sliding`); None where it changed what that prompt sent."""
+    if asked[: len(was_asked)] == was_asked:
+        return asked[len(was_asked) :]
+    if not was_asked or was_asked[-1] not in asked:
+        return None
+    end = len(asked) - asked[::-1].index(was_asked[-1])
+    gone = [m for m in was_asked if m not in asked[:end]]
+    if [m for m in was_asked if m not in gone] != asked[:end]:
+        return None
+    if any(m in was_sent or compacted(dialect, m) in was_sent for m in gone):
+        return None
+    return asked[end:]
 
 
 def engine_for(body: Mapping[str, Any], policy: Policy | None, clock: Callable[[], float] | None = None) -> Engine:
@@ -500,7 +519,8 @@ def setting(text: str) -> Any:
 
 def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Policy:
     """The default policy with a window of `ratio` times the loop's full input (plus its output): its
-    last request's, or a loop of requests as sent (`x_requests`) its largest one's;
+    last request's, or a loop of requests as sent (`x_requests`) or as a client edits them
+    (`with_client`) its largest one's;
     for a loop marked `x_squeeze: history`, the pinned prompt plus `ratio` of the rest (`head`: the
     messages up to the first user turn pinned too)."""
     engine = Engine(
@@ -512,7 +532,7 @@ def window_policy(body: Mapping[str, Any], ratio: float, **settings: Any) -> Pol
     counter, _ = engine.counter_for(body["model"], engine.policy_for(body["model"]))
     counts = counter.messages(dialect, dialect.messages(body))
     full = counter.fixed(dialect, body) + sum(counts)
-    if body.get("x_requests"):  # requests as sent: a client that shortens its history sent larger ones before
+    if body.get("x_requests") or body.get("x_client"):  # a client that shortens its history sent larger ones before
         full = max(
             counter.fixed(dialect, r) + sum(counter.messages(dialect, dialect.messages(r))) for r in requests(body)
         )
@@ -865,7 +885,7 @@ def measure(
     for name, body in loops(limit, match):
         edited = with_client(body, client)
         base = replay(name, edited, None)
-        policy = window_policy(body, ratio, **settings)
+        policy = window_policy(edited, ratio, **settings)
         run = replay(name, edited, policy, Scripted() if summarize else None)
         rows.append(row(name, base, run, None if client else body))
         if gaps and not summarize and not client:

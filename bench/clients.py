@@ -5,6 +5,11 @@ that client would send them; the replay applies it to every turn, the untrimmed 
 - `last_n_observations`: SWE-agent's history processor of that name (its 0.7 configs and others:
   `type: last_n_observations, n: 5`): every tool result but the newest `n` becomes
   "Old environment output: (k lines omitted)", so a result changes once, `n` turns after it came.
+- `sliding`: a window of the newest `n` messages after the system prompt and the first user
+  message (AutoGen's `BufferedChatCompletionContext`, LangChain's `trim_messages` with
+  `strategy="last"`, OpenHands' `RecentEventsCondenser` with `keep_first`): every turn past `n`
+  drops the oldest messages of the history, so the untrimmed loop's cached prefix ends at the task
+  on every turn; it never starts on a tool result (its call went).
 - `breakpoints`: a prompt-cache breakpoint (`cache_control`) on the newest `n` user or tool
   messages, moved every turn (SWE-agent's `cache_control` processor, Claude Code, LiteLLM's
   `cache_control_injection_points`).
@@ -45,6 +50,22 @@ def last_n_observations(n: int) -> Client:
     return client
 
 
+def sliding(n: int) -> Client:
+    def client(dialect: Dialect, messages: Sequence[Message]) -> list[Message]:
+        first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), None)
+        if first is None or len(messages) - first - 1 <= n:
+            return list(messages)
+        start = len(messages) - n
+        while start < len(messages) - 1 and (
+            dialect.tool_result_ids(messages[start])
+            or not (dialect.is_user_turn(messages[start]) or dialect.is_reply(messages[start]))
+        ):
+            start += 1
+        return [*messages[: first + 1], *messages[start:]]
+
+    return client
+
+
 def _marked(msg: Message) -> dict[str, Any]:
     content = msg.get("content")
     parts = (
@@ -72,6 +93,7 @@ def breakpoints(n: int) -> Client:
 CLIENTS: dict[str, Callable[[int], Client]] = {
     "last_n_observations": last_n_observations,
     "breakpoints": breakpoints,
+    "sliding": sliding,
 }
 
 

@@ -84,7 +84,9 @@ def _row(task: tuple[float, int, str | None, str | None, How]) -> dict[str, Any]
     name, body = _loops(match, corpus)[index]
     edited = how.edited(body)
     base = cache.replay(name, edited, None)
-    policy = cache.window_policy(body, ratio, **{**how.settings, **cache.factor_settings(edited)})
+    policy = cache.window_policy(
+        edited if how.client else body, ratio, **{**how.settings, **cache.factor_settings(edited)}
+    )
     run = cache.replay(name, edited, policy, cache.Scripted() if how.summarize else None)
     return {"ratio": ratio, **cache.row(name, base, run, None if how.client else edited)}
 
@@ -113,7 +115,7 @@ def trace(name: str, ratio: float, corpus: str | None, how: How) -> str:
     body = dict(loops[name])
     edited = how.edited(body)
     base = cache.replay(name, edited, None)
-    policy = cache.window_policy(body, ratio, **how.settings)
+    policy = cache.window_policy(edited if how.client else body, ratio, **how.settings)
     run = cache.replay(name, edited, policy, cache.Scripted() if how.summarize else None)
     lines = [f"{name} at {ratio:.0%}, room {run.room}", "turn  untrimmed    sent  cached  room  "]
     sent = iter(run.turns)

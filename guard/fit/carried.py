@@ -21,6 +21,7 @@ from guard.fit.prefix_forms import PrefixKeys, SentForms
 from guard.fit.questions import query
 from guard.fit.replay import FIRST_MARK_SLACK, Past, last_cut, new_cut, room_bar
 from guard.fit.request import Counted
+from guard.fit.slid import slid_to
 from guard.fit.temperature import Anchor, Temperature
 
 
@@ -105,7 +106,7 @@ def _warm(
     # worker served those since) of a history that only grew: its cut, where it fits this request,
     # fitted every request in between too (the replay's own rule). Not a cut made inside turns that
     # are no longer the newest: cut anew (`last_cut`)
-    ours = [r for r in records if r.of_this(dialect, messages, counts)]
+    ours = _of_this(req, records, cuts.summarizing)
     sent_last = False  # whether a record of this history is of the turn just before, its cut no longer fitting
     for last in (r for k, r in enumerate(ours) if not k or r.carried_by(n)):
         recent = last.history in (n, *past.requests[-1:]) or last.history > n
@@ -116,7 +117,7 @@ def _warm(
             return kept
         edited = edited or its_edits
         sent_last = sent_last or last.history in past.requests[-1:]
-        cuts.ghost, cuts.dropped, cuts.dropped_ghost = 0, frozenset(), 0
+        cuts.ghost, cuts.dropped, cuts.dropped_ghost, cuts.slid = 0, frozenset(), 0, (0, 0)
     if edited:
         found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])
     elif not replay:  # a busy worker: the cut a cold cache gets, anchored for the turns after it
@@ -146,6 +147,17 @@ def _warm(
     return (*made, None, replace(record, edited=edited, room=budget.room))
 
 
+def _of_this(req: Counted, records: Sequence[LastCut], summarizing: bool) -> list[LastCut]:
+    """The records of this history (`LastCut.of_this`); where none is, the first of them it is the
+    history of, slid (a client that keeps a window of its newest messages: `slid_to`; not with a
+    summarizer: a summary is of the messages a cut drops, and of fewer it is another one)."""
+    dialect, messages, counts = req.dialect, req.messages, req.counts
+    ours = [r for r in records if r.of_this(dialect, messages, counts)]
+    if ours or summarizing:
+        return ours
+    return [s for r in records if (s := slid_to(r, dialect, messages, counts)) is not None][:1]
+
+
 def _carry(
     req: Counted, budget: Budget, own: tuple[_Cuts, Notes, CutAt], last: LastCut
 ) -> Generator[Any, Any, tuple[Carried | None, bool]]:
@@ -157,6 +169,7 @@ def _carry(
     if edited:
         as_made.dropped = last.dropped_messages
         as_made.dropped_ghost = max(last.taken_from_dropped(req.counts), -as_made.ghost)
+        as_made.slid = (last.slid, last.dropped[0][0]) if last.slid and last.dropped else (0, 0)
     made = yield from its_notes.noted((yield from its_made_at(last.length, last.mark)), last.length, last.mark)
     if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
         return (*made, None, last.carried(req.counts)), edited
@@ -235,6 +248,7 @@ class _Cuts:
         self.ghost = 0  # the prefix is cut as if they were still there: the same oldest turns go
         self.dropped: frozenset[int] = frozenset()  # and the messages it dropped go again
         self.dropped_ghost = 0  # (with the tokens the client took out of them: `History.dropped_ghost`)
+        self.slid = (0, 0)  # (and the messages it took out where their first run starts: `History.slid`)
         self.keys = PrefixKeys(req, budget, policy, summarizing)
         self.forms = SentForms(req, ctx.counter, policy.allows("compact_json"), self.keys.hashes)
         self.sent = self.forms.sent()
@@ -244,7 +258,7 @@ class _Cuts:
         cannot be made): a past request's cut is made again where the engine does not remember it
         (a new worker or replica; with a summarizer, its summaries come from the summary cache,
         where that request left them); the request's own cut is kept in `made_here`."""
-        key = (*self.keys(m, mark), self.ghost, self.dropped, self.dropped_ghost)
+        key = (*self.keys(m, mark), *self._edits())
         sizes = memo.current().cut_sizes
         if m < len(self.messages) and key in sizes:
             return sizes.get(key)
@@ -313,6 +327,10 @@ class _Cuts:
             return None  # (or the messages a carried cut dropped did not go again: `History.dropped`)
         return (replace(cut, fixed=self.fixed) if self.ghost else cut), part
 
+    def _edits(self) -> tuple[Any, ...]:
+        """What a cut of this history is made again with, where the client edited it since."""
+        return self.ghost, self.dropped, self.dropped_ghost, self.slid
+
     def aged(self, m: int, end: int) -> bool:
         """Whether a cut of the first `m` messages is one the policy carries only while its newest
         turns are the newest (`last_resort_cuts: recut`, `guard.fit.replay.last_cut`), and at the
@@ -347,15 +365,7 @@ class _Cuts:
         if summaries:
             return (yield from _fit_prefix(self, m, mark, question, summaries))
         # (the counter itself: an engine keeps one per encoding, factor and image formula)
-        key = (
-            self.keys(m, mark),
-            question,
-            tuple(self.ctx.actions),
-            self.ctx.counter,
-            self.ghost,
-            self.dropped,
-            self.dropped_ghost,
-        )
+        key = (self.keys(m, mark), question, tuple(self.ctx.actions), self.ctx.counter, *self._edits())
         prefixes, prefix = memo.current().prefix_cuts, self.messages[:m]
         made = self.fitted.get(key) or prefixes.get(key)
         if made is None or made[0] != prefix:

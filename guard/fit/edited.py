@@ -16,7 +16,8 @@ For a history that only grew, that is the cut the replay finds; for one the clie
 (`LastCut.changed`), a new cut, once it no longer fits, is made on the history as it is. Edits that
 leave every count as it was (a moved breakpoint) change nothing the replay reads. Without the record
 of the turn just before (a worker that did not serve it, without a shared store; a shared store
-down) the replay decides, as for any history, so workers that alternate still send the same cut."""
+down) the replay decides, as for any history, so workers that alternate still send the same cut.
+Clients that slide a window of their newest messages past the cut: `guard.fit.slid`."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ def _identity(dialect: Dialect, messages: Sequence[Mapping[str, Any]], runs: Seq
 
 
 _COUNTS = ("length", "mark", "prefix_tokens", "history")  # a record's counts (`LastCut.from_dict`)
-_LATER_COUNTS = ("dropped_tokens", "room", "since")  # and those later versions added: 0 where absent
+_LATER_COUNTS = ("dropped_tokens", "room", "since", "slid")  # and those later versions added: 0 where absent
+_TEXTS = ("rollout", "window")  # digests later versions added: "" where absent
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,8 @@ class LastCut:
     client that sets `max_tokens` turn by turn); `factor`: the calibration factor its counts are
     counted with (0: not recorded), which makes it again as it was after the deployment's factor
     changed (`calibration_mode: auto`, a counting miss); `since`: the messages of the history it was
-    first sent with (0: not recorded): the turns of `since` to `history` messages carried it."""
+    first sent with (0: not recorded): the turns of `since` to `history` messages carried it;
+    `slid` and `window`: where a client slid a window of its newest messages past it (`guard.fit.slid`)."""
 
     length: int
     mark: int
@@ -108,6 +111,8 @@ class LastCut:
     room: int = 0
     factor: float = 0.0
     since: int = 0
+    slid: int = 0
+    window: str = ""
 
     @classmethod
     def of(
@@ -139,6 +144,7 @@ class LastCut:
             tokens,
             rollout(dialect, messages),
             since=len(counts),
+            window=window(dropped, counts),
         )
 
     def made_for(self, room: int) -> LastCut:
@@ -198,31 +204,21 @@ class LastCut:
     def carried(self, counts: Sequence[int]) -> LastCut:
         """This cut, carried by a history (each message's `counts`) it is of (`of_this`: the spine
         is the same): recorded as made (its prefix's tokens then), in that history."""
-        return replace(
-            self, history=len(counts), digest=counts_digest(counts), edited=self.edited or self.changed(counts)
+        edited, digest, window_ = (
+            self.edited or self.changed(counts),
+            counts_digest(counts),
+            window(self.dropped, counts),
         )
+        return replace(self, history=len(counts), digest=digest, edited=edited, window=window_)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "dropped": [list(r) for r in self.dropped]}
 
     @classmethod
     def from_dict(cls, data: Any) -> LastCut | None:
-        if not isinstance(data, Mapping):
-            return None
-        ints: dict[str, Any] = {k: data.get(k) for k in _COUNTS} | {k: data.get(k, 0) for k in _LATER_COUNTS}
-        texts: dict[str, Any] = {k: data.get(k) for k in ("digest", "spine")} | {"rollout": data.get("rollout", "")}
-        flags: dict[str, Any] = {"edited": data.get("edited", False), "under_bar": data.get("under_bar", False)}
-        runs, factor = data.get("dropped", []), data.get("factor", 0.0)
-        if not all(map(is_count, ints.values())) or not all(isinstance(t, str) for t in texts.values()):
-            return None
-        if not is_factor(factor) or not all(isinstance(f, bool) for f in flags.values()) or not isinstance(runs, list):
-            return None
-        dropped = tuple(
-            (int(r[0]), int(r[1])) for r in runs if isinstance(r, list) and len(r) == 2 and all(is_count(v) for v in r)
-        )
-        if len(dropped) != len(runs):
-            return None
-        return cls(**ints, **texts, **flags, dropped=dropped, factor=float(factor))
+        """A record read back from the shared store (None: not one this version reads)."""
+        fields = _fields(data)
+        return cls(**fields) if fields is not None else None
 
     def of_rollout(self, rollout_: str) -> bool:
         """Whether this may be a record of the rollout `rollout_` (`rollout`: the same digest, or
@@ -230,10 +226,41 @@ class LastCut:
         return not self.rollout or not rollout_ or self.rollout == rollout_
 
 
+def _fields(data: Any) -> dict[str, Any] | None:
+    """A record's fields, read back from the shared store and checked (`LastCut.from_dict`)."""
+    if not isinstance(data, Mapping):
+        return None
+    ints: dict[str, Any] = {k: data.get(k) for k in _COUNTS} | {k: data.get(k, 0) for k in _LATER_COUNTS}
+    texts: dict[str, Any] = {k: data.get(k) for k in ("digest", "spine")} | {k: data.get(k, "") for k in _TEXTS}
+    flags: dict[str, Any] = {"edited": data.get("edited", False), "under_bar": data.get("under_bar", False)}
+    runs, factor = data.get("dropped", []), data.get("factor", 0.0)
+    if not all(map(is_count, ints.values())) or not all(isinstance(t, str) for t in texts.values()):
+        return None
+    if not is_factor(factor) or not all(isinstance(f, bool) for f in flags.values()) or not isinstance(runs, list):
+        return None
+    dropped = tuple(
+        (int(r[0]), int(r[1])) for r in runs if isinstance(r, list) and len(r) == 2 and all(is_count(v) for v in r)
+    )
+    if len(dropped) != len(runs):
+        return None
+    return {**ints, **texts, **flags, "dropped": dropped, "factor": float(factor)}
+
+
 def _cut_key(cut: LastCut) -> tuple[Any, ...]:
     """What tells a cut from another (`LastCut.same_cut`): made again for another room or with
     another factor, it is another (its prefix fits elsewhere)."""
     return (cut.length, cut.mark, cut.prefix_tokens, cut.room, cut.factor)
+
+
+def window(dropped: Sequence[tuple[int, int]], counts: Sequence[int]) -> str:
+    """The digest `guard.fit.slid.slid_to` finds a cut by (`LastCut.window`): the counts of the
+    messages before its first dropped run and of those from its end on ("" where it drops nothing);
+    `LastCut.slid`: the messages the client has taken out of that run since the cut was made, which
+    its marker still counts."""
+    if not dropped:
+        return ""
+    start, end = dropped[0]
+    return counts_digest([*counts[:start], *counts[end:]])
 
 
 def is_count(value: Any) -> TypeGuard[int]:

@@ -35,9 +35,14 @@ class History:
     # the messages (original indices) a carried cut left out when it was made, where the client has
     # edited the history since: the drop takes them again, whatever the client did to them or to
     # what relevance reads (`guard.fit.edited`); None: the drop chooses. `dropped_ghost`: the
-    # tokens the client took out of them since, in the conversation's fixed tokens until they go
+    # tokens the client took out of them since, in the conversation's fixed tokens until they go;
+    # `slid`: the messages it took out where their first run starts (a window of its newest
+    # messages slid past them) and that place, which that run's marker still counts
     dropped: frozenset[int] | None = None
     dropped_ghost: int = 0
+    slid: tuple[int, int] = (0, 0)
+    # whether `dropped` is the drop, decided before any truncation (`guard.fit.rounds._drop_first`)
+    forced: bool = False
     _relevant: dict[frozenset[int], frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
     _ends: list[int] = field(default_factory=list, compare=False, repr=False)
 

@@ -18,6 +18,7 @@ from guard.fit.marks import Marks
 from guard.fit.questions import history_of
 from guard.fit.replay import room_bar
 from guard.fit.rounds import fit
+from guard.fit.strategies.drop import standing_marker
 
 
 class PrefixCuts(Protocol):
@@ -35,6 +36,7 @@ class PrefixCuts(Protocol):
     ghost: int
     dropped: frozenset[int]
     dropped_ghost: int
+    slid: tuple[int, int]
 
 
 def fit_prefix(
@@ -73,7 +75,8 @@ def fit_prefix(
         room=min(budget.room, mark),
         band=budget.band,
         ceiling=mark,
-        every_overflow=mark >= budget.room,
+        # (a cut whose dropped messages the client has all taken out since: it compacted its prefix)
+        every_overflow=mark >= budget.room or (cuts.slid[0] > 0 and not cuts.dropped),
         least=room_bar(budget),
     )
     used = [s for s in steps if BY_NAME[s].kind != "newest"]  # (`no_room` allows a marker: a drop may fit)
@@ -105,13 +108,17 @@ def _fit_steps(
     part = Context(counter=ctx.counter, policy=policy, marks=marks)
     part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
     if cuts.dropped:
-        part.history = replace(part.history, dropped=cuts.dropped, dropped_ghost=cuts.dropped_ghost)
+        part.history = replace(part.history, dropped=cuts.dropped, dropped_ghost=cuts.dropped_ghost, slid=cuts.slid)
     for action in ctx.actions:  # the output clamp of this request
         part.record(action.kind, action.tokens_saved, action.items)
     part.summarized.known = cuts.known
     part.summarized.calls = ctx.summarized.calls
-    fixed = cuts.fixed + cuts.ghost + cuts.dropped_ghost
+    # (what the client took out of the messages a cut dropped stands in its fixed tokens until they go)
+    fixed = cuts.fixed + cuts.ghost + (cuts.dropped_ghost if cuts.dropped else 0)
     prefix = Conversation.build(dialect, messages, counts, fixed, Keeping.of(policy, cuts.budget))
+    slid, at = cuts.slid
+    if slid and at not in cuts.dropped:  # the client took the cut's first run out whole: its marker stays
+        prefix = standing_marker(prefix, ctx.counter, at, slid)
     cut, part = yield from fit(prefix, part, policy, can_summarize=summaries)
     ctx.summarized.calls = part.summarized.calls
     cuts.known.update(part.summarized.known)  # (the trial the summaries were found in held a copy)

@@ -30,7 +30,13 @@ def fit(
 ) -> Generator[Any, Any, tuple[Conversation, Context]]:
     """Run the strategies on a conversation over its room (the context holds its marks)."""
     start, history = conv, ctx.history
-    early = None if can_summarize else _dropped_first(start, ctx, policy)
+    if history.dropped is not None and history.slid[0] and not can_summarize:
+        # a carried cut made again in a history the client slid: its drop first, as it was made
+        early: tuple[Conversation, Context] | None = _drop_first(
+            start, ctx, policy, ctx.skipped, dropped=history.dropped
+        )
+    else:
+        early = None if can_summarize else _dropped_first(start, ctx, policy)
     if early is not None:
         cut, ctx = early
     else:
@@ -134,6 +140,13 @@ def _without_wasted_cuts(
     conversation keeps the same cut), and the results that stay are truncated only if the drop
     still leaves the request over its mark (less lost, more of the room used)."""
     conv, again = _drop_first(start, ctx, policy, ctx.skipped)
+    if _stands(conv, again, ctx, fitted):
+        return conv, again
+    # the first pass stands: made again with its own drop decided first, so a result it truncated
+    # and then dropped does not have the ones that stay truncated further, and the cut is the one a
+    # history the client edits since makes again (`History.dropped`: the same messages go first)
+    dropped = frozenset(o for o in start.origin if o >= 0) - frozenset(fitted.origin)
+    conv, again = _drop_first(start, ctx, policy, ctx.skipped, dropped=dropped)
     return (conv, again) if _stands(conv, again, ctx, fitted) else (fitted, ctx)
 
 
@@ -188,9 +201,11 @@ def _drop_first(
     policy: Policy,
     skipped: list[Skipped],
     proceed: Callable[[Conversation, int], bool] | None = None,
+    dropped: frozenset[int] | None = None,
 ) -> tuple[Conversation, Context]:
     """`start` cut with the drop decided before any truncation, and the context that cut it (a
-    new one: `ctx`'s marks, its output clamp and relevance verdicts, the steps it `skipped`)."""
+    new one: `ctx`'s marks, its output clamp and relevance verdicts, the steps it `skipped`); with
+    `dropped`, those messages are the drop (`History.dropped`), and truncation goes on from there."""
     again = Context(
         counter=ctx.counter,
         policy=policy,
@@ -198,7 +213,9 @@ def _drop_first(
         ledger=Ledger(skipped=list(skipped)),
         # the drop-first pass sees no counts as sent: every older slot counts as settled (no step
         # waits for a band), and relevance keeps its verdicts (one per fit, see History.relevant)
-        history=replace(ctx.history, all_settled=True),
+        history=replace(ctx.history, all_settled=True)
+        if dropped is None
+        else replace(ctx.history, all_settled=True, dropped=dropped, forced=True),
     )
     for action in ctx.actions:
         if action.kind == CLAMP:

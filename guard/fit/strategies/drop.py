@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import replace
 
+from guard.core.tokens import TokenCounter
 from guard.dialects import MARKER_PREFIX, Message, cache_breakpoint, last_breakpoints
 from guard.fit.conversation import Context, Conversation, Outcome
 
@@ -34,7 +35,8 @@ def drop_oldest_turns(conv: Conversation, ctx: Context) -> Outcome:
     again = _again(conv, ctx, breakpoints)
     if again is not None:
         chosen, result = again
-        ctx.record("drop_oldest_turns", conv.total - result.total, len(chosen))
+        if chosen:
+            ctx.record("drop_oldest_turns", conv.total - result.total, len(chosen))
     else:
         groups = ctx.relevant_last(droppable_groups(conv), lambda g: (conv.origin[i] for i in g))
         chosen = _oldest_first(conv, ctx, groups, breakpoints, skip_overshoot=True)
@@ -63,12 +65,16 @@ def _again(conv: Conversation, ctx: Context, breakpoints: list[int]) -> tuple[se
     if not dropped:
         return None
     chosen = {i for i, o in enumerate(conv.origin) if o in dropped}
+    if not chosen and ctx.history.forced:  # (dropped first, a round before: truncation goes on)
+        return chosen, conv
     whole = [g for g in droppable_groups(conv) if chosen.intersection(g)]
     if len(chosen) != len(dropped) or sum(len(g) for g in whole) != len(chosen):
         return None
     result = _without(conv, ctx, chosen, breakpoints)
     if result.total >= conv.total:  # (their markers would cost more than they do now)
         return None
+    if ctx.history.forced:  # the drop decided first (`guard.fit.rounds._drop_first`): truncation goes on
+        return chosen, result
     return (chosen, result) if ctx.done(replace(result, fixed=result.fixed - ctx.history.dropped_ghost)) else None
 
 
@@ -183,26 +189,39 @@ def drop_messages(conv: Conversation, ctx: Context, chosen: set[int], breakpoint
     return result
 
 
-def _marker(conv: Conversation, a: int, b: int, breakpoints: list[int]) -> Message:
-    """The marker standing for messages a..b: how many, not their tokens (a client that edits
-    messages the guard already dropped, stubbing old results, leaves the marker and the cached
+def _marker(conv: Conversation, a: int, b: int, breakpoints: list[int], slid: int = 0) -> Message:
+    """The marker standing for messages a..b and `slid` more the client took out before them: how
+    many, not their tokens (a client that edits messages the guard already dropped, stubbing old
+    results or sliding a window of its newest messages past them, leaves the marker and the cached
     prefix after it as they were: `guard.fit.edited`). A prompt-cache breakpoint among them moves
     onto it (Anthropic `cache_control`): the cache still ends where the client wanted, and the
     number of breakpoints never grows (one or more dropped, at most one added)."""
     last = breakpoints[b]
     cache_control = cache_breakpoint(conv.messages[last]) if last >= a else None
-    return conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1), cache_control)
+    return conv.dialect.marker(OMITTED_MARK.format(m=b - a + 1 + slid), cache_control)
+
+
+def standing_marker(conv: Conversation, counter: TokenCounter, at: int, slid: int) -> Conversation:
+    """`conv` with the marker of `slid` messages before the message of the history's place `at`:
+    a carried cut's first run of dropped messages that the client has since taken out whole (a
+    window of its newest messages slid past it) keeps its marker where it was, pinned."""
+    place = next((i for i, o in enumerate(conv.origin) if o >= at), None)
+    if place is None:
+        return conv
+    msg = conv.dialect.marker(OMITTED_MARK.format(m=slid), None)
+    return conv.replacing(set(), {place: (msg, counter.message(conv.dialect, msg))})
 
 
 def _without(conv: Conversation, ctx: Context, chosen: set[int], breakpoints: list[int]) -> Conversation:
     markers = {}
     run: list[int] = []
+    slid, at = ctx.history.slid  # (the messages the client took out where the first run starts)
     for i in range(len(conv.messages) + 1):
         if i < len(conv.messages) and i in chosen:
             run.append(i)
             continue
         if run:
-            msg = _marker(conv, run[0], run[-1], breakpoints)
+            msg = _marker(conv, run[0], run[-1], breakpoints, slid if slid and conv.origin[run[0]] == at else 0)
             markers[run[0]] = (msg, ctx.counter.message(conv.dialect, msg))
             run = []
     return conv.replacing(chosen, markers)
