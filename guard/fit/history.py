@@ -7,7 +7,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from guard.core.content import Content
@@ -41,10 +41,18 @@ class History:
     dropped: frozenset[int] | None = None
     dropped_ghost: int = 0
     slid: tuple[int, int] = (0, 0)
-    # whether `dropped` is the drop, decided before any truncation (`guard.fit.rounds._drop_first`)
+    # whether `dropped` is the drop, decided before any truncation (`guard.fit.rounds._drop_first`):
+    # relevance then judges the messages it keeps alone, their counts as if it went first (`kept_first`)
     forced: bool = False
     _relevant: dict[frozenset[int], frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
     _ends: list[int] = field(default_factory=list, compare=False, repr=False)
+
+    def kept_first(self, dropped: frozenset[int]) -> History:
+        """This history with `dropped` the drop, decided before any truncation (`forced`): what
+        the steps after it read does not depend on the messages it takes (a cut made again after
+        the client took some of them out reads what the cut read when it was made)."""
+        counts = tuple(0 if i in dropped else n for i, n in enumerate(self.counts))
+        return replace(self, all_settled=True, dropped=dropped, forced=True, counts=counts, _relevant={}, _ends=[])
 
     @property
     def ends(self) -> list[int]:
@@ -58,6 +66,8 @@ class History:
         summary standing for older messages was just made or came from the cache."""
         if self.relevance is None:
             return frozenset()
+        if self.forced and self.dropped:  # (the drop decided first: judged among the messages it keeps)
+            summarized = summarized | self.dropped
         hit = self._relevant.get(summarized)
         if hit is None:
             hit = self._relevant[summarized] = self.relevance(summarized, self.band_edges(target, band))
