@@ -113,10 +113,12 @@ def _fit_steps(
         part.record(action.kind, action.tokens_saved, action.items)
     part.summarized.known = cuts.known
     part.summarized.calls = ctx.summarized.calls
-    # (what the client took out of the messages a cut dropped stands in its fixed tokens until they go)
-    fixed = cuts.fixed + cuts.ghost + (cuts.dropped_ghost if cuts.dropped else 0)
+    # what the client took out of the messages a cut dropped stands in its fixed tokens until they go
+    # (not in what the newest turns kept whole are measured against: those messages were not fixed)
+    ghost, slid, at = (cuts.dropped_ghost if cuts.dropped else 0), *cuts.slid
+    fixed = cuts.fixed + cuts.ghost + (0 if slid else ghost)
     prefix = Conversation.build(dialect, messages, counts, fixed, Keeping.of(policy, cuts.budget))
-    slid, at = cuts.slid
+    prefix = replace(prefix, fixed=prefix.fixed + ghost) if slid else prefix
     if slid and at not in cuts.dropped:  # the client took the cut's first run out whole: its marker stays
         prefix = standing_marker(prefix, ctx.counter, at, slid)
     cut, part = yield from fit(prefix, part, policy, can_summarize=summaries)
