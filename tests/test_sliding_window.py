@@ -127,3 +127,35 @@ def _no_text(record: Mapping[str, Any]) -> bool:
 def test_the_record_of_a_slid_cut_holds_counts_and_digests_only():
     record = _record([10, 11, 12, 13, 14, 15, 16], ((1, 4),), 5)
     assert record.window and _no_text(record.to_dict())
+
+
+def test_two_workers_sharing_the_record_carry_a_slid_cut_as_one_does():
+    """Turns of a real loop whose client slides a window of its newest 20 messages, sent
+    alternately through two engines (two workers or replicas) whose records meet in the shared
+    store: the same cuts, turn by turn, as through one engine (the record alone knows what the
+    client took out)."""
+    import asyncio
+
+    from guard.state.cache import CacheSettings, SummaryCache
+    from guard.state.seen_store import SeenStore
+    from tests.test_temperature import FakeRedis
+
+    name = "moatless/django__django-13220"
+    body = dict(dict(_loops(None, None))[name])
+    edited = cache.with_client(body, sliding(20))
+    policy = cache.window_policy(edited, 0.5)
+    turns = list(cache.requests(edited))
+    one = cache.engine_for(body, policy)
+    alone = [cache.fit(one, turn, None).report.carried for turn in turns]
+    shared = FakeRedis()
+    engines = [cache.engine_for(body, policy), cache.engine_for(body, policy)]
+    stores = [SeenStore(SummaryCache(CacheSettings(memory_entries=0), shared=shared), e.conversations) for e in engines]
+    both = []
+    for i, turn in enumerate(turns):
+        engine, store = engines[i % 2], stores[i % 2]
+        key = engine.conversation_key(turn, turn["model"])
+        assert asyncio.run(store.fresh(key))
+        both.append(cache.fit(engine, turn, None).report.carried)
+        asyncio.run(store.record(key))
+    assert sum(c is not None and c["slid"] > 0 for c in alone) >= 3
+    assert both == alone
