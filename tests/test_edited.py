@@ -320,20 +320,16 @@ def _forms(d: Any, changed: set[str]) -> list[Any]:
     return out
 
 
-def test_two_workers_sharing_the_record_cut_an_edited_loop_as_one_does():
-    """Turns of a loop whose client stubs old results, sent alternately through two engines (two
-    workers or replicas) whose records meet in the shared store: the same cuts, turn by turn, as
-    through one engine."""
+def carried_alone_and_by_two_workers(body: dict, policy: Any, turns: list[dict]) -> tuple[list[Any], list[Any]]:
+    """The cut each of `turns` carried (its report's record) through one engine, and sent
+    alternately through two engines (two workers or replicas) whose records meet in a shared store."""
     import asyncio
 
-    from bench.cache import engine_for, fit, requests
+    from bench.cache import engine_for, fit
     from guard.state.cache import CacheSettings, SummaryCache
     from guard.state.seen_store import SeenStore
     from tests.test_temperature import FakeRedis
 
-    name, body = SWE[0]
-    policy = window_policy(body, 0.5)
-    turns = list(requests(with_client(body, last_n_observations(5))))
     one = engine_for(body, policy)
     alone = [fit(one, turn, None).report.carried for turn in turns]
     shared = FakeRedis()
@@ -346,6 +342,20 @@ def test_two_workers_sharing_the_record_cut_an_edited_loop_as_one_does():
         assert asyncio.run(store.fresh(key))
         both.append(fit(engine, turn, None).report.carried)
         asyncio.run(store.record(key))
+    return alone, both
+
+
+def test_two_workers_sharing_the_record_cut_an_edited_loop_as_one_does():
+    """Turns of a loop whose client stubs old results, sent alternately through two engines (two
+    workers or replicas) whose records meet in the shared store: the same cuts, turn by turn, as
+    through one engine."""
+    from bench.cache import requests
+
+    name, body = SWE[0]
+    policy = window_policy(body, 0.5)
+    alone, both = carried_alone_and_by_two_workers(
+        body, policy, list(requests(with_client(body, last_n_observations(5))))
+    )
     assert sum(c is not None for c in alone) >= 30
     assert both == alone
 

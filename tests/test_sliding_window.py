@@ -27,7 +27,7 @@ from tests.strategies import long_agent_loop
 from tests.test_carry_while_fits import _engine
 from tests.test_properties import _growing
 
-EXAMPLES = {"ci": 20, "dev": 10}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
+EXAMPLES = {"ci": 50, "dev": 10}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
 
 
 def _turns_where_the_carried_cut_fits(engine: Engine, dialect_name: str, turns: list[dict[str, Any]], window: int):
@@ -134,28 +134,10 @@ def test_two_workers_sharing_the_record_carry_a_slid_cut_as_one_does():
     alternately through two engines (two workers or replicas) whose records meet in the shared
     store: the same cuts, turn by turn, as through one engine (the record alone knows what the
     client took out)."""
-    import asyncio
+    from tests.test_edited import carried_alone_and_by_two_workers
 
-    from guard.state.cache import CacheSettings, SummaryCache
-    from guard.state.seen_store import SeenStore
-    from tests.test_temperature import FakeRedis
-
-    name = "moatless/django__django-13220"
-    body = dict(dict(_loops(None, None))[name])
+    body = dict(dict(_loops(None, None))["moatless/django__django-13220"])
     edited = cache.with_client(body, sliding(20))
-    policy = cache.window_policy(edited, 0.5)
-    turns = list(cache.requests(edited))
-    one = cache.engine_for(body, policy)
-    alone = [cache.fit(one, turn, None).report.carried for turn in turns]
-    shared = FakeRedis()
-    engines = [cache.engine_for(body, policy), cache.engine_for(body, policy)]
-    stores = [SeenStore(SummaryCache(CacheSettings(memory_entries=0), shared=shared), e.conversations) for e in engines]
-    both = []
-    for i, turn in enumerate(turns):
-        engine, store = engines[i % 2], stores[i % 2]
-        key = engine.conversation_key(turn, turn["model"])
-        assert asyncio.run(store.fresh(key))
-        both.append(cache.fit(engine, turn, None).report.carried)
-        asyncio.run(store.record(key))
+    alone, both = carried_alone_and_by_two_workers(body, cache.window_policy(edited, 0.5), list(cache.requests(edited)))
     assert sum(c is not None and c["slid"] > 0 for c in alone) >= 3
     assert both == alone
