@@ -16,9 +16,9 @@ loop the bench prints:
   (must be 0: a client may trust the fingerprint); needless: breaks on a turn whose previous turn
   was cut and whose previous prompt plus what the client added since (JSON compacted) still fit
   the room (a carried cut dropped while it fit; where the client appended, or took out only
-  messages that prompt had left out: a window of its newest messages slid past them), but under `last_resort_cuts: recut` where the
-  previous turn's cut was the last resort's, inside its newest turns (that policy carries such a
-  cut only while those turns are the newest);
+  messages that prompt had left out: a window of its newest messages slid past them), but under
+  `last_resort_cuts: recut` where the previous turn's cut was the last resort's, inside its newest
+  turns (that policy carries such a cut only while those turns are the newest);
 - cost at Anthropic prices (cache read 0.1x, write 1.25x; a breakpoint at the end of every
   request, as Claude Code sets) and at OpenAI's (cached input 0.5x, or 0.1x for newer models),
   relative to the untrimmed loop: the guard sends fewer tokens, it must not cost more;
@@ -461,7 +461,8 @@ def replay(
         needless = False
         if last is not None and out.turns[-1].cut and cut and same < len(previous) and warm and not last_resort:
             # a broken prefix: would the previous prompt plus what was added since (JSON compacted,
-            # as every overflow sends it) have fit the room? (only where the client appended)
+            # as every overflow sends it) have fit the room? (where the client appended, or took out
+            # only what that prompt had left out: `_added_since`)
             was_asked, was_sent = last
             added_since = _added_since(dialect, was_asked, was_sent, asked)
             if added_since is not None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeGuard
 
@@ -250,6 +250,23 @@ def _cut_key(cut: LastCut) -> tuple[Any, ...]:
     """What tells a cut from another (`LastCut.same_cut`): made again for another room or with
     another factor, it is another (its prefix fits elsewhere)."""
     return (cut.length, cut.mark, cut.prefix_tokens, cut.room, cut.factor)
+
+
+def windows_at(counts: Sequence[int], start: int, tail: int, places: Iterable[int]) -> Iterator[tuple[int, str]]:
+    """For each of `places` where `tail` messages follow it, that place and the `counts_digest`
+    of the counts before `start` and of those `tail` from it: the digest `window` gives a cut whose
+    first dropped run starts at `start`, had its run ended there (`guard.fit.slid`). The counts
+    before `start` are hashed once."""
+    raw = memoryview(array("q", counts).tobytes())
+    lead, size = hashlib.blake2b(raw[: start * _COUNT_BYTES], digest_size=8), _COUNT_BYTES
+    for at in places:
+        if at + tail <= len(counts):
+            digest = lead.copy()
+            digest.update(raw[at * size : (at + tail) * size])
+            yield at, digest.hexdigest()
+
+
+_COUNT_BYTES = array("q").itemsize  # (a count as `counts_digest` hashes it)
 
 
 def window(dropped: Sequence[tuple[int, int]], counts: Sequence[int]) -> str:

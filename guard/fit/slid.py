@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from guard.dialects import Dialect
-from guard.fit.edited import LastCut, counts_digest, rollout, spine
+from guard.fit.edited import LastCut, counts_digest, rollout, spine, windows_at
 
 
 def slid_to(
@@ -35,12 +35,9 @@ def slid_to(
     tail = cut.history - end
     if tail < 2:
         return None
-    head = list(counts[:start])
-    for taken in range(1, end - start + 1):
-        at = end - taken
-        if len(counts) >= at + tail and counts_digest([*head, *counts[at : at + tail]]) == cut.window:
-            return _slid(cut, dialect, messages, counts, taken)
-    return None
+    places = range(end - 1, start - 1, -1)  # (one message taken out, two, ..., the whole run)
+    found = next((at for at, digest in windows_at(counts, start, tail, places) if digest == cut.window), None)
+    return _slid(cut, dialect, messages, counts, end - found) if found is not None else None
 
 
 def _slid(

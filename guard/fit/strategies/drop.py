@@ -221,7 +221,7 @@ def _without(conv: Conversation, ctx: Context, chosen: set[int], breakpoints: li
             run.append(i)
             continue
         if run:
-            msg = _marker(conv, run[0], run[-1], breakpoints, slid if slid and conv.origin[run[0]] == at else 0)
+            msg = _marker(conv, run[0], run[-1], breakpoints, slid if conv.origin[run[0]] == at else 0)
             markers[run[0]] = (msg, ctx.counter.message(conv.dialect, msg))
             run = []
     return conv.replacing(chosen, markers)
