@@ -10,6 +10,15 @@ that client would send them; the replay applies it to every turn, the untrimmed 
   `strategy="last"`, OpenHands' `RecentEventsCondenser` with `keep_first`): every turn past `n`
   drops the oldest messages of the history, so the untrimmed loop's cached prefix ends at the task
   on every turn; it never starts on a tool result (its call went).
+- `trimmed`: a window of the newest messages within `n` thousand tokens (estimated as a quarter of
+  their JSON's characters, LangChain's `count_tokens_approximately`) after the system prompt and the
+  first user message (LangChain's `trim_messages(max_tokens=..., strategy="last")` with the task
+  kept, LlamaIndex's `ChatMemoryBuffer(token_limit=...)`): how many messages go each turn follows
+  the sizes of the ones that came, so a turn may slide past many.
+- `middle`: AutoGen's `TokenLimitedChatCompletionContext(token_limit=n thousand)`: while the
+  history is over its limit, the message in its middle goes; then a leading tool result goes. The
+  head it keeps grows and shrinks by a message as the sizes move, so the client's own prefix breaks
+  in the middle of its history, not after the task.
 - `breakpoints`: a prompt-cache breakpoint (`cache_control`) on the newest `n` user or tool
   messages, moved every turn (SWE-agent's `cache_control` processor, Claude Code, LiteLLM's
   `cache_control_injection_points`).
@@ -19,6 +28,7 @@ that client would send them; the replay applies it to every turn, the untrimmed 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -55,13 +65,54 @@ def sliding(n: int) -> Client:
         first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), None)
         if first is None or len(messages) - first - 1 <= n:
             return list(messages)
-        start = len(messages) - n
-        while start < len(messages) - 1 and (
-            dialect.tool_result_ids(messages[start])
-            or not (dialect.is_user_turn(messages[start]) or dialect.is_reply(messages[start]))
-        ):
-            start += 1
-        return [*messages[: first + 1], *messages[start:]]
+        return [*messages[: first + 1], *messages[_starts_on_reply(dialect, messages, len(messages) - n) :]]
+
+    return client
+
+
+def _estimate(msg: Message) -> int:
+    return len(json.dumps(msg, ensure_ascii=False)) // 4 + 3
+
+
+def _starts_on_reply(dialect: Dialect, messages: Sequence[Message], start: int) -> int:
+    while start < len(messages) - 1 and (
+        dialect.tool_result_ids(messages[start])
+        or not (dialect.is_user_turn(messages[start]) or dialect.is_reply(messages[start]))
+    ):
+        start += 1
+    return start
+
+
+def trimmed(n: int) -> Client:
+    budget = n * 1000
+
+    def client(dialect: Dialect, messages: Sequence[Message]) -> list[Message]:
+        first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), None)
+        if first is None:
+            return list(messages)
+        left, start = budget - sum(_estimate(m) for m in messages[: first + 1]), len(messages)
+        while start > first + 1 and left >= _estimate(messages[start - 1]):
+            start -= 1
+            left -= _estimate(messages[start])
+        if start == first + 1:
+            return list(messages)
+        return [*messages[: first + 1], *messages[_starts_on_reply(dialect, messages, start) :]]
+
+    return client
+
+
+def middle(n: int) -> Client:
+    budget = n * 1000
+
+    def client(dialect: Dialect, messages: Sequence[Message]) -> list[Message]:
+        out = list(messages)
+        sizes = [_estimate(m) for m in out]
+        total = sum(sizes)
+        while total > budget and out:
+            gone = len(out) // 2
+            total -= sizes.pop(gone)
+            out.pop(gone)
+        return out[1:] if out and dialect.tool_result_ids(out[0]) else out
 
     return client
 
@@ -94,6 +145,8 @@ CLIENTS: dict[str, Callable[[int], Client]] = {
     "last_n_observations": last_n_observations,
     "breakpoints": breakpoints,
     "sliding": sliding,
+    "trimmed": trimmed,
+    "middle": middle,
 }
 
 

@@ -148,14 +148,16 @@ def _warm(
 
 
 def _of_this(req: Counted, records: Sequence[LastCut], summarizing: bool) -> list[LastCut]:
-    """The records of this history (`LastCut.of_this`); where none is, the first of them it is the
-    history of, slid (a client that keeps a window of its newest messages: `slid_to`; not with a
-    summarizer: a summary is of the messages a cut drops, and of fewer it is another one)."""
+    """The records of this history (`LastCut.of_this`); where none is, the one of them it is the
+    history of, slid (a client that keeps a window of its newest messages: `slid_to`), whose turn
+    was the latest: of those it slid past, the longest history. Not with a summarizer: a summary
+    is of the messages a cut drops, and of fewer it is another one."""
     dialect, messages, counts = req.dialect, req.messages, req.counts
     ours = [r for r in records if r.of_this(dialect, messages, counts)]
     if ours or summarizing:
         return ours
-    return [s for r in records if (s := slid_to(r, dialect, messages, counts)) is not None][:1]
+    slid = [s for r in records if (s := slid_to(r, dialect, messages, counts)) is not None]
+    return [max(slid, key=lambda s: s.history)] if slid else []  # (the newest turn's: it covers the most)
 
 
 def _carry(

@@ -61,7 +61,8 @@ class Conversation:
         users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
         kept = {users[-1]} if users else set()
         if users and keeping.first_user_turn:
-            kept.update(task_messages(dialect, messages))
+            before = len(messages) if keeping.task_before is None else keeping.task_before
+            kept.update(i for i in task_messages(dialect, messages) if i < before)
             # what leads the task without calls or results (an agent's greeting) goes with it: dropping
             # it saves nothing a marker would not take back, and it moves the cut before the task
             kept.update(
@@ -366,6 +367,11 @@ class Keeping:
     # drops them, where the next one would have and sent the long message again uncached (the
     # held-out Cursor chat at 50%, session 63)
     answered: tuple[int, int] | None = None
+    # where a carried cut's first dropped run starts in a history the client edited since: the task
+    # is before it (a client that slid a window of its newest messages may leave one that was an
+    # answer, a text agent's observation sent as a user message, right after the task, where
+    # `task_messages` would read it as the task's request: pinned, it moves the cut)
+    task_before: int | None = None
 
     @classmethod
     def of(cls, policy: Policy, budget: Budget) -> Keeping:

@@ -117,7 +117,10 @@ def _fit_steps(
     # (not in what the newest turns kept whole are measured against: those messages were not fixed)
     ghost, slid, at = (cuts.dropped_ghost if cuts.dropped else 0), *cuts.slid
     fixed = cuts.fixed + cuts.ghost + (0 if slid else ghost)
-    prefix = Conversation.build(dialect, messages, counts, fixed, Keeping.of(policy, cuts.budget))
+    keeping = Keeping.of(policy, cuts.budget)
+    if cuts.dropped or slid:  # (the task is before the cut's first run: `Keeping.task_before`)
+        keeping = replace(keeping, task_before=min([*cuts.dropped, *([at] if slid else [])]))
+    prefix = Conversation.build(dialect, messages, counts, fixed, keeping)
     prefix = replace(prefix, fixed=prefix.fixed + ghost) if slid else prefix
     if slid and at not in cuts.dropped:  # the client took the cut's first run out whole: its marker stays
         prefix = standing_marker(prefix, ctx.counter, at, slid)

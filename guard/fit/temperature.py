@@ -178,7 +178,10 @@ class Temperature:
         rollout that a turn this long carried (a client that went back goes on as it went)."""
         first = self.cut_for(messages)
         back = [c for c in self.earlier if c.carried_by(messages) and c is not first]
-        return tuple(c for c in (first, *self.others, *back) if c is not None)
+        # the last cut after an earlier one: a turn shorter than the last one may be of a client that
+        # slid its window past more messages than it added (`guard.fit.slid`), not one that went back
+        last = self.last if self.last is not first else None
+        return tuple(c for c in (first, last, *self.others, *back) if c is not None)
 
 
 UNKNOWN = Temperature("unknown")
