@@ -61,8 +61,8 @@ class Conversation:
         users = [i for i, m in enumerate(messages) if dialect.is_user_turn(m)]
         kept = {users[-1]} if users else set()
         if users and keeping.first_user_turn:
-            before = len(messages) if keeping.task_before is None else keeping.task_before
-            kept.update(i for i in task_messages(dialect, messages) if i < before)
+            task_end = len(messages) if keeping.task_before is None else keeping.task_before
+            kept.update(i for i in task_messages(dialect, messages) if i < task_end)
             # what leads the task without calls or results (an agent's greeting) goes with it: dropping
             # it saves nothing a marker would not take back, and it moves the cut before the task
             kept.update(
