@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 
 from bench import cache
-from bench.clients import sliding
+from bench.clients import Client, sliding, trimmed
 from bench.sweep import _loops
 from guard.dialects import by_name, detect
+from guard.fit.conversation import Conversation, Keeping
 from guard.fit.edited import LastCut
 from guard.fit.engine import Engine
 from guard.fit.slid import slid_to
@@ -30,13 +31,16 @@ from tests.test_properties import _growing
 EXAMPLES = {"ci": 50, "dev": 10}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"), 1000)
 
 
-def _turns_where_the_carried_cut_fits(engine: Engine, dialect_name: str, turns: list[dict[str, Any]], window: int):
-    """Each turn of `turns` as a client keeping its newest `window` messages sends it, through
+def _turns_where_the_carried_cut_fits(
+    engine: Engine, dialect_name: str, turns: list[dict[str, Any]], window: int | Client
+):
+    """Each turn of `turns` as a client keeping its newest `window` messages (or as `window`, a
+    client, edits it) sends it, through
     `engine`: (turns checked, turns whose prompt did not start with the previous one though the
     client took out only messages of the first run the previous turn's cut left out, that prompt
     plus what the client added since fits the room, and the request does not fit whole: a request
     that fits goes as the client sent it)."""
-    dialect, client = by_name(dialect_name), sliding(window)
+    dialect, client = by_name(dialect_name), sliding(window) if isinstance(window, int) else window
     model = turns[0]["model"]
     counter = engine.counter_and_factor(model, engine.policy_for(model))[0]
     checked, broken = 0, []
@@ -73,6 +77,26 @@ def test_a_real_loop_whose_client_slides_its_window_keeps_the_cut_it_carries(nam
     policy = cache.window_policy(cache.with_client(body, sliding(20)), 0.5)
     engine = cache.engine_for(body, policy)
     checked, broken = _turns_where_the_carried_cut_fits(engine, detect(body).name, list(cache.requests(body)), 20)
+    assert checked >= 3 and broken == []
+
+
+@pytest.mark.parametrize(
+    "name", ["minisweagent/gemini3_django__django-13821", "minisweagent/gemini3_sympy__sympy-14531"]
+)
+def test_a_text_agent_whose_client_trims_its_history_to_a_token_budget_keeps_the_cut_it_carries(name):
+    """Two real loops of a text agent (its observations sent as user messages), their client keeping
+    the newest messages within 16k tokens, at half the size of its largest request: a turn may slide
+    past many messages, or fewer than it adds, and leave an observation right after the task. On
+    every turn where the client took out only what the carried cut left out and the previous prompt
+    plus what it added fits, the prompt starts with the previous one (before session 73 the guard
+    read such an observation as the task's request and pinned it, and a turn shorter than the last
+    one did not try the last cut: both loops broke on such turns)."""
+    body = dict(dict(_loops(None, None))[name])
+    policy = cache.window_policy(cache.with_client(body, trimmed(16)), 0.5)
+    engine = cache.engine_for(body, policy)
+    checked, broken = _turns_where_the_carried_cut_fits(
+        engine, detect(body).name, list(cache.requests(body)), trimmed(16)
+    )
     assert checked >= 3 and broken == []
 
 
@@ -141,3 +165,22 @@ def test_two_workers_sharing_the_record_carry_a_slid_cut_as_one_does():
     alone, both = carried_alone_and_by_two_workers(body, cache.window_policy(edited, 0.5), list(cache.requests(edited)))
     assert sum(c is not None and c["slid"] > 0 for c in alone) >= 3
     assert both == alone
+
+
+def test_the_task_of_a_history_edited_since_a_cut_is_before_the_cut_s_first_run():
+    """A text agent's observation the client left right after the task (it slid out the reply it
+    answered) reads as the task's request (`task_messages`), and is pinned; where a carried cut's
+    first dropped run starts there, it is not (`Keeping.task_before`): the cut is made again as it was."""
+    messages = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "fix the bug"},
+        {"role": "user", "content": "<returncode>0</returncode><output>a.py</output>"},
+        {"role": "assistant", "content": "cat a.py"},
+        {"role": "user", "content": "<returncode>0</returncode><output>print(1)</output>"},
+        {"role": "assistant", "content": "done"},
+    ]
+    dialect, counts = by_name("openai"), [5, 5, 9, 4, 9, 2]
+    pinned = Conversation.build(dialect, messages, counts, 0, Keeping(recent_groups=1)).pinned
+    assert pinned[:4] == (True, True, True, False)
+    edited = Conversation.build(dialect, messages, counts, 0, Keeping(recent_groups=1, task_before=2)).pinned
+    assert edited[:4] == (True, True, False, False)

@@ -77,6 +77,9 @@ def test_the_record_keeps_the_cuts_a_rollout_carried_before_its_last():
     assert Seen.from_json(json.dumps({"at": 1.0, "last": None})) == Seen(1.0)  # (a record written before)
     now = Temperature("warm", 1.0, None, seen.last, seen.others, seen.earlier)
     assert [now.cut_for(n) for n in (9, 12, 13, 15, 18, 20)] == [cuts[3], cuts[1], cuts[1], cuts[2], cuts[3], cuts[3]]
+    # a turn shorter than the last also tries the last cut, right after the earlier one it carries
+    # first (a client that slid its window past more messages than it added, `guard.fit.slid`)
+    assert now.records(13)[:2] == (cuts[1], cuts[3]) and now.records(20) == (cuts[3],)
     # a turn that fits whole keeps them all; the same cut made again keeps the turn it was first sent with
     before = Temperature("warm", 1.0, None, seen.last, seen.others, seen.earlier)
     whole = Seen.kept(9.0, None, None, before, cuts[-1].rollout)
