@@ -84,7 +84,11 @@ def _starts_on_reply(dialect: Dialect, messages: Sequence[Message], start: int) 
 
 
 def trimmed(n: int) -> Client:
-    budget = n * 1000
+    return within(n * 1000)
+
+
+def within(budget: int) -> Client:
+    """`trimmed` with a budget of `budget` tokens (estimated)."""
 
     def client(dialect: Dialect, messages: Sequence[Message]) -> list[Message]:
         first = next((i for i, m in enumerate(messages) if dialect.is_user_turn(m)), None)

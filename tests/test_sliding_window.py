@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench import cache
-from bench.clients import Client, sliding, trimmed
+from bench.clients import Client, _estimate, sliding, trimmed, within
 from bench.sweep import _loops
 from guard.dialects import by_name, detect
 from guard.fit.conversation import Conversation, Keeping
@@ -113,6 +114,22 @@ def test_a_drawn_loop_whose_client_slides_its_window_keeps_the_cut_it_carries(ca
     engine = _engine(dialect, int(full * settings_["share"]) + 1024, settings_)
     window = len(by_name(dialect).messages(turns[-1])) * 2 // 3
     _, broken = _turns_where_the_carried_cut_fits(engine, dialect, turns, window)
+    assert broken == []
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(long_agent_loop(dialects=("openai", "anthropic")), st.floats(0.4, 0.9))
+def test_a_drawn_loop_whose_client_trims_it_to_a_token_budget_keeps_the_cut_it_carries(case, budget):
+    """The same, the client keeping the newest messages within a budget of 40-90% of the loop's
+    size (estimated as the client estimates it): a turn may slide past many messages, or fewer than
+    it adds."""
+    body, settings_ = case
+    dialect = settings_["dialect"]
+    turns = _growing(body)
+    full = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
+    engine = _engine(dialect, int(full * settings_["share"]) + 1024, settings_)
+    client = within(int(budget * sum(_estimate(m) for m in by_name(dialect).messages(turns[-1]))))
+    _, broken = _turns_where_the_carried_cut_fits(engine, dialect, turns, client)
     assert broken == []
 
 

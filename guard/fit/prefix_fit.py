@@ -107,7 +107,7 @@ def _fit_steps(
         policy = policy.model_copy(update={"strategies": list(steps)})
     part = Context(counter=ctx.counter, policy=policy, marks=marks)
     part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
-    if cuts.dropped:
+    if cuts.dropped or cuts.slid[0]:  # (a slid cut whose dropped messages the client took out whole: none go)
         part.history = replace(part.history, dropped=cuts.dropped, dropped_ghost=cuts.dropped_ghost, slid=cuts.slid)
     for action in ctx.actions:  # the output clamp of this request
         part.record(action.kind, action.tokens_saved, action.items)

@@ -236,7 +236,7 @@ def _drop_first(
             again.record(action.kind, action.tokens_saved, action.items)
     again.exhausted.update({*SHRINKING, SUMMARIZE})  # the summarizer had its turn in the first pass
     conv = drained(rounds(start, again, policy, can_summarize=False, proceed=proceed))  # never yields: no summaries
-    if not again.done(conv) and WHOLE_TURNS in {a.kind for a in again.actions}:
+    if not again.done(conv) and (WHOLE_TURNS in {a.kind for a in again.actions} or dropped is not None):
         again.exhausted.difference_update(SHRINKING)
         again.exhausted.add(WHOLE_TURNS)
         if not again.history.forced:  # what stays is read as a cut made again on it reads it

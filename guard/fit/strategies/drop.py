@@ -62,7 +62,7 @@ def _again(conv: Conversation, ctx: Context, breakpoints: list[int]) -> tuple[se
     other words for relevance: the tokens it took out of them stand in the conversation's fixed
     tokens until they go), and the conversation without them. None: the drop chooses."""
     dropped = ctx.history.dropped
-    if not dropped:
+    if dropped is None or not (dropped or ctx.history.forced):
         return None
     chosen = {i for i, o in enumerate(conv.origin) if o in dropped}
     if not chosen and ctx.history.forced:  # (dropped first, a round before: truncation goes on)

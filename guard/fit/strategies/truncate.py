@@ -85,6 +85,7 @@ def _truncate(
         keep = upper - math.ceil(over / factor)
         laddered = rung(keep, floor)
         cut: str | None = None
+        lands = exact  # (cut to what is needed: checked on the count, and cut further if short)
         if exact:
             keep = max(floor, keep)  # the last resort must land
         elif ctx.ceiling is not None and ctx.stop_at - (keep - jsontext.CLOSE * laddered) * factor < ctx.least:
@@ -94,7 +95,9 @@ def _truncate(
             # room; a text whose structure steps coarsely lands at `jsontext.CLOSE` of the rung)
             cut = jsontext.shrink(text, laddered, ctx.counter.raw, upper)
             if ctx.stop_at - (keep - ctx.counter.raw(cut)) * factor < ctx.least:
-                keep, cut = max(floor, keep), None
+                # (where the drop was decided first, as a cut made again is: it lands on the mark,
+                # so a cut whose drop-first form fell a token or two short is not the one that stands)
+                keep, cut, lands = max(floor, keep), None, ctx.history.forced
             else:
                 keep = laddered
         else:
@@ -102,9 +105,10 @@ def _truncate(
         if upper <= keep and only_text:
             return content
         new = _text_only(content, cut if cut is not None else jsontext.shrink(text, keep, ctx.counter.raw, upper))
-        if exact:
-            # the last resort must land: the scaled count of the whole message can round a token or
-            # two past what the text's own count promised, so cut that much more (at most twice)
+        if lands:
+            # the last resort must land, and so must a cut to a carried prefix's mark: the scaled
+            # count of the whole message can round a token or two past what the text's own count
+            # promised, so cut that much more (at most twice)
             wanted = result.message_tokens - result.over
             for _ in range(2):
                 over = ctx.counter.message(conv.dialect, conv.dialect.with_tool_result(msg, result.slot, new)) - wanted
