@@ -174,12 +174,13 @@ class Temperature:
 
     def records(self, messages: int) -> tuple[LastCut, ...]:
         """The cuts of the record a turn of `messages` messages may carry, in the order it tries them
-        (`guard.fit.carried`): its rollout's (`cut_for`), other rollouts', then earlier ones of its
-        rollout that a turn this long carried (a client that went back goes on as it went)."""
+        (`guard.fit.carried`): its rollout's (`cut_for`; where that is an earlier one, the last
+        right after it), other rollouts', then earlier ones of its rollout that a turn this long
+        carried (a client that went back goes on as it went)."""
         first = self.cut_for(messages)
         back = [c for c in self.earlier if c.carried_by(messages) and c is not first]
-        # the last cut after an earlier one: a turn shorter than the last one may be of a client that
-        # slid its window past more messages than it added (`guard.fit.slid`), not one that went back
+        # (a turn shorter than the last one may be of a client that slid its window past more
+        # messages than it added, `guard.fit.slid`, not of one that went back)
         last = self.last if self.last is not first else None
         return tuple(c for c in (first, last, *self.others, *back) if c is not None)
 

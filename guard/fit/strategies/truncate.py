@@ -106,9 +106,9 @@ def _truncate(
             return content
         new = _text_only(content, cut if cut is not None else jsontext.shrink(text, keep, ctx.counter.raw, upper))
         if lands:
-            # the last resort must land, and so must a cut to a carried prefix's mark: the scaled
-            # count of the whole message can round a token or two past what the text's own count
-            # promised, so cut that much more (at most twice)
+            # the last resort must land, and so must a drop-first cut to what its mark needs: the
+            # scaled count of the whole message can round a token or two past what the text's own
+            # count promised, so cut that much more (at most twice)
             wanted = result.message_tokens - result.over
             for _ in range(2):
                 over = ctx.counter.message(conv.dialect, conv.dialect.with_tool_result(msg, result.slot, new)) - wanted
