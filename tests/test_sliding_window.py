@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bench import cache
-from bench.clients import Client, _estimate, sliding, trimmed, within
+from bench.clients import Client, estimated, sliding, trimmed, within
 from bench.sweep import _loops
 from guard.dialects import by_name, detect
 from guard.fit.conversation import Conversation, Keeping
@@ -128,7 +128,7 @@ def test_a_drawn_loop_whose_client_trims_it_to_a_token_budget_keeps_the_cut_it_c
     turns = _growing(body)
     full = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
     engine = _engine(dialect, int(full * settings_["share"]) + 1024, settings_)
-    client = within(int(budget * sum(_estimate(m) for m in by_name(dialect).messages(turns[-1]))))
+    client = within(int(budget * sum(estimated(m) for m in by_name(dialect).messages(turns[-1]))))
     _, broken = _turns_where_the_carried_cut_fits(engine, dialect, turns, client)
     assert broken == []
 
