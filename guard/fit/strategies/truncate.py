@@ -96,7 +96,7 @@ def _truncate(
             cut = jsontext.shrink(text, laddered, ctx.counter.raw, upper)
             if ctx.stop_at - (keep - ctx.counter.raw(cut)) * factor < ctx.least:
                 # (where the drop was decided first, as a cut made again is: it lands on the mark,
-                # so a cut whose drop-first form fell a token or two short is not the one that stands)
+                # so a cut whose drop-first form ends a token or two over it is not the one that stands)
                 keep, cut, lands = max(floor, keep), None, ctx.history.forced
             else:
                 keep = laddered
