@@ -96,9 +96,8 @@ def within(budget: int) -> Client:
         if first is None:
             return list(messages)
         left, start = budget - sum(estimated(m) for m in messages[: first + 1]), len(messages)
-        while start > first + 1 and left >= estimated(messages[start - 1]):
-            start -= 1
-            left -= estimated(messages[start])
+        while start > first + 1 and (size := estimated(messages[start - 1])) <= left:
+            start, left = start - 1, left - size
         if start == first + 1:
             return list(messages)
         return [*messages[: first + 1], *messages[_starts_on_reply(dialect, messages, start) :]]

@@ -107,7 +107,10 @@ def _fit_steps(
         policy = policy.model_copy(update={"strategies": list(steps)})
     part = Context(counter=ctx.counter, policy=policy, marks=marks)
     part.history = history_of(dialect, messages, counts, policy.relevance == "bm25", question)
-    if cuts.dropped or cuts.slid[0]:  # (a slid cut whose dropped messages the client took out whole: none go)
+    ghost, slid, at = (cuts.dropped_ghost if cuts.dropped else 0), *cuts.slid
+    # (slid with nothing to drop: the client took the cut's dropped messages out whole)
+    edited = bool(cuts.dropped) or slid > 0
+    if edited:
         part.history = replace(part.history, dropped=cuts.dropped, dropped_ghost=cuts.dropped_ghost, slid=cuts.slid)
     for action in ctx.actions:  # the output clamp of this request
         part.record(action.kind, action.tokens_saved, action.items)
@@ -115,11 +118,10 @@ def _fit_steps(
     part.summarized.calls = ctx.summarized.calls
     # what the client took out of the messages a cut dropped stands in its fixed tokens until they go
     # (not in what the newest turns kept whole are measured against: those messages were not fixed)
-    ghost, slid, at = (cuts.dropped_ghost if cuts.dropped else 0), *cuts.slid
     fixed = cuts.fixed + cuts.ghost + (0 if slid else ghost)
     keeping = Keeping.of(policy, cuts.budget)
-    if cuts.dropped or slid:  # (the task is before the cut's first run: `Keeping.task_before`)
-        keeping = replace(keeping, task_before=min([*cuts.dropped, *([at] if slid else [])]))
+    if edited:  # the task is before the cut's first run, where the client slid it (`Keeping.task_before`)
+        keeping = replace(keeping, task_before=at if slid else min(cuts.dropped))
     prefix = Conversation.build(dialect, messages, counts, fixed, keeping)
     prefix = replace(prefix, fixed=prefix.fixed + ghost) if slid else prefix
     if slid and at not in cuts.dropped:  # the client took the cut's first run out whole: its marker stays
