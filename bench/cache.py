@@ -88,7 +88,10 @@ from guard.dialects import Dialect, detect, turn_boundaries  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest, WithheldSummary  # noqa: E402
 from guard.fit.replay import ROOM_BAR, head_length, lasting, turn_growth, turn_starts  # noqa: E402
-from guard.fit.spans import WITHHELD  # noqa: E402
+from guard.fit.spans import (
+    WITHHELD,  # noqa: E402
+    digest_of,  # noqa: E402
+)
 from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
@@ -345,8 +348,8 @@ class Replay:
 
 class Scripted:
     """A summarizer that always answers the same text (~120 tokens), with a cache keyed as the
-    guard's summary cache keys it: by the summary's budget and the span's messages (before session
-    64 by the messages alone, so a lookup found a summary asked for with another budget, which the
+    guard's summary cache keys it: by the summary's budget and the span's digest (before session
+    74 by its messages; before session 64 by the messages alone, so a lookup found a summary asked for with another budget, which the
     guard's cache does not); with `fill`, a text of about that share of the request's `max_tokens`
     (a model that writes up to the length it is asked for)."""
 
@@ -362,13 +365,15 @@ class Scripted:
 
     @staticmethod
     def key(request: SummaryRequest) -> str:
-        return json.dumps([request.max_tokens, request.messages], sort_keys=True)
+        return json.dumps([request.max_tokens, digest_of(request)])
 
     def answer(self, request: Any) -> Any:
         if isinstance(request, WithheldSummary):  # (remembered, as the shared cache does)
             self.cache[self.key(request.requests[0])] = WITHHELD
         if isinstance(request, CachedSummaries):
             return tuple(self.cache.get(self.key(r)) for r in request.requests)
+        if request.span:  # (its messages are gone: the guard's summarizer answers from its cache only)
+            return SummaryAnswer(self.cache.get(self.key(request)), "summary_gone", source="cache")
         self.calls += 1
         text = self.cache[self.key(request)] = self.text(request)
         return SummaryAnswer(text, source="llm", calls=1)

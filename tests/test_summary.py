@@ -110,18 +110,22 @@ def test_cache_keys_separate_tenants_models_and_budgets():
 @given(st.lists(st.lists(st.text(max_size=5), max_size=6), max_size=5), st.booleans())
 def test_nested_span_keys_equal_the_keys_of_each_span_alone(spans, nest):
     """span_keys hashes nested spans incrementally; each key must equal the span's own key and the
-    published definition (sha256 of the parts, NUL-separated, the lines joined by blank lines)."""
+    published definition (sha256 of the parts and of the span's digest, NUL-separated; the digest
+    sha256 over each line's sha256), so a summary is found by its span's digest alone."""
     if nest:  # each span extends the one before, as a plan's spans do
         spans = [sum(spans[: i + 1], []) for i in range(len(spans))]
     keys = summary.span_keys("t", "m", 64, spans)
     assert keys == [summary.span_key("t", "m", 64, s) for s in spans]
     for key, lines in zip(keys, spans):
-        digest = hashlib.sha256()
-        for part in (summary.PROMPT_VERSION, "t", "m", "64"):
-            digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
+        span = hashlib.sha256()
         for line in lines:
-            digest.update(hashlib.sha256(line.encode("utf-8", "surrogatepass")).digest())
+            span.update(hashlib.sha256(line.encode("utf-8", "surrogatepass")).digest())
+        assert summary.span_digest(lines) == span.hexdigest()
+        digest = hashlib.sha256()
+        for part in (summary.PROMPT_VERSION, "t", "m", "64", span.hexdigest()):
+            digest.update(part.encode("utf-8", "surrogatepass") + b"\x00")
         assert key == "context-guard:summary:" + digest.hexdigest()
+        assert key == summary.summary_key("t", "m", 64, summary.span_digest(lines))
 
 
 def test_answers_that_cannot_be_used():

@@ -13,7 +13,7 @@ from guard.core.budget import Budget, quantized_stop
 from guard.core.report import Skipped
 from guard.core.steps import of_kind
 from guard.fit.conversation import Context, Conversation, Keeping
-from guard.fit.cut_summaries import CutSummaries, Made
+from guard.fit.cut_summaries import CutSummaries, HeldSummary, Made
 from guard.fit.edited import LastCut
 from guard.fit.notes import Notes
 from guard.fit.prefix_fit import fit_prefix, followed_by, kept_whole
@@ -77,7 +77,7 @@ def carried(
         if held is not None and held[0].total <= (ctx.carry_room or budget.room):
             under, cut = held[0].total < room_bar(as_made.budget), (anchor.length, anchor.mark)
             record = LastCut.of(req.dialect, messages, counts, cut, under, held[0].origin)
-            return (*held, anchor, record.made_for(as_made.budget.room))
+            return (*held, anchor, _with_summary(record.made_for(as_made.budget.room), held))
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
@@ -106,7 +106,7 @@ def _warm(
     # worker served those since) of a history that only grew: its cut, where it fits this request,
     # fitted every request in between too (the replay's own rule). Not a cut made inside turns that
     # are no longer the newest: cut anew (`last_cut`)
-    ours = _of_this(req, records, cuts.summarizing)
+    ours = _of_this(req, records)
     sent_last = False  # whether a record of this history is of the turn just before, its cut no longer fitting
     for last in (r for k, r in enumerate(ours) if not k or r.carried_by(n)):
         recent = last.history in (n, *past.requests[-1:]) or last.history > n
@@ -118,6 +118,7 @@ def _warm(
         edited = edited or its_edits
         sent_last = sent_last or last.history in past.requests[-1:]
         cuts.ghost, cuts.dropped, cuts.dropped_ghost, cuts.slid = 0, frozenset(), 0, (0, 0)
+        cuts.held = HeldSummary()
     if edited:
         found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])
     elif not replay:  # a busy worker: the cut a cold cache gets, anchored for the turns after it
@@ -144,17 +145,18 @@ def _warm(
         return None
     under = made[0].total < room_bar(budget)
     record = LastCut.of(dialect, messages, counts, (m, mark), under, made[0].origin)
-    return (*made, None, replace(record, edited=edited, room=budget.room))
+    return (*made, None, _with_summary(replace(record, edited=edited, room=budget.room), made))
 
 
-def _of_this(req: Counted, records: Sequence[LastCut], summarizing: bool) -> list[LastCut]:
+def _of_this(req: Counted, records: Sequence[LastCut]) -> list[LastCut]:
     """The records of this history (`LastCut.of_this`); where none is, the one of them it is the
     history of, slid (a client that keeps a window of its newest messages: `slid_to`), whose turn
-    was the latest: of those it slid past, the longest history. Not with a summarizer: a summary
-    is of the messages a cut drops, and of fewer it is another one."""
+    was the latest: of those it slid past, the longest history. With a summarizer, its cut goes
+    with the summary that turn sent, though the client took out messages it stands for
+    (`guard.fit.cut_summaries`: found by its span's digest, `LastCut.summary`)."""
     dialect, messages, counts = req.dialect, req.messages, req.counts
     ours = [r for r in records if r.of_this(dialect, messages, counts)]
-    if ours or summarizing:
+    if ours:
         return ours
     slid = [s for r in records if (s := slid_to(r, dialect, messages, counts)) is not None]
     return [max(slid, key=lambda s: s.history)] if slid else []  # (the newest turn's: it covers the most)
@@ -172,10 +174,21 @@ def _carry(
         as_made.dropped = last.dropped_messages
         as_made.dropped_ghost = max(last.taken_from_dropped(req.counts), -as_made.ghost)
         as_made.slid = (last.slid, last.dropped[0][0]) if last.slid and last.dropped else (0, 0)
+        if as_made.slid[0]:  # (its summary's span: what it dropped and what the client took out of that)
+            messages = len(last.dropped_messages) + last.slid
+            as_made.held = HeldSummary(last.summary, messages, last.dropped_tokens, last.summary_budget)
     made = yield from its_notes.noted((yield from its_made_at(last.length, last.mark)), last.length, last.mark)
     if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
-        return (*made, None, last.carried(req.counts)), edited
+        return (*made, None, _with_summary(last.carried(req.counts), made)), edited
     return None, edited
+
+
+def _with_summary(record: LastCut, made: tuple[Conversation, Context, int]) -> LastCut:
+    """`record`, of a cut sent as `made`, with the digest of the span its summary stands for ("":
+    it went without one), by which a turn that slid it finds the summary (`LastCut.summary`)."""
+    summarized = made[1].summarized
+    digest, budget = summarized.key if summarized.message is not None else ("", 0)
+    return replace(record, summary=digest, summary_budget=budget)
 
 
 def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
@@ -223,7 +236,11 @@ def _anchored(
         if made is not None and (made[0].total >= bar or first is None):
             under = made[0].total < bar
             record = LastCut.of(req.dialect, req.messages, counts, (n, mark), under, made[0].origin)
-            first = (*made, Anchor(n, mark, sum(counts), budget.room), record.made_for(budget.room))
+            first = (
+                *made,
+                Anchor(n, mark, sum(counts), budget.room),
+                _with_summary(record.made_for(budget.room), made),
+            )
             if made[0].total >= bar:
                 break
     return first
@@ -251,6 +268,7 @@ class _Cuts:
         self.dropped: frozenset[int] = frozenset()  # and the messages it dropped go again
         self.dropped_ghost = 0  # (with the tokens the client took out of them: `History.dropped_ghost`)
         self.slid = (0, 0)  # (and the messages it took out where their first run starts: `History.slid`)
+        self.held = HeldSummary()  # (and the summary its record's turn sent: `guard.fit.cut_summaries`)
         self.keys = PrefixKeys(req, budget, policy, summarizing)
         self.forms = SentForms(req, ctx.counter, policy.allows("compact_json"), self.keys.hashes)
         self.sent = self.forms.sent()

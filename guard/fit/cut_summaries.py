@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Protocol, TypeAlias
 
 from guard.core.report import Skipped
@@ -25,10 +25,12 @@ from guard.fit.replay import head_length, room_bar
 from guard.fit.spans import (
     MIN_SUMMARY,
     SUMMARY_MARK,
+    WITHHELD,
     CachedSummaries,
     SummaryAnswer,
     SummaryRequest,
     WithheldSummary,
+    digest_of,
     summary_budget,
     withheld_request,
 )
@@ -45,6 +47,7 @@ class Cuts(PrefixCuts, Protocol):
 
     sent: list[int]
     room: int  # the request's room, which a cut carried to it must fit (`budget`: the cut's)
+    held: HeldSummary  # a carried cut the client slid (`slid`): the summary its record's turn sent
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]: ...
 
@@ -70,7 +73,7 @@ class CutSummaries:
         self.slack = cuts.ctx.counter.factor * TOKENIZER_SLACK
         self.wanted = summary_budget(cuts.policy.summary_max_tokens, budget.room)
         self.room = self._room(min(math.ceil(self.wanted * self.slack) + self.framing, room_cap(cuts)))
-        self._plans: dict[tuple[int, int], tuple[int, int, str | None]] = {}
+        self._plans: dict[tuple[Any, ...], tuple[int, int, str | None]] = {}
         # cuts under the room bar with the shortest summary: what they keep without their markers
         self._short: dict[tuple[int, int], int] = {}
 
@@ -134,9 +137,11 @@ class CutSummaries:
 
     def _plan(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
         """`_planned`, once per request (the replay, the carry and the cut ask alike)."""
-        if (m, mark) not in self._plans:
-            self._plans[m, mark] = yield from self._planned(m, mark)
-        return self._plans[m, mark]
+        cuts = self.cuts  # (and the edits it is made again with: another record's are another plan)
+        key = (m, mark, cuts.ghost, cuts.dropped, cuts.dropped_ghost, cuts.slid)
+        if key not in self._plans:
+            self._plans[key] = yield from self._planned(m, mark)
+        return self._plans[key]
 
     def _planned(self, m: int, mark: int) -> Generator[Any, Any, tuple[int, int, str | None]]:
         """How the cut of the first `m` messages to `mark` is made: the mark it is made to without
@@ -151,7 +156,8 @@ class CutSummaries:
         if mark >= self.cuts.budget.room:
             return mark, 0, None
         made = yield from self.cuts.at(m, mark, end=m)
-        if made is None or not absent(made[0], m):
+        # (a slid cut drops messages even where the client took all it dropped out: its marker stands)
+        if made is None or not (absent(made[0], m) or self.cuts.slid[0]):
             return mark, 0, None
         if not self.room:
             return mark, 0, "no_room_for_summary"
@@ -191,6 +197,8 @@ def summarized(
     conv, part, _ = made
     m, mark = at
     left_out = absent(conv, m)
+    if cuts.slid[0]:
+        return (yield from _slid_summary(cuts, made, left_out, room, tokens))
     request = dropped_request(cuts, left_out, conv, part, tokens)
     if request is None:
         return made, "missing"
@@ -227,6 +235,50 @@ def summarized(
     return (conv, part, m), "withheld"
 
 
+@dataclass(frozen=True)
+class HeldSummary:
+    """The summary a carried cut's record's turn sent (`LastCut.summary`), for a turn the client
+    slid the cut (took out the oldest messages it left out, `guard.fit.slid`): the digest of its
+    span ("": that turn sent none), the messages and tokens the span held, and the budget it was
+    asked with (0: not recorded)."""
+
+    digest: str = ""
+    messages: int = 0
+    tokens: int = 0
+    budget: int = 0
+
+
+def _slid_summary(
+    cuts: Cuts, made: tuple[Conversation, Context, int], left_out: list[int], room: int, tokens: int
+) -> Generator[Any, Any, tuple[Made, Summary]]:
+    """`summarized` for a carried cut the client slid (it took out the oldest messages the cut
+    left out since, `guard.fit.slid`): the summary the turn of its record sent, in its place as it
+    was, found in the summary cache by its span's digest (`LastCut.summary`) and never asked for
+    again (the messages it stands for are not all here); the cut as it went where that turn sent
+    none ("withheld"), and no cut where the cache lost the summary ("missing": a new cut is made,
+    with a summary of the messages as they are)."""
+    conv, part, m = made
+    held = cuts.held
+    if not held.digest:
+        part.skipped.append(Skipped("summarize", "summary_withheld"))
+        return made, "withheld"
+    request = SummaryRequest(
+        dialect=cuts.dialect.name,
+        messages=tuple(cuts.messages[i] for i in left_out),
+        span_tokens=held.tokens,
+        max_tokens=held.budget or tokens,  # (as it was asked for: the budget is part of its key)
+        span=held.digest,
+        span_messages=held.messages,
+    )
+    cached = yield CachedSummaries((request,))
+    text = cached[0] if isinstance(cached, (tuple, list)) and cached else None
+    if not isinstance(text, str) or not text.strip() or text == WITHHELD:
+        return None, "missing"
+    part = replace(part, ledger=part.ledger.copy(), summarized=part.summarized.copy())
+    put = put_in(conv, part, request, ("cache", text.strip()), room, left_out)
+    return ((put, part, m), "put") if isinstance(put, Conversation) else (None, "missing")
+
+
 def room_cap(cuts: Cuts) -> int:
     """The most room a summary of `cuts`' history may take: a quarter band, and the policy's
     `summary_room_ratio` of the room its pinned messages leave. In a small room, or one a long
@@ -261,22 +313,28 @@ def put_in(
     # a prompt-cache breakpoint the drop moved onto a marker moves onto the summary
     breakpoints = [bp for i in at if (bp := cache_breakpoint(conv.messages[i])) is not None]
     msg = dialect.marker(
-        SUMMARY_MARK.format(m=len(request.messages), n=request.span_tokens) + text,
+        SUMMARY_MARK.format(m=request.size, n=request.span_tokens) + text,
         breakpoints[-1] if breakpoints else None,
     )
     count = part.counter.message(dialect, msg)
-    drop = next(a for a in part.actions if a.kind == "drop_oldest_turns")
+    # (a slid cut's drop may be of none of the messages here: the client took them all out)
+    drop = next((a for a in part.actions if a.kind == "drop_oldest_turns"), None)
+    dropped, items = (drop.tokens_saved, drop.items) if drop is not None else (0, 0)
     if count - replaced > room:
         return "summary_oversized"
-    if count >= drop.tokens_saved + replaced:
+    if count >= dropped + replaced and not request.span:  # (a slid span's was shorter: it went)
         return "summary_not_shorter"
-    part.adjust("drop_oldest_turns", -drop.tokens_saved, -drop.items)
-    part.record("summarize", drop.tokens_saved + replaced - count, drop.items)
+    if drop is not None:
+        part.adjust("drop_oldest_turns", -dropped, -items)
+    # (a slid span's summary may stand for more than this request holds: it saves none here, and
+    # takes the place of at least its marker)
+    part.record("summarize", max(0, dropped + replaced - count), items or 1)
     part.summarized.message, part.summarized.span = msg, span
+    part.summarized.key = (digest_of(request), request.max_tokens)
     part.summarized.report = {
         "source": source,
         "calls": part.summarized.calls,
-        "span_messages": len(request.messages),
+        "span_messages": request.size,
         "span_tokens": request.span_tokens,
         "summary_tokens": count,
     }

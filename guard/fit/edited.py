@@ -75,8 +75,14 @@ def _identity(dialect: Dialect, messages: Sequence[Mapping[str, Any]], runs: Seq
 
 
 _COUNTS = ("length", "mark", "prefix_tokens", "history")  # a record's counts (`LastCut.from_dict`)
-_LATER_COUNTS = ("dropped_tokens", "room", "since", "slid")  # and those later versions added: 0 where absent
-_TEXTS = ("rollout", "window")  # digests later versions added: "" where absent
+_LATER_COUNTS = (
+    "dropped_tokens",
+    "room",
+    "since",
+    "slid",
+    "summary_budget",
+)  # and those later versions added: 0 where absent
+_TEXTS = ("rollout", "window", "summary")  # digests later versions added: "" where absent
 
 
 @dataclass(frozen=True)
@@ -95,7 +101,10 @@ class LastCut:
     counted with (0: not recorded), which makes it again as it was after the deployment's factor
     changed (`calibration_mode: auto`, a counting miss); `since`: the messages of the history it was
     first sent with (0: not recorded): the turns of `since` to `history` messages carried it;
-    `slid` and `window`: where a client slid a window of its newest messages past it (`guard.fit.slid`)."""
+    `slid` and `window`: where a client slid a window of its newest messages past it (`guard.fit.slid`);
+    `summary` and `summary_budget`: the digest of the span its summary stands for
+    (`guard.fit.summary.span_digest`; "": it sent none) and the budget the summary was asked with,
+    by which a slid cut finds that summary again."""
 
     length: int
     mark: int
@@ -113,6 +122,8 @@ class LastCut:
     since: int = 0
     slid: int = 0
     window: str = ""
+    summary: str = ""
+    summary_budget: int = 0
 
     @classmethod
     def of(

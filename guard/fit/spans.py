@@ -16,6 +16,8 @@ from typing import Any
 
 from guard.core.content import MARKER_PREFIX, cache_breakpoint
 from guard.core.report import Skipped
+from guard.dialects import by_name
+from guard.fit import summary
 from guard.fit.conversation import Context, Conversation
 from guard.fit.strategies.drop import droppable_groups
 
@@ -31,6 +33,26 @@ class SummaryRequest:
     span_tokens: int
     max_tokens: int
     lines: tuple[str, ...] = ()  # the messages' transcript lines (`summary.transcript`), if rendered
+    # a span whose messages are not all in `messages` (a client slid its oldest out since the
+    # summary was made, `guard.fit.slid`): the digest it is known by (`summary.span_digest`) and the
+    # messages it holds. A driver finds its summary by the digest and never asks the summarizer
+    # (the messages it would need are gone); "": the span is `messages`
+    span: str = ""
+    span_messages: int = 0
+
+    @property
+    def size(self) -> int:
+        """The messages the span holds."""
+        return self.span_messages if self.span else len(self.messages)
+
+
+def digest_of(request: SummaryRequest) -> str:
+    """The digest `request`'s span is known by (`summary.span_digest`), which keys its summary."""
+    if request.span:
+        return request.span
+    if len(request.lines) == len(request.messages):
+        return summary.span_digest(request.lines)
+    return summary.span_digest(summary.transcript(by_name(request.dialect), request.messages))
 
 
 @dataclass(frozen=True)
@@ -247,6 +269,7 @@ def _apply(
         ctx.adjust("summarize", 0, -len(ctx.summarized.span))  # the new summary takes the old one's place
     ctx.record("summarize", saved, len(span))
     ctx.summarized.message, ctx.summarized.span = msg, span
+    ctx.summarized.key = (digest_of(request), request.max_tokens)
     ctx.summarized.report = {
         "source": source,
         "calls": ctx.summarized.calls,

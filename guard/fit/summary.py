@@ -9,8 +9,8 @@ be tested without a model:
   flat transcript can never break a provider's tool pairing rules);
 - `chunks(lines, counts, room)` packs lines into calls that each fit the summarizer's room
   (map-reduce when the span is larger than one call), shortening a line that alone is too big;
-- `span_key(...)` is the cache key: tenant + summarizer model + prompt version + the span's hash,
-  so a summary never crosses tenants and a changed prompt never reuses an old answer;
+- `span_key(...)` is the cache key: tenant + summarizer model + prompt version + the span's digest
+  (`span_digest`), so a summary never crosses tenants and a changed prompt never reuses an old answer;
 - `check(answer, count, max_tokens)` says why an answer cannot be used (empty, oversized).
 """
 
@@ -129,25 +129,43 @@ def span_key(tenant: str, model: str, max_tokens: int, lines: Sequence[str]) -> 
 
 
 def span_keys(tenant: str, model: str, max_tokens: int, spans: Sequence[Sequence[str]]) -> list[str]:
-    """`span_key` of each span: SHA-256 over the parts (NUL-separated) and the SHA-256 of each
-    transcript line, in order. Line digests are memoised (a resent message's line is the same
+    """`span_key` of each span (`summary_key` of its `span_digests`)."""
+    return [summary_key(tenant, model, max_tokens, digest) for digest in span_digests(spans)]
+
+
+def summary_key(tenant: str, model: str, max_tokens: int, digest: str) -> str:
+    """The cache key of the summary of the span known by `digest` (`span_digest`): SHA-256 over
+    the instructions' version, tenant, summarizer model, budget and the digest, NUL-separated. A
+    summary is found by its span's digest alone where the span's messages are no longer all in
+    the request (`SummaryRequest.span`: a client slid them out since it was made)."""
+    key = hashlib.sha256()
+    for part in (PROMPT_VERSION, tenant, model, str(max_tokens), digest):
+        key.update(part.encode("utf-8", "surrogatepass"))
+        key.update(b"\x00")
+    return "context-guard:summary:" + key.hexdigest()
+
+
+def span_digest(lines: Sequence[str]) -> str:
+    """The digest a span is known by: SHA-256 over the SHA-256 of each of its transcript lines,
+    in order (hex)."""
+    return span_digests([lines])[0]
+
+
+def span_digests(spans: Sequence[Sequence[str]]) -> list[str]:
+    """`span_digest` of each span. Line digests are memoised (a resent message's line is the same
     object, see `transcript`), and a plan's spans nest (each extends the one before), so the
     digest is carried over from one span to the next."""
-    head = hashlib.sha256()
-    for part in (PROMPT_VERSION, tenant, model, str(max_tokens)):
-        head.update(part.encode("utf-8", "surrogatepass"))
-        head.update(b"\x00")
-    keys = []
-    digest, done = head.copy(), 0  # `done` lines of the previous span are in `digest`
+    digests = []
+    digest, done = hashlib.sha256(), 0  # `done` lines of the previous span are in `digest`
     previous: Sequence[str] = ()
     for lines in spans:
         if done > len(lines) or any(a is not b and a != b for a, b in zip(previous, lines[:done])):
-            digest, done = head.copy(), 0  # not an extension of the previous span: start over
+            digest, done = hashlib.sha256(), 0  # not an extension of the previous span: start over
         for line in lines[done:]:
             digest.update(_line_digest(line))
         done, previous = len(lines), lines
-        keys.append("context-guard:summary:" + digest.hexdigest())
-    return keys
+        digests.append(digest.hexdigest())
+    return digests
 
 
 def _line_digest(line: str) -> bytes:
@@ -187,6 +205,9 @@ class Summaries:
     calls: int = 0
     requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # built once per span, shared by copies
     report: dict[str, Any] | None = None  # source, calls, span sizes
+    # the summary in place: its span's digest and the budget it was asked with (what the summary
+    # cache keys it by besides the tenant and model: `summary_key`)
+    key: tuple[str, int] = ("", 0)
 
     def copy(self) -> Summaries:
         return replace(

@@ -95,20 +95,22 @@ class Summarizer:
 
     def keyed(self, request: SummaryRequest, tenant: str, cap: int) -> tuple[str, list[str], int]:
         max_tokens = min(request.max_tokens, cap)
+        if request.span:  # (a span whose messages a client slid out: known by its digest alone)
+            return summary.summary_key(tenant, self.settings.model, max_tokens, request.span), [], max_tokens
         lines = self._lines(request)
         return summary.span_key(tenant, self.settings.model, max_tokens, lines), lines, max_tokens
 
     async def cached(self, requests: Sequence[SummaryRequest], tenant: str) -> tuple[str | None, ...]:
         """The cached summary of each span, or None (never calls the model). A plan's spans
-        nest, so their transcript is hashed once for all of them (`summary.span_keys`)."""
+        nest, so their transcript is hashed once for all of them (`summary.span_digests`)."""
         _, cap, _ = self.budget()
-        budgets = {min(r.max_tokens, cap) for r in requests}
+        model = self.settings.model
         with using(self.engine.memos):  # (the transcript lines and digests: the engine's memos)
-            if len(budgets) == 1:  # one plan's requests share the request's summary budget
-                lines = [self._lines(r) for r in requests]
-                keys = summary.span_keys(tenant, self.settings.model, budgets.pop(), lines)
-            else:
-                keys = [self.keyed(r, tenant, cap)[0] for r in requests]
+            lined = [r for r in requests if not r.span]
+            digests = iter(summary.span_digests([self._lines(r) for r in lined]))
+            keys = [
+                summary.summary_key(tenant, model, min(r.max_tokens, cap), r.span or next(digests)) for r in requests
+            ]
         return tuple(await self.cache.get_many(keys))
 
     async def summarize(self, request: SummaryRequest, tenant: str) -> SummaryAnswer:
@@ -118,6 +120,8 @@ class Summarizer:
         cached = await self.cache.get(key)
         if cached is not None:
             return SummaryAnswer(cached, source="cache")
+        if request.span:  # its messages are gone: no summary can be made of them again
+            return SummaryAnswer(None, "summary_gone", calls=0)
         if not self.breaker.allow():
             return SummaryAnswer(None, "summarizer_circuit_open", calls=0)
         calls = [0]
