@@ -215,6 +215,35 @@ def test_a_cut_whose_summary_failed_is_carried_without_one_and_the_summarizer_no
     assert len(call.calls) == 1
 
 
+def test_a_span_known_by_its_digest_alone_finds_its_summary_and_is_never_summarized_again():
+    """A carried cut whose oldest dropped messages a client slid out since keeps the summary its
+    last turn sent: the request names the span by its digest (`SummaryRequest.span`), the summary
+    cache finds the text the whole span got, and where the cache lost it the model is not asked
+    (the messages it would summarize are gone: the core then makes a new cut)."""
+    from guard.core.config import SummarizerSettings
+    from guard.fit.planner import SummaryRequest
+    from guard.fit.summary import span_digest, transcript
+    from guard.shell.summarizer import Summarizer
+
+    call = Scripted()
+    engine = _guard(call).engine
+    summarizer = Summarizer(SummarizerSettings(model="summarizer"), engine, call=call)
+    messages = tuple(TRACE["messages"][2:12])
+    whole = SummaryRequest("openai", messages, 4000, 256, tuple(transcript(OPENAI, messages)))
+    slid = SummaryRequest("openai", messages[4:], 4000, 256, span=span_digest(whole.lines), span_messages=10)
+    assert slid.size == 10 and whole.size == 10
+    assert asyncio.run(summarizer.cached([slid], "a")) == (None,)
+    gone = asyncio.run(summarizer.summarize(slid, "a"))
+    assert gone.text is None and gone.reason == "summary_gone" and call.calls == []
+    made = asyncio.run(summarizer.summarize(whole, "a"))
+    assert made.text == SUMMARY and len(call.calls) == 1
+    assert asyncio.run(summarizer.cached([slid, whole], "a")) == (SUMMARY, SUMMARY)
+    assert asyncio.run(summarizer.summarize(slid, "a")).source == "cache" and len(call.calls) == 1
+    assert asyncio.run(summarizer.cached([slid], "b")) == (None,)  # (never another tenant's)
+    other = SummaryRequest("openai", messages[4:], 4000, 128, span=slid.span, span_messages=10)
+    assert asyncio.run(summarizer.cached([other], "a")) == (None,)  # (nor one asked with another budget)
+
+
 def test_a_summary_never_crosses_tenants():
     call = Scripted()
     guard = _guard(call)

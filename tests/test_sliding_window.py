@@ -8,8 +8,10 @@ Before session 72 it cut anew on every such turn, breaking the cached prefix rig
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -33,11 +35,15 @@ EXAMPLES = {"ci": 50, "dev": 10}.get(os.environ.get("HYPOTHESIS_PROFILE", "ci"),
 
 
 def _turns_where_the_carried_cut_fits(
-    engine: Engine, dialect_name: str, turns: list[dict[str, Any]], window: int | Client
+    engine: Engine,
+    dialect_name: str,
+    turns: list[dict[str, Any]],
+    window: int | Client,
+    summarizer: cache.Scripted | None = None,
 ):
     """Each turn of `turns` as a client keeping its newest `window` messages (or as `window`, a
-    client, edits it) sends it, through
-    `engine`: (turns checked, turns whose prompt did not start with the previous one though the
+    client, edits it) sends it, through `engine` (its summary requests answered by `summarizer`,
+    if any): (turns checked, turns whose prompt did not start with the previous one though the
     client took out only messages of the first run the previous turn's cut left out, that prompt
     plus what the client added since fits the room, and the request does not fit whole: a request
     that fits goes as the client sent it)."""
@@ -49,7 +55,7 @@ def _turns_where_the_carried_cut_fits(
     for t, turn in enumerate(turns):
         asked = client(dialect, list(dialect.messages(turn)))
         body = {**turn, dialect.messages_key: asked}
-        fitted = cache.fit(engine, body, None, dialect_name)
+        fitted = cache.fit(engine, body, summarizer, dialect_name)
         sent = list(dialect.messages(fitted.body))
         if last is not None and last[1] != last[0]:
             was_asked, was_sent = last
@@ -101,25 +107,48 @@ def test_a_text_agent_whose_client_trims_its_history_to_a_token_budget_keeps_the
     assert checked >= 3 and broken == []
 
 
+@pytest.mark.parametrize(
+    ("name", "client"),
+    [("moatless/django__django-13220", sliding(20)), ("minisweagent/gemini3_django__django-13821", trimmed(16))],
+)
+def test_a_slid_cut_keeps_the_summary_its_last_turn_sent(name, client):
+    """With a summarizer, a carried cut sends a summary of what it dropped; the client then slides
+    out messages that summary stands for. On every turn where the client took out only what the
+    carried cut left out and the previous prompt plus what it added fits, the prompt starts with the
+    previous one, the summary as it was (found in the summary cache by its span's digest, never
+    asked for again: its messages are gone). Before session 74 such a cut was made anew, with a
+    summary of what was left (bench.sweep --summarize --client sliding:20: 1,444 needless breaks at
+    50%)."""
+    body = dict(dict(_loops(None, None))[name])
+    policy = cache.window_policy(cache.with_client(body, client), 0.5)
+    engine, summarizer = cache.engine_for(body, policy), cache.Scripted()
+    checked, broken = _turns_where_the_carried_cut_fits(
+        engine, detect(body).name, list(cache.requests(body)), client, summarizer
+    )
+    assert checked >= 3 and broken == []
+    assert summarizer.calls >= 1
+
+
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(long_agent_loop(dialects=("openai", "anthropic")))
-def test_a_drawn_loop_whose_client_slides_its_window_keeps_the_cut_it_carries(case):
+@given(long_agent_loop(dialects=("openai", "anthropic")), st.booleans())
+def test_a_drawn_loop_whose_client_slides_its_window_keeps_the_cut_it_carries(case, summarized):
     """Growing conversations squeezed to a fifth to a half of their size, their client keeping its
-    newest messages, two thirds of the loop's: the same, on every turn where the carried cut still
-    fits."""
+    newest messages, two thirds of the loop's, with a summarizer or without: the same, on every
+    turn where the carried cut still fits."""
     body, settings_ = case
     dialect = settings_["dialect"]
     turns = _growing(body)
     full = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
     engine = _engine(dialect, int(full * settings_["share"]) + 1024, settings_)
     window = len(by_name(dialect).messages(turns[-1])) * 2 // 3
-    _, broken = _turns_where_the_carried_cut_fits(engine, dialect, turns, window)
+    summarizer = cache.Scripted() if summarized else None
+    _, broken = _turns_where_the_carried_cut_fits(engine, dialect, turns, window, summarizer)
     assert broken == []
 
 
 @settings(max_examples=EXAMPLES, deadline=None)
-@given(long_agent_loop(dialects=("openai", "anthropic")), st.floats(0.4, 0.9))
-def test_a_drawn_loop_whose_client_trims_it_to_a_token_budget_keeps_the_cut_it_carries(case, budget):
+@given(long_agent_loop(dialects=("openai", "anthropic")), st.floats(0.4, 0.9), st.booleans())
+def test_a_drawn_loop_whose_client_trims_it_to_a_token_budget_keeps_the_cut_it_carries(case, budget, summarized):
     """The same, the client keeping the newest messages within a budget of 40-90% of the loop's
     size (estimated as the client estimates it): a turn may slide past many messages, or fewer than
     it adds."""
@@ -129,7 +158,8 @@ def test_a_drawn_loop_whose_client_trims_it_to_a_token_budget_keeps_the_cut_it_c
     full = _engine(dialect, 10**7, settings_).fit(turns[-1], dialect=dialect).report.input_tokens_before
     engine = _engine(dialect, int(full * settings_["share"]) + 1024, settings_)
     client = within(int(budget * sum(estimated(m) for m in by_name(dialect).messages(turns[-1]))))
-    _, broken = _turns_where_the_carried_cut_fits(engine, dialect, turns, client)
+    summarizer = cache.Scripted() if summarized else None
+    _, broken = _turns_where_the_carried_cut_fits(engine, dialect, turns, client, summarizer)
     assert broken == []
 
 
@@ -168,6 +198,13 @@ def _no_text(record: Mapping[str, Any]) -> bool:
 def test_the_record_of_a_slid_cut_holds_counts_and_digests_only():
     record = _record([10, 11, 12, 13, 14, 15, 16], ((1, 4),), 5)
     assert record.window and _no_text(record.to_dict())
+    # with a summary: its span's digest (sha256, hex) and budget, read back as written; a record an
+    # earlier version wrote, without them, reads as one that sent no summary
+    summarized = replace(record, summary=hashlib.sha256(b"lines").hexdigest(), summary_budget=364)
+    data = summarized.to_dict()
+    assert LastCut.from_dict(data) == summarized and all(len(v) <= 64 for v in data.values() if isinstance(v, str))
+    older = {k: v for k, v in data.items() if k not in ("summary", "summary_budget")}
+    assert LastCut.from_dict(older) == record
 
 
 def test_two_workers_sharing_the_record_carry_a_slid_cut_as_one_does():

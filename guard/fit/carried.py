@@ -175,8 +175,9 @@ def _carry(
         as_made.dropped_ghost = max(last.taken_from_dropped(req.counts), -as_made.ghost)
         as_made.slid = (last.slid, last.dropped[0][0]) if last.slid and last.dropped else (0, 0)
         if as_made.slid[0]:  # (its summary's span: what it dropped and what the client took out of that)
-            messages = len(last.dropped_messages) + last.slid
-            as_made.held = HeldSummary(last.summary, messages, last.dropped_tokens, last.summary_budget)
+            messages, tokens = len(last.dropped_messages) + last.slid, last.dropped_tokens
+            plan = (last.summary_mark, last.summary_room)
+            as_made.held = HeldSummary(last.summary, messages, tokens, last.summary_budget, *plan)
     made = yield from its_notes.noted((yield from its_made_at(last.length, last.mark)), last.length, last.mark)
     if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
         return (*made, None, _with_summary(last.carried(req.counts), made)), edited
@@ -188,7 +189,8 @@ def _with_summary(record: LastCut, made: tuple[Conversation, Context, int]) -> L
     it went without one), by which a turn that slid it finds the summary (`LastCut.summary`)."""
     summarized = made[1].summarized
     digest, budget = summarized.key if summarized.message is not None else ("", 0)
-    return replace(record, summary=digest, summary_budget=budget)
+    mark, room = summarized.plan
+    return replace(record, summary=digest, summary_budget=budget, summary_mark=mark, summary_room=room)
 
 
 def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:

@@ -90,15 +90,25 @@ class CutSummaries:
         messages and the room allows, with the summary of them put in (asked for where the summary
         cache lacks it and does not remember the cut going without it; see `_plan`); else as
         without a summarizer, the report saying why there is no summary."""
-        plain, room, withheld = yield from self._plan(m, mark)
-        made = yield from self.cuts.made(m, plain, over=room)  # (the summary replaces markers)
+        # a cut the client slid: first as its record's turn made it (`HeldSummary`: the history it
+        # was planned on is not all here, and what is may plan otherwise), then as planned here
+        held = self.cuts.held
+        as_made = self.cuts.slid[0] and held.mark
+        for plan in ((held.mark, held.room, None if held.room else "summary_withheld"), None) if as_made else (None,):
+            plain, room, withheld = plan or (yield from self._plan(m, mark))
+            made = yield from self.cuts.made(m, plain, over=room)  # (the summary replaces markers)
+            if made is not None:
+                break
         if made is None:
             return None
         if room:
             made = (yield from summarized(self.cuts, made, (m, mark), room, self.tokens(room), ask=True))[0]
         elif withheld:
             made[1].skipped.append(Skipped("summarize", withheld))
-        return made if made is not None and made[0].total <= self.cuts.room else None
+        if made is None or made[0].total > self.cuts.room:
+            return None
+        made[1].summarized.plan = (plain, room)  # (for the record: `LastCut.summary_mark`)
+        return made
 
     def size(self, m: int, mark: int) -> Generator[Any, Any, int | None]:
         """The tokens the replay chooses a mark by: the cut without its summary and the room it
@@ -240,12 +250,15 @@ class HeldSummary:
     """The summary a carried cut's record's turn sent (`LastCut.summary`), for a turn the client
     slid the cut (took out the oldest messages it left out, `guard.fit.slid`): the digest of its
     span ("": that turn sent none), the messages and tokens the span held, and the budget it was
-    asked with (0: not recorded)."""
+    asked with (0: not recorded); and the mark the cut was made to and the room it left its
+    summary (`CutSummaries._planned`; mark 0: not recorded)."""
 
     digest: str = ""
     messages: int = 0
     tokens: int = 0
     budget: int = 0
+    mark: int = 0
+    room: int = 0
 
 
 def _slid_summary(

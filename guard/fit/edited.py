@@ -75,13 +75,8 @@ def _identity(dialect: Dialect, messages: Sequence[Mapping[str, Any]], runs: Seq
 
 
 _COUNTS = ("length", "mark", "prefix_tokens", "history")  # a record's counts (`LastCut.from_dict`)
-_LATER_COUNTS = (
-    "dropped_tokens",
-    "room",
-    "since",
-    "slid",
-    "summary_budget",
-)  # and those later versions added: 0 where absent
+# and those later versions added: 0 where absent
+_LATER_COUNTS = ("dropped_tokens", "room", "since", "slid", "summary_budget", "summary_mark", "summary_room")
 _TEXTS = ("rollout", "window", "summary")  # digests later versions added: "" where absent
 
 
@@ -104,7 +99,9 @@ class LastCut:
     `slid` and `window`: where a client slid a window of its newest messages past it (`guard.fit.slid`);
     `summary` and `summary_budget`: the digest of the span its summary stands for
     (`guard.fit.summary.span_digest`; "": it sent none) and the budget the summary was asked with,
-    by which a slid cut finds that summary again."""
+    by which a slid cut finds that summary again; with a summarizer, `summary_mark` and
+    `summary_room`: the mark its prefix was cut to and the room it left its summary (0: not
+    recorded), by which a slid cut is made again as it was."""
 
     length: int
     mark: int
@@ -124,6 +121,8 @@ class LastCut:
     window: str = ""
     summary: str = ""
     summary_budget: int = 0
+    summary_mark: int = 0
+    summary_room: int = 0
 
     @classmethod
     def of(

@@ -208,6 +208,7 @@ class Summaries:
     # the summary in place: its span's digest and the budget it was asked with (what the summary
     # cache keys it by besides the tenant and model: `summary_key`)
     key: tuple[str, int] = ("", 0)
+    plan: tuple[int, int] = (0, 0)  # a carried cut's: the mark it was made to, the room it left its summary
 
     def copy(self) -> Summaries:
         return replace(
