@@ -320,18 +320,23 @@ def _forms(d: Any, changed: set[str]) -> list[Any]:
     return out
 
 
-def carried_alone_and_by_two_workers(body: dict, policy: Any, turns: list[dict]) -> tuple[list[Any], list[Any]]:
+def carried_alone_and_by_two_workers(
+    body: dict, policy: Any, turns: list[dict], summarizing: bool = False
+) -> tuple[list[Any], list[Any]]:
     """The cut each of `turns` carried (its report's record) through one engine, and sent
-    alternately through two engines (two workers or replicas) whose records meet in a shared store."""
+    alternately through two engines (two workers or replicas) whose records meet in a shared store
+    (with `summarizing`, each side's summary requests answered by a scripted summarizer, the two
+    engines' by one: a shared summary cache)."""
     import asyncio
 
-    from bench.cache import engine_for, fit
+    from bench.cache import Scripted, engine_for, fit
     from guard.state.cache import CacheSettings, SummaryCache
     from guard.state.seen_store import SeenStore
     from tests.test_temperature import FakeRedis
 
-    one = engine_for(body, policy)
-    alone = [fit(one, turn, None).report.carried for turn in turns]
+    one, summarizer = engine_for(body, policy), Scripted() if summarizing else None
+    alone = [fit(one, turn, summarizer).report.carried for turn in turns]
+    summarizer = Scripted() if summarizing else None
     shared = FakeRedis()
     engines = [engine_for(body, policy), engine_for(body, policy)]
     stores = [SeenStore(SummaryCache(CacheSettings(memory_entries=0), shared=shared), e.conversations) for e in engines]
@@ -340,7 +345,7 @@ def carried_alone_and_by_two_workers(body: dict, policy: Any, turns: list[dict])
         engine, store = engines[i % 2], stores[i % 2]
         key = engine.conversation_key(turn, turn["model"])
         assert asyncio.run(store.fresh(key))
-        both.append(fit(engine, turn, None).report.carried)
+        both.append(fit(engine, turn, summarizer).report.carried)
         asyncio.run(store.record(key))
     return alone, both
 

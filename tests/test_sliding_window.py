@@ -221,6 +221,19 @@ def test_two_workers_sharing_the_record_carry_a_slid_cut_as_one_does():
     assert both == alone
 
 
+def test_two_workers_sharing_the_record_and_the_summary_cache_carry_a_slid_summary_as_one_does():
+    """The same with a summarizer, the two workers sharing its summary cache: the record names the
+    summary a slid cut keeps by its span's digest and budget, which the other worker finds."""
+    from tests.test_edited import carried_alone_and_by_two_workers
+
+    body = dict(dict(_loops(None, None))["moatless/django__django-13220"])
+    edited = cache.with_client(body, sliding(20))
+    policy = cache.window_policy(edited, 0.5)
+    alone, both = carried_alone_and_by_two_workers(body, policy, list(cache.requests(edited)), summarizing=True)
+    assert sum(c is not None and c["slid"] > 0 and c["summary"] != "" for c in alone) >= 3
+    assert both == alone
+
+
 def test_the_task_of_a_history_edited_since_a_cut_is_before_the_cut_s_first_run():
     """A text agent's observation the client left right after the task (it slid out the reply it
     answered) reads as the task's request (`task_messages`), and is pinned; where a carried cut's
