@@ -88,10 +88,7 @@ from guard.dialects import Dialect, detect, turn_boundaries  # noqa: E402
 from guard.fit.engine import Engine, Sources  # noqa: E402
 from guard.fit.planner import CachedSummaries, Fitted, SummaryAnswer, SummaryRequest, WithheldSummary  # noqa: E402
 from guard.fit.replay import ROOM_BAR, head_length, lasting, turn_growth, turn_starts  # noqa: E402
-from guard.fit.spans import (
-    WITHHELD,  # noqa: E402
-    digest_of,  # noqa: E402
-)
+from guard.fit.spans import WITHHELD, digest_of  # noqa: E402
 from guard.fit.strategies.compact import compacted  # noqa: E402
 
 OUTPUT = 2048  # max_tokens of every request
@@ -349,8 +346,8 @@ class Replay:
 class Scripted:
     """A summarizer that always answers the same text (~120 tokens), with a cache keyed as the
     guard's summary cache keys it: by the summary's budget and the span's digest (before session
-    74 by its messages; before session 64 by the messages alone, so a lookup found a summary asked for with another budget, which the
-    guard's cache does not); with `fill`, a text of about that share of the request's `max_tokens`
+    74 by its messages; before session 64 by the messages alone, so a lookup found a summary asked
+    for with another budget, which the guard's cache does not); with `fill`, a text of about that share of the request's `max_tokens`
     (a model that writes up to the length it is asked for)."""
 
     def __init__(self, fill: float | None = None) -> None:

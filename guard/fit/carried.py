@@ -13,7 +13,7 @@ from guard.core.budget import Budget, quantized_stop
 from guard.core.report import Skipped
 from guard.core.steps import of_kind
 from guard.fit.conversation import Context, Conversation, Keeping
-from guard.fit.cut_summaries import CutSummaries, HeldSummary, Made
+from guard.fit.cut_summaries import CutSummaries, Made
 from guard.fit.edited import LastCut
 from guard.fit.notes import Notes
 from guard.fit.prefix_fit import fit_prefix, followed_by, kept_whole
@@ -21,7 +21,7 @@ from guard.fit.prefix_forms import PrefixKeys, SentForms
 from guard.fit.questions import query
 from guard.fit.replay import FIRST_MARK_SLACK, Past, last_cut, new_cut, room_bar
 from guard.fit.request import Counted
-from guard.fit.slid import slid_to
+from guard.fit.slid import HeldSummary, recorded, slid_to
 from guard.fit.temperature import Anchor, Temperature
 
 
@@ -77,7 +77,7 @@ def carried(
         if held is not None and held[0].total <= (ctx.carry_room or budget.room):
             under, cut = held[0].total < room_bar(as_made.budget), (anchor.length, anchor.mark)
             record = LastCut.of(req.dialect, messages, counts, cut, under, held[0].origin)
-            return (*held, anchor, _with_summary(record.made_for(as_made.budget.room), held))
+            return (*held, anchor, recorded(record.made_for(as_made.budget.room), held))
     if temperature is not None and (temperature.state == "cold" or anchor is not None):
         total = req.fixed + sum(cuts.sent)
         return (yield from _anchored(cuts.summarized_at, req, total, budget, temperature.state))
@@ -117,8 +117,7 @@ def _warm(
             return kept
         edited = edited or its_edits
         sent_last = sent_last or last.history in past.requests[-1:]
-        cuts.ghost, cuts.dropped, cuts.dropped_ghost, cuts.slid = 0, frozenset(), 0, (0, 0)
-        cuts.held = HeldSummary()
+        cuts.ghost, cuts.dropped, cuts.dropped_ghost, cuts.slid, cuts.held = 0, frozenset(), 0, (0, 0), HeldSummary()
     if edited:
         found: tuple[int, int] | None = (n, (yield from new_cut(past, n, budget, size_of))[0])
     elif not replay:  # a busy worker: the cut a cold cache gets, anchored for the turns after it
@@ -145,7 +144,7 @@ def _warm(
         return None
     under = made[0].total < room_bar(budget)
     record = LastCut.of(dialect, messages, counts, (m, mark), under, made[0].origin)
-    return (*made, None, _with_summary(replace(record, edited=edited, room=budget.room), made))
+    return (*made, None, recorded(replace(record, edited=edited, room=budget.room), made))
 
 
 def _of_this(req: Counted, records: Sequence[LastCut]) -> list[LastCut]:
@@ -174,23 +173,11 @@ def _carry(
         as_made.dropped = last.dropped_messages
         as_made.dropped_ghost = max(last.taken_from_dropped(req.counts), -as_made.ghost)
         as_made.slid = (last.slid, last.dropped[0][0]) if last.slid and last.dropped else (0, 0)
-        if as_made.slid[0]:  # (its summary's span: what it dropped and what the client took out of that)
-            messages, tokens = len(last.dropped_messages) + last.slid, last.dropped_tokens
-            plan = (last.summary_mark, last.summary_room)
-            as_made.held = HeldSummary(last.summary, messages, tokens, last.summary_budget, *plan)
+        as_made.held = HeldSummary.of(last) if as_made.slid[0] else HeldSummary()
     made = yield from its_notes.noted((yield from its_made_at(last.length, last.mark)), last.length, last.mark)
     if made is not None and (made[0].total >= room_bar(as_made.budget) or last.under_bar):
-        return (*made, None, _with_summary(last.carried(req.counts), made)), edited
+        return (*made, None, recorded(last.carried(req.counts), made)), edited
     return None, edited
-
-
-def _with_summary(record: LastCut, made: tuple[Conversation, Context, int]) -> LastCut:
-    """`record`, of a cut sent as `made`, with the digest of the span its summary stands for ("":
-    it went without one), by which a turn that slid it finds the summary (`LastCut.summary`)."""
-    summarized = made[1].summarized
-    digest, budget = summarized.key if summarized.message is not None else ("", 0)
-    mark, room = summarized.plan
-    return replace(record, summary=digest, summary_budget=budget, summary_mark=mark, summary_room=room)
 
 
 def _older(last: LastCut, past: Past, counts: Sequence[int]) -> bool:
@@ -238,11 +225,7 @@ def _anchored(
         if made is not None and (made[0].total >= bar or first is None):
             under = made[0].total < bar
             record = LastCut.of(req.dialect, req.messages, counts, (n, mark), under, made[0].origin)
-            first = (
-                *made,
-                Anchor(n, mark, sum(counts), budget.room),
-                _with_summary(record.made_for(budget.room), made),
-            )
+            first = (*made, Anchor(n, mark, sum(counts), budget.room), recorded(record.made_for(budget.room), made))
             if made[0].total >= bar:
                 break
     return first

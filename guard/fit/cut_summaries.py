@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Generator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal, Protocol, TypeAlias
 
 from guard.core.report import Skipped
@@ -22,6 +22,7 @@ from guard.fit import summary
 from guard.fit.conversation import Context, Conversation
 from guard.fit.prefix_fit import PrefixCuts
 from guard.fit.replay import head_length, room_bar
+from guard.fit.slid import HeldSummary
 from guard.fit.spans import (
     MIN_SUMMARY,
     SUMMARY_MARK,
@@ -243,22 +244,6 @@ def summarized(
         return (conv, part, m), "missing"
     yield WithheldSummary((withheld,))
     return (conv, part, m), "withheld"
-
-
-@dataclass(frozen=True)
-class HeldSummary:
-    """The summary a carried cut's record's turn sent (`LastCut.summary`), for a turn the client
-    slid the cut (took out the oldest messages it left out, `guard.fit.slid`): the digest of its
-    span ("": that turn sent none), the messages and tokens the span held, and the budget it was
-    asked with (0: not recorded); and the mark the cut was made to and the room it left its
-    summary (`CutSummaries._planned`; mark 0: not recorded)."""
-
-    digest: str = ""
-    messages: int = 0
-    tokens: int = 0
-    budget: int = 0
-    mark: int = 0
-    room: int = 0
 
 
 def _slid_summary(

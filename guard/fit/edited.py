@@ -97,11 +97,8 @@ class LastCut:
     changed (`calibration_mode: auto`, a counting miss); `since`: the messages of the history it was
     first sent with (0: not recorded): the turns of `since` to `history` messages carried it;
     `slid` and `window`: where a client slid a window of its newest messages past it (`guard.fit.slid`);
-    `summary` and `summary_budget`: the digest of the span its summary stands for
-    (`guard.fit.summary.span_digest`; "": it sent none) and the budget the summary was asked with,
-    by which a slid cut finds that summary again; with a summarizer, `summary_mark` and
-    `summary_room`: the mark its prefix was cut to and the room it left its summary (0: not
-    recorded), by which a slid cut is made again as it was."""
+    with a summarizer, its summary's span digest and budget ("", 0: it sent none), the mark it was cut
+    to and the room it left the summary (0: not recorded), by which a slid cut is made again (`HeldSummary`)."""
 
     length: int
     mark: int

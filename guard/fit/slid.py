@@ -8,16 +8,18 @@ and of everything from its end on, at a place that many messages earlier (`LastC
 carried as it was: the same messages go first (`History.dropped`, `guard.fit.rounds`), the run's
 marker still counts what it stands for, and where the client took the whole run out the marker
 stays on its own (`guard.fit.strategies.drop.standing_marker`). The prompt is the one the last turn
-sent plus what the client added, and its cached prefix holds. Without the conversation's record
-(another worker, no shared store) the history is cut as any other is."""
+sent plus what the client added, and its cached prefix holds; with a summarizer, the summary that
+turn sent stays in its place, found by its span's digest (`HeldSummary`, `recorded`). Without the
+conversation's record (another worker, no shared store) the history is cut as any other is."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from guard.dialects import Dialect
+from guard.fit.conversation import Context, Conversation
 from guard.fit.edited import LastCut, counts_digest, rollout, spine, windows_at
 
 
@@ -59,3 +61,36 @@ def _slid(
         since=max(0, cut.since - taken),
         slid=cut.slid + taken,
     )
+
+
+@dataclass(frozen=True)
+class HeldSummary:
+    """The summary a carried cut's record's turn sent (`LastCut.summary`), for a turn the client
+    slid the cut (took out the oldest messages it left out, `guard.fit.slid`): the digest of its
+    span ("": that turn sent none), the messages and tokens the span held, and the budget it was
+    asked with (0: not recorded); and the mark the cut was made to and the room it left its
+    summary (`CutSummaries._planned`; mark 0: not recorded)."""
+
+    digest: str = ""
+    messages: int = 0
+    tokens: int = 0
+    budget: int = 0
+    mark: int = 0
+    room: int = 0
+
+    @classmethod
+    def of(cls, last: LastCut) -> HeldSummary:
+        """The summary of the record `last`, slid: its span is what the cut dropped and what the
+        client took out of that since."""
+        messages, plan = len(last.dropped_messages) + last.slid, (last.summary_mark, last.summary_room)
+        return cls(last.summary, messages, last.dropped_tokens, last.summary_budget, *plan)
+
+
+def recorded(record: LastCut, made: tuple[Conversation, Context, int]) -> LastCut:
+    """`record`, of a cut sent as `made`, with what a turn that slid it makes it again by: the
+    digest of the span its summary stands for and the summary's budget ("", 0: it went without
+    one), the mark it was made to and the room it left its summary (`HeldSummary`)."""
+    summarized = made[1].summarized
+    digest, budget = summarized.key if summarized.message is not None else ("", 0)
+    mark, room = summarized.plan
+    return replace(record, summary=digest, summary_budget=budget, summary_mark=mark, summary_room=room)

@@ -88,29 +88,20 @@ class Summarizer:
         budget, _ = make_budget(limits, policy, min(wanted, limits.max_output_tokens))
         return budget.room, budget.reserved_output, counter
 
-    def _lines(self, request: SummaryRequest) -> list[str]:
-        if len(request.lines) == len(request.messages):
-            return list(request.lines)  # the planner rendered them once for the whole request
-        return summary.transcript(by_name(request.dialect), request.messages)
-
     def keyed(self, request: SummaryRequest, tenant: str, cap: int) -> tuple[str, list[str], int]:
         max_tokens = min(request.max_tokens, cap)
-        if request.span:  # (a span whose messages a client slid out: known by its digest alone)
-            return summary.summary_key(tenant, self.settings.model, max_tokens, request.span), [], max_tokens
-        lines = self._lines(request)
-        return summary.span_key(tenant, self.settings.model, max_tokens, lines), lines, max_tokens
+        lines = [] if request.span else _lines(request)  # (a span a client slid out: known by its digest)
+        digest = request.span or summary.span_digest(lines)
+        return summary.summary_key(tenant, self.settings.model, max_tokens, digest), lines, max_tokens
 
     async def cached(self, requests: Sequence[SummaryRequest], tenant: str) -> tuple[str | None, ...]:
         """The cached summary of each span, or None (never calls the model). A plan's spans
         nest, so their transcript is hashed once for all of them (`summary.span_digests`)."""
         _, cap, _ = self.budget()
-        model = self.settings.model
         with using(self.engine.memos):  # (the transcript lines and digests: the engine's memos)
-            lined = [r for r in requests if not r.span]
-            digests = iter(summary.span_digests([self._lines(r) for r in lined]))
-            keys = [
-                summary.summary_key(tenant, model, min(r.max_tokens, cap), r.span or next(digests)) for r in requests
-            ]
+            digests = iter(summary.span_digests([_lines(r) for r in requests if not r.span]))
+            spans = [(min(r.max_tokens, cap), r.span or next(digests)) for r in requests]
+        keys = [summary.summary_key(tenant, self.settings.model, *span) for span in spans]
         return tuple(await self.cache.get_many(keys))
 
     async def summarize(self, request: SummaryRequest, tenant: str) -> SummaryAnswer:
@@ -211,6 +202,12 @@ class Summarizer:
         finally:
             internal_call.reset(token)
         return cast("str | None", response.choices[0].message.content)
+
+
+def _lines(request: SummaryRequest) -> list[str]:
+    if len(request.lines) == len(request.messages):
+        return list(request.lines)  # the planner rendered them once for the whole request
+    return summary.transcript(by_name(request.dialect), request.messages)
 
 
 async def withhold(summarizer: Summarizer, request: SummaryRequest, tenant: str) -> None:
