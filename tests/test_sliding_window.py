@@ -198,12 +198,13 @@ def _no_text(record: Mapping[str, Any]) -> bool:
 def test_the_record_of_a_slid_cut_holds_counts_and_digests_only():
     record = _record([10, 11, 12, 13, 14, 15, 16], ((1, 4),), 5)
     assert record.window and _no_text(record.to_dict())
-    # with a summary: its span's digest (sha256, hex) and budget, read back as written; a record an
-    # earlier version wrote, without them, reads as one that sent no summary
-    summarized = replace(record, summary=hashlib.sha256(b"lines").hexdigest(), summary_budget=364)
+    # with a summary: its span's digest (sha256, hex), budget, mark and room, read back as written;
+    # a record an earlier version wrote, without them, reads as one that sent no summary
+    digest = hashlib.sha256(b"lines").hexdigest()
+    summarized = replace(record, summary=digest, summary_budget=364, summary_mark=6720, summary_room=559)
     data = summarized.to_dict()
     assert LastCut.from_dict(data) == summarized and all(len(v) <= 64 for v in data.values() if isinstance(v, str))
-    older = {k: v for k, v in data.items() if k not in ("summary", "summary_budget")}
+    older = {k: v for k, v in data.items() if not k.startswith("summary")}
     assert LastCut.from_dict(older) == record
 
 
