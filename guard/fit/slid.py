@@ -66,10 +66,10 @@ def _slid(
 @dataclass(frozen=True)
 class HeldSummary:
     """The summary a carried cut's record's turn sent (`LastCut.summary`), for a turn the client
-    slid the cut (took out the oldest messages it left out, `guard.fit.slid`): the digest of its
-    span ("": that turn sent none), the messages and tokens the span held, and the budget it was
-    asked with (0: not recorded); and the mark the cut was made to and the room it left its
-    summary (`CutSummaries._planned`; mark 0: not recorded)."""
+    slid the cut (took out the oldest messages it left out, `slid_to`): the digest of its span
+    ("": that turn sent none), the messages and tokens the span held, and the budget it was asked
+    with (0: not recorded); and the mark the cut was made to and the room it left its summary
+    (`guard.fit.cut_summaries.CutSummaries._planned`; mark 0: not recorded)."""
 
     digest: str = ""
     messages: int = 0
