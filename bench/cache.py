@@ -347,8 +347,8 @@ class Scripted:
     """A summarizer that always answers the same text (~120 tokens), with a cache keyed as the
     guard's summary cache keys it: by the summary's budget and the span's digest (before session
     74 by its messages; before session 64 by the messages alone, so a lookup found a summary asked
-    for with another budget, which the guard's cache does not); with `fill`, a text of about that share of the request's `max_tokens`
-    (a model that writes up to the length it is asked for)."""
+    for with another budget, which the guard's cache does not); with `fill`, a text of about that
+    share of the request's `max_tokens` (a model that writes up to the length it is asked for)."""
 
     def __init__(self, fill: float | None = None) -> None:
         self.cache: dict[str, str] = {}

@@ -31,7 +31,6 @@ from guard.fit.spans import (
     SummaryAnswer,
     SummaryRequest,
     WithheldSummary,
-    digest_of,
     summary_budget,
     withheld_request,
 )
@@ -328,7 +327,7 @@ def put_in(
     # takes the place of at least its marker)
     part.record("summarize", max(0, dropped + replaced - count), items or 1)
     part.summarized.message, part.summarized.span = msg, span
-    part.summarized.key = (digest_of(request), request.max_tokens)
+    part.summarized.request = request
     part.summarized.report = {
         "source": source,
         "calls": part.summarized.calls,

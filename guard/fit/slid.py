@@ -21,6 +21,7 @@ from typing import Any
 from guard.dialects import Dialect
 from guard.fit.conversation import Context, Conversation
 from guard.fit.edited import LastCut, counts_digest, rollout, spine, windows_at
+from guard.fit.spans import digest_of
 
 
 def slid_to(
@@ -90,7 +91,7 @@ def recorded(record: LastCut, made: tuple[Conversation, Context, int]) -> LastCu
     """`record`, of a cut sent as `made`, with what a turn that slid it makes it again by: the
     digest of the span its summary stands for and the summary's budget ("", 0: it went without
     one), the mark it was made to and the room it left its summary (`HeldSummary`)."""
-    summarized = made[1].summarized
-    digest, budget = summarized.key if summarized.message is not None else ("", 0)
+    summarized, placed = made[1].summarized, made[1].summarized.request
+    digest, budget = (digest_of(placed), placed.max_tokens) if summarized.message is not None else ("", 0)
     mark, room = summarized.plan
     return replace(record, summary=digest, summary_budget=budget, summary_mark=mark, summary_room=room)

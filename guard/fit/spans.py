@@ -48,11 +48,15 @@ class SummaryRequest:
 
 def digest_of(request: SummaryRequest) -> str:
     """The digest `request`'s span is known by (`summary.span_digest`), which keys its summary."""
-    if request.span:
-        return request.span
+    return request.span or summary.span_digest(lines_of(request))
+
+
+def lines_of(request: SummaryRequest) -> list[str]:
+    """The transcript lines of `request`'s messages (`summary.transcript`): those the planner
+    rendered once for the whole request, where it did."""
     if len(request.lines) == len(request.messages):
-        return summary.span_digest(request.lines)
-    return summary.span_digest(summary.transcript(by_name(request.dialect), request.messages))
+        return list(request.lines)
+    return summary.transcript(by_name(request.dialect), request.messages)
 
 
 @dataclass(frozen=True)
@@ -269,7 +273,7 @@ def _apply(
         ctx.adjust("summarize", 0, -len(ctx.summarized.span))  # the new summary takes the old one's place
     ctx.record("summarize", saved, len(span))
     ctx.summarized.message, ctx.summarized.span = msg, span
-    ctx.summarized.key = (digest_of(request), request.max_tokens)
+    ctx.summarized.request = request
     ctx.summarized.report = {
         "source": source,
         "calls": ctx.summarized.calls,

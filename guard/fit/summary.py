@@ -205,9 +205,9 @@ class Summaries:
     calls: int = 0
     requests: dict[tuple[int, ...], Any] = field(default_factory=dict)  # built once per span, shared by copies
     report: dict[str, Any] | None = None  # source, calls, span sizes
-    # the summary in place: its span's digest and the budget it was asked with (what the summary
-    # cache keys it by besides the tenant and model: `summary_key`)
-    key: tuple[str, int] = ("", 0)
+    # the request of the summary in place (a `guard.fit.spans.SummaryRequest`): what a carried cut's
+    # record names it by, its span's digest and budget, is worked out from it once the cut is recorded
+    request: Any = None
     plan: tuple[int, int] = (0, 0)  # a carried cut's: the mark it was made to, the room it left its summary
 
     def copy(self) -> Summaries:

@@ -27,11 +27,11 @@ from guard.core.breaker import CircuitBreaker
 from guard.core.budget import make_budget
 from guard.core.config import SummarizerSettings
 from guard.core.memo import using
-from guard.dialects import OPENAI, by_name
+from guard.dialects import OPENAI
 from guard.fit import summary
 from guard.fit.engine import Engine
 from guard.fit.planner import SummaryAnswer, SummaryRequest
-from guard.fit.spans import WITHHELD
+from guard.fit.spans import WITHHELD, lines_of
 from guard.shell import router_api
 from guard.state import telemetry
 from guard.state.cache import SummaryCache
@@ -90,7 +90,7 @@ class Summarizer:
 
     def keyed(self, request: SummaryRequest, tenant: str, cap: int) -> tuple[str, list[str], int]:
         max_tokens = min(request.max_tokens, cap)
-        lines = [] if request.span else _lines(request)  # (a span a client slid out: known by its digest)
+        lines = [] if request.span else lines_of(request)  # (a span a client slid out: known by its digest)
         digest = request.span or summary.span_digest(lines)
         return summary.summary_key(tenant, self.settings.model, max_tokens, digest), lines, max_tokens
 
@@ -99,7 +99,7 @@ class Summarizer:
         nest, so their transcript is hashed once for all of them (`summary.span_digests`)."""
         _, cap, _ = self.budget()
         with using(self.engine.memos):  # (the transcript lines and digests: the engine's memos)
-            digests = iter(summary.span_digests([_lines(r) for r in requests if not r.span]))
+            digests = iter(summary.span_digests([lines_of(r) for r in requests if not r.span]))
             spans = [(min(r.max_tokens, cap), r.span or next(digests)) for r in requests]
         keys = [summary.summary_key(tenant, self.settings.model, *span) for span in spans]
         return tuple(await self.cache.get_many(keys))
@@ -202,12 +202,6 @@ class Summarizer:
         finally:
             internal_call.reset(token)
         return cast("str | None", response.choices[0].message.content)
-
-
-def _lines(request: SummaryRequest) -> list[str]:
-    if len(request.lines) == len(request.messages):
-        return list(request.lines)  # the planner rendered them once for the whole request
-    return summary.transcript(by_name(request.dialect), request.messages)
 
 
 async def withhold(summarizer: Summarizer, request: SummaryRequest, tenant: str) -> None:
